@@ -1,0 +1,50 @@
+# The two commands: `make up` runs the whole platform, `make test` runs every test.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+export DJANGO_SETTINGS_MODULE ?= portal.settings.local
+
+.PHONY: up test install services db migrate seed lint typecheck pytest clean
+
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+services:
+	@bash deploy/local/services.sh
+
+db: services
+	@psql -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='trainyard'" | grep -q 1 || createdb trainyard
+
+migrate: install db
+	$(PY) manage.py migrate --noinput
+
+seed: migrate
+	$(PY) manage.py seed_demo
+
+up: seed
+	@mkdir -p var
+	@echo
+	@echo "Trainyard is starting:  http://127.0.0.1:$${PORT:-8000}/   admin console: http://127.0.0.1:$${PORT:-8000}/admin/"
+	@echo "Logins: admin / admin (superuser), demo / demo (member of tenant 'demo'). Ctrl-C stops everything."
+	@echo
+	$(VENV)/bin/honcho start -f Procfile
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install
+	$(VENV)/bin/mypy .
+
+pytest: install services
+	DJANGO_SETTINGS_MODULE=portal.settings.test $(VENV)/bin/pytest
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf var .pytest_cache .mypy_cache .ruff_cache

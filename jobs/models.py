@@ -1,0 +1,147 @@
+"""Jobs, the events of their lives, and their learners (one pod each)."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from jobs.states import ACTIVE, TERMINAL, WAITING, JobStatus, check_transition
+from tenants.models import Tenant
+
+_ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+
+
+def new_job_id() -> str:
+    """A short random id that is URL-safe and DNS-1123 safe (it goes into pod names)."""
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(10))
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    """Job queries by state group; tenants' usage accounting reads these through `tenant.jobs`."""
+
+    def waiting(self) -> JobQuerySet:
+        return self.filter(status__in=WAITING)
+
+    def holding_resources(self) -> JobQuerySet:
+        return self.filter(status__in=ACTIVE)
+
+    def finished(self) -> JobQuerySet:
+        return self.filter(status__in=TERMINAL)
+
+
+class Job(models.Model):
+    """A training job: a validated spec owned by a tenant, moved through its states by the services."""
+
+    id = models.CharField(primary_key=True, max_length=16, default=new_job_id, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="jobs")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="jobs"
+    )
+    name = models.CharField(max_length=100)
+    spec = models.JSONField(help_text="The normalized, validated spec (see jobs/spec.py).")
+    source = models.CharField(max_length=16, default="trainyard", help_text="trainyard or ffdl")
+    status = models.CharField(max_length=12, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    reason = models.CharField(max_length=64, blank=True, help_text="Machine-readable cause of the status.")
+    message = models.TextField(blank=True, help_text="Human explanation of the status.")
+    priority = models.IntegerField(default=0)
+    attempt = models.PositiveIntegerField(default=0, help_text="Launch attempts so far (0 until admitted).")
+    max_retries = models.PositiveIntegerField(default=2)
+    # The current allocation per learner; copied from the spec at submit, changed only by the tuner.
+    learners = models.PositiveIntegerField(default=1)
+    gpus = models.PositiveIntegerField(default=0)
+    cpu_millis = models.PositiveIntegerField(default=1000)
+    memory_mib = models.PositiveIntegerField(default=1024)
+    created_at = models.DateTimeField(default=timezone.now)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["tenant", "status"]),
+            models.Index(fields=["status", "priority", "created_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.name})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def total_gpus(self) -> int:
+        return self.learners * self.gpus
+
+    @property
+    def total_cpu_millis(self) -> int:
+        return self.learners * self.cpu_millis
+
+    @property
+    def total_memory_mib(self) -> int:
+        return self.learners * self.memory_mib
+
+    def set_status(self, target: str) -> None:
+        """Move to `target` in memory, stamping the matching time; raises IllegalTransition if not allowed.
+
+        Callers save the row themselves (the services do, under a row lock, with a JobEvent).
+        """
+        check_transition(self.status, target)
+        now = timezone.now()
+        if target == JobStatus.STARTING:
+            self.admitted_at = now
+        elif target == JobStatus.RUNNING and self.started_at is None:
+            self.started_at = now
+        elif target in TERMINAL:
+            self.finished_at = now
+        self.status = target
+
+
+class JobEvent(models.Model):
+    """One thing that happened to a job: a transition or a notable fact, with its reason and evidence."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(default=timezone.now)
+    kind = models.CharField(max_length=32, help_text="transition, submitted, scheduling, pod, tuning, ...")
+    from_status = models.CharField(max_length=12, blank=True)
+    to_status = models.CharField(max_length=12, blank=True)
+    reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+    data: models.JSONField[Any] = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.kind} {self.reason}".strip()
+
+
+class Learner(models.Model):
+    """One learner of one attempt of a job: its pod, where it ran and how it ended."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="learner_set")
+    attempt = models.PositiveIntegerField()
+    index = models.PositiveIntegerField()
+    pod_name = models.CharField(max_length=253)
+    node = models.CharField(max_length=253, blank=True)
+    phase = models.CharField(max_length=16, default="Pending")
+    exit_code = models.IntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=64, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["job", "attempt", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "attempt", "index"], name="unique_learner_per_attempt")
+        ]
+
+    def __str__(self) -> str:
+        return self.pod_name

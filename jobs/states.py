@@ -1,0 +1,58 @@
+"""Job states, their groups, and the one table of legal transitions."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class JobStatus(models.TextChoices):
+    """Where a job is in its life; see TRANSITIONS for how it moves."""
+
+    QUEUED = "queued", "Queued"
+    STARTING = "starting", "Starting"
+    RUNNING = "running", "Running"
+    CANCELLING = "cancelling", "Cancelling"
+    REQUEUED = "requeued", "Requeued"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+S = JobStatus
+
+WAITING: frozenset[str] = frozenset({S.QUEUED, S.REQUEUED})
+"""Waiting for admission; holds no cluster resources."""
+ACTIVE: frozenset[str] = frozenset({S.STARTING, S.RUNNING, S.CANCELLING})
+"""Admitted and holding cluster resources (counted against the tenant's quota)."""
+TERMINAL: frozenset[str] = frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED})
+"""Final: nothing moves a job out of these."""
+
+TRANSITIONS: dict[str, frozenset[str]] = {
+    S.QUEUED: frozenset({S.STARTING, S.CANCELLED, S.FAILED}),
+    S.REQUEUED: frozenset({S.STARTING, S.CANCELLED, S.FAILED}),
+    S.STARTING: frozenset({S.RUNNING, S.SUCCEEDED, S.FAILED, S.REQUEUED, S.CANCELLING}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.REQUEUED, S.CANCELLING}),
+    S.CANCELLING: frozenset({S.CANCELLED, S.SUCCEEDED, S.FAILED}),
+    S.SUCCEEDED: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+
+class IllegalTransition(Exception):
+    """A job was asked to move where the transition table does not allow."""
+
+    def __init__(self, current: str, target: str) -> None:
+        self.current, self.target = current, target
+        if current in TERMINAL:
+            detail = f"job is already {current}, a final state"
+        else:
+            allowed = ", ".join(sorted(TRANSITIONS.get(current, ()))) or "nothing"
+            detail = f"a {current} job can move to {allowed}"
+        super().__init__(f"cannot move from {current} to {target}: {detail}")
+
+
+def check_transition(current: str, target: str) -> None:
+    """Raise IllegalTransition unless `current → target` is in the table."""
+    if target not in TRANSITIONS.get(current, frozenset()):
+        raise IllegalTransition(current, target)

@@ -1,0 +1,42 @@
+"""Create the local demo logins and tenant; refuses to run outside local settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from tenants.models import Quota, Role, Tenant
+from tenants.services import membership_set
+
+DEMO_QUOTA = {"gpus": 4, "cpu_millis": 4000, "memory_mib": 8192, "max_running_jobs": 4, "max_queued_jobs": 50}
+
+
+class Command(BaseCommand):
+    help = "Create superuser admin/admin, tenant 'demo' with a quota, and member demo/demo (idempotent)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not getattr(settings, "LOCAL_SETUP", False):
+            raise CommandError("seed_demo creates well-known passwords; it runs only under local settings.")
+        User = get_user_model()
+        with transaction.atomic():
+            admin, created = User.objects.get_or_create(
+                username="admin",
+                defaults={"is_staff": True, "is_superuser": True, "email": "admin@localhost"},
+            )
+            if created:
+                admin.set_password("admin")
+                admin.save()
+            demo_user, created = User.objects.get_or_create(
+                username="demo", defaults={"email": "demo@localhost"}
+            )
+            if created:
+                demo_user.set_password("demo")
+                demo_user.save()
+            tenant, _ = Tenant.objects.get_or_create(slug="demo", defaults={"name": "Demo team"})
+            Quota.objects.get_or_create(tenant=tenant, defaults=DEMO_QUOTA)
+            membership_set(tenant=tenant, user=demo_user, role=Role.MEMBER)
+        self.stdout.write("demo data ready: admin/admin (superuser), demo/demo (member of tenant 'demo')")

@@ -1,0 +1,10 @@
+"""Settings for a developer's machine (`make up`): debug on, an insecure key, kubesim's kubeconfig."""
+
+from .base import *  # noqa: F403
+from .base import BASE_DIR, env
+
+DEBUG = env.bool("DEBUG", default=True)
+SECRET_KEY = env("SECRET_KEY", default="local-insecure-key-do-not-use-in-production")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+KUBECONFIG = env("KUBECONFIG", default=str(BASE_DIR / "var" / "kubesim" / "kubeconfig"))
+LOCAL_SETUP = True

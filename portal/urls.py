@@ -1,0 +1,16 @@
+"""Top-level URL routes."""
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.urls import path
+
+
+def healthz(request: HttpRequest) -> HttpResponse:
+    """The process is alive; says nothing about its dependencies."""
+    return HttpResponse("ok", content_type="text/plain")
+
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("healthz", healthz, name="healthz"),
+]

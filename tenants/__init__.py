@@ -1,0 +1,1 @@
+"""Tenants: teams, memberships with roles, quotas, usage, and the one scoping helper."""

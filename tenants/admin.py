@@ -1,0 +1,111 @@
+"""Admin console for tenants: quota and members inline, current usage beside each quota."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.forms import BaseInlineFormSet
+from django.http import HttpRequest
+
+from tenants.models import Membership, Quota, Tenant
+from tenants.services import tenant_sync_permissions
+from tenants.usage import Usage, tenant_usage
+
+
+class QuotaInline(admin.StackedInline):
+    model = Quota
+    can_delete = False
+    min_num = 1
+    max_num = 1
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ["user"]
+
+
+def _used_of(used: int, limit: int, unit: str = "") -> str:
+    return f"{used}{unit} / {limit}{unit}"
+
+
+def _usage(tenant: Tenant) -> Usage:
+    """Usage of one tenant, computed once per row however many columns show it."""
+    cached: Usage | None = getattr(tenant, "_usage_cache", None)
+    if cached is None:
+        cached = tenant_usage(tenant)
+        tenant._usage_cache = cached  # type: ignore[attr-defined]
+    return cached
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "weight", "active", "gpus_used", "cpu_used", "memory_used", "jobs_used"]
+    list_filter = ["active"]
+    search_fields = ["slug", "name"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [QuotaInline, MembershipInline]
+    readonly_fields = ["usage_summary"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Tenant]:
+        return super().get_queryset(request).select_related("quota")
+
+    @admin.display(description="GPUs used / quota")
+    def gpus_used(self, tenant: Tenant) -> str:
+        return _used_of(_usage(tenant).gpus, tenant.quota.gpus)
+
+    @admin.display(description="CPU used / quota")
+    def cpu_used(self, tenant: Tenant) -> str:
+        return _used_of(_usage(tenant).cpu_millis, tenant.quota.cpu_millis, "m")
+
+    @admin.display(description="Memory used / quota")
+    def memory_used(self, tenant: Tenant) -> str:
+        return _used_of(_usage(tenant).memory_mib, tenant.quota.memory_mib, " MiB")
+
+    @admin.display(description="Running jobs / limit")
+    def jobs_used(self, tenant: Tenant) -> str:
+        usage = _usage(tenant)
+        return f"{_used_of(usage.running_jobs, tenant.quota.max_running_jobs)} ({usage.queued_jobs} queued)"
+
+    @admin.display(description="Current usage")
+    def usage_summary(self, tenant: Tenant) -> str:
+        if tenant.pk is None or not hasattr(tenant, "quota"):
+            return "—"
+        usage, quota = tenant_usage(tenant), tenant.quota
+        return (
+            f"GPUs {usage.gpus}/{quota.gpus}, CPU {usage.cpu_millis}m/{quota.cpu_millis}m, "
+            f"memory {usage.memory_mib}/{quota.memory_mib} MiB, running jobs "
+            f"{usage.running_jobs}/{quota.max_running_jobs}, "
+            f"queued {usage.queued_jobs}/{quota.max_queued_jobs}"
+        )
+
+    def save_related(
+        self, request: HttpRequest, form: Any, formsets: list[BaseInlineFormSet], change: bool
+    ) -> None:
+        super().save_related(request, form, formsets, change)
+        tenant_sync_permissions(tenant=form.instance)
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "tenant", "role", "created_at"]
+    list_filter = ["role", "tenant"]
+    search_fields = ["user__username", "tenant__slug"]
+    autocomplete_fields = ["user", "tenant"]
+
+    def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        tenant_sync_permissions(tenant=obj.tenant)
+
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
+        tenant = obj.tenant
+        super().delete_model(request, obj)
+        tenant_sync_permissions(tenant=tenant)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
+        tenants = list(Tenant.objects.filter(memberships__in=queryset).distinct())
+        super().delete_queryset(request, queryset)
+        for tenant in tenants:
+            tenant_sync_permissions(tenant=tenant)

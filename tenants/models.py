@@ -1,0 +1,76 @@
+"""Tenants (teams), their members' roles and their quotas."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+
+
+class Tenant(models.Model):
+    """A team that owns jobs; everything a user sees is scoped to the tenants they belong to."""
+
+    slug = models.SlugField(max_length=40, unique=True, help_text="Short name, used in URLs and namespaces.")
+    name = models.CharField(max_length=100)
+    weight = models.FloatField(
+        default=1.0,
+        validators=[MinValueValidator(0.01)],
+        help_text="Fair-share weight: a tenant with weight 2 gets twice the share of one with weight 1.",
+    )
+    active = models.BooleanField(
+        default=True, help_text="Inactive tenants keep their history but submit nothing."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+        permissions = [
+            ("view_tenant_jobs", "See the tenant's jobs, logs and metrics"),
+            ("submit_jobs", "Submit jobs and cancel one's own"),
+            ("manage_jobs", "Cancel and retry any job of the tenant"),
+            ("manage_tenant", "Manage the tenant's members and settings"),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Role(models.TextChoices):
+    """What a member may do in a tenant; each role maps to a set of guardian permissions."""
+
+    OWNER = "owner", "Owner"
+    MEMBER = "member", "Member"
+    VIEWER = "viewer", "Viewer"
+
+
+class Membership(models.Model):
+    """A user's role in one tenant. Guardian object permissions are derived from these rows."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant__slug", "user__username"]
+        constraints = [models.UniqueConstraint(fields=["user", "tenant"], name="unique_membership")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant} ({self.role})"
+
+
+class Quota(models.Model):
+    """The most a tenant may hold at once (running jobs) and keep waiting (queued jobs)."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="quota")
+    gpus = models.PositiveIntegerField(default=0, help_text="GPUs held by running jobs, at most.")
+    cpu_millis = models.PositiveIntegerField(default=8000, help_text="CPU in millicores (1000 = one core).")
+    memory_mib = models.PositiveIntegerField(default=16384, help_text="Memory in MiB.")
+    max_running_jobs = models.PositiveIntegerField(default=4)
+    max_queued_jobs = models.PositiveIntegerField(default=100)
+
+    class Meta:
+        verbose_name = "quota"
+
+    def __str__(self) -> str:
+        return f"quota of {self.tenant}"

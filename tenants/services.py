@@ -1,0 +1,59 @@
+"""Writes to tenants: memberships and the guardian permissions derived from them."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from guardian.shortcuts import assign_perm, get_users_with_perms, remove_perm
+
+from tenants.models import Membership, Quota, Role, Tenant
+from tenants.scoping import ROLE_PERMS, Perm
+
+
+def tenant_create(
+    *, slug: str, name: str, weight: float = 1.0, quota: dict[str, int] | None = None
+) -> Tenant:
+    """Create a tenant with its quota row (defaults unless given)."""
+    with transaction.atomic():
+        tenant = Tenant.objects.create(slug=slug, name=name, weight=weight)
+        Quota.objects.create(tenant=tenant, **(quota or {}))
+    return tenant
+
+
+def membership_set(*, tenant: Tenant, user: AbstractBaseUser, role: str) -> Membership:
+    """Give `user` the `role` in `tenant` (creating or changing the membership) and sync permissions."""
+    if role not in Role.values:
+        raise ValueError(f"unknown role {role!r}; use one of {', '.join(Role.values)}")
+    with transaction.atomic():
+        membership, _ = Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
+        tenant_sync_permissions(tenant=tenant)
+    return membership
+
+
+def membership_remove(*, tenant: Tenant, user: AbstractBaseUser) -> None:
+    """Take `user` out of `tenant`, with every permission the membership gave."""
+    with transaction.atomic():
+        Membership.objects.filter(tenant=tenant, user=user).delete()
+        tenant_sync_permissions(tenant=tenant)
+
+
+def tenant_sync_permissions(*, tenant: Tenant) -> None:
+    """Make guardian's object permissions on `tenant` exactly what its memberships' roles say.
+
+    Idempotent; called after any membership change (services and the admin console alike).
+    """
+    wanted: dict[int, set[str]] = {}
+    members = {}
+    for membership in Membership.objects.filter(tenant=tenant).select_related("user"):
+        members[membership.user_id] = membership.user
+        wanted[membership.user_id] = {perm.value for perm in ROLE_PERMS[membership.role]}
+    current = get_users_with_perms(tenant, attach_perms=True, with_superusers=False, with_group_users=False)
+    for user, perm_names in current.items():
+        held = {f"tenants.{name}" for name in perm_names}
+        for perm in held - wanted.get(user.pk, set()):
+            if perm in {p.value for p in Perm}:
+                remove_perm(perm, user, tenant)
+    for user_id, perms in wanted.items():
+        held = {f"tenants.{name}" for user, names in current.items() if user.pk == user_id for name in names}
+        for perm in perms - held:
+            assign_perm(perm, members[user_id], tenant)
