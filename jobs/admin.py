@@ -1,0 +1,65 @@
+"""Admin console for jobs: list with filters, events and learners inline, a cancel action."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from jobs.models import Job, JobEvent, Learner
+from jobs.services import JobRejected, job_cancel
+from jobs.states import TERMINAL
+
+
+class JobEventInline(admin.TabularInline):
+    model = JobEvent
+    extra = 0
+    can_delete = False
+    fields = ["created_at", "kind", "from_status", "to_status", "reason", "message"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        return False
+
+
+class LearnerInline(admin.TabularInline):
+    model = Learner
+    extra = 0
+    can_delete = False
+    fields = ["attempt", "index", "pod_name", "node", "phase", "exit_code", "reason"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        return False
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ["id", "name", "tenant", "owner", "status", "reason", "learners", "gpus", "created_at"]
+    list_filter = ["status", "tenant", "source"]
+    search_fields = ["id", "name", "owner__username"]
+    list_select_related = ["tenant", "owner"]
+    date_hierarchy = "created_at"
+    readonly_fields = [
+        "id", "tenant", "owner", "name", "spec", "source", "status", "reason", "message", "attempt",
+        "learners", "gpus", "cpu_millis", "memory_mib", "created_at", "admitted_at", "started_at",
+        "finished_at",
+    ]  # fmt: skip
+    fields = [*readonly_fields[:10], "priority", "max_retries", *readonly_fields[10:]]
+    inlines = [LearnerInline, JobEventInline]
+    actions = ["cancel_jobs"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Cancel selected jobs")
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        cancelled, skipped = 0, 0
+        for job in queryset.exclude(status__in=TERMINAL):
+            try:
+                job_cancel(job=job, user=request.user)  # type: ignore[arg-type]
+                cancelled += 1
+            except JobRejected as exc:
+                skipped += 1
+                self.message_user(request, f"{job.pk}: {exc}", messages.WARNING)
+        self.message_user(request, f"{cancelled} job(s) cancelled, {skipped} skipped.", messages.SUCCESS)

@@ -1,0 +1,145 @@
+"""Writes to jobs: submit, cancel and state transitions, each in one transaction with its JobEvent."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from jobs.models import Job, JobEvent
+from jobs.spec import Demand, SpecError, parse_spec, spec_demand
+from jobs.states import TERMINAL, WAITING, JobStatus
+from tenants.models import Quota, Tenant
+from tenants.scoping import Perm, can_manage_owned, has_perm
+from tenants.usage import tenant_usage
+
+
+class JobRejected(Exception):
+    """A submission or action was refused; `errors` maps a field (or "" for the whole request) to messages."""
+
+    def __init__(self, errors: Mapping[str, list[str]], *, status: int = 400) -> None:
+        self.errors = dict(errors)
+        self.status = status
+        super().__init__("; ".join(f"{k}: {m}" if k else m for k, ms in self.errors.items() for m in ms))
+
+
+class PermissionDenied(JobRejected):
+    """The user may see the tenant or job but not do this to it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__({"": [message]}, status=403)
+
+
+def quota_problems(*, demand: Demand, quota: Quota) -> list[str]:
+    """Why a job with `demand` could never run under `quota`, even with the tenant's cluster share empty."""
+    problems = []
+    if demand.total_gpus > quota.gpus:
+        problems.append(f"needs {demand.total_gpus} GPUs in all, the tenant's quota is {quota.gpus}")
+    if demand.total_cpu_millis > quota.cpu_millis:
+        problems.append(
+            f"needs {demand.total_cpu_millis}m CPU in all, the tenant's quota is {quota.cpu_millis}m"
+        )
+    if demand.total_memory_mib > quota.memory_mib:
+        problems.append(
+            f"needs {demand.total_memory_mib} MiB memory in all, the tenant's quota is {quota.memory_mib} MiB"
+        )
+    if quota.max_running_jobs == 0:
+        problems.append("the tenant may run no jobs (running-job quota is 0)")
+    return problems
+
+
+def job_submit(*, tenant: Tenant, user: AbstractBaseUser, document: str | bytes | Mapping[str, Any]) -> Job:
+    """Validate a Trainyard spec or FfDL manifest and queue it for `tenant`.
+
+    Raises JobRejected (nothing stored) on a bad spec, a job that can never fit the tenant's quota, a full
+    queue, an inactive tenant, or a user who may not submit there.
+    """
+    if not has_perm(user, tenant, Perm.SUBMIT):
+        raise PermissionDenied(f"you may not submit jobs to tenant {tenant.slug}")
+    if not tenant.active:
+        raise JobRejected({"": [f"tenant {tenant.slug} is inactive and accepts no jobs"]})
+    try:
+        parsed = parse_spec(document, max_bytes=settings.SPEC_MAX_BYTES)
+    except SpecError as exc:
+        raise JobRejected(exc.errors) from exc
+    demand = spec_demand(parsed.spec)
+    with transaction.atomic():
+        quota = Quota.objects.select_for_update().get(tenant=tenant)
+        problems = quota_problems(demand=demand, quota=quota)
+        if problems:
+            raise JobRejected({"resources": [f"can never run: {p}" for p in problems]})
+        queued = tenant_usage(tenant).queued_jobs
+        if queued >= quota.max_queued_jobs:
+            full = f"tenant {tenant.slug} already has {queued} jobs waiting (limit {quota.max_queued_jobs})"
+            raise JobRejected({"": [full]}, status=429)
+        spec = parsed.spec
+        job = Job.objects.create(
+            tenant=tenant,
+            owner=user,
+            name=spec["name"],
+            spec=spec,
+            source=parsed.source,
+            priority=spec["priority"],
+            max_retries=spec["retries"],
+            learners=demand.learners,
+            gpus=demand.gpus,
+            cpu_millis=demand.cpu_millis,
+            memory_mib=demand.memory_mib,
+        )
+        JobEvent.objects.create(
+            job=job,
+            kind="submitted",
+            to_status=job.status,
+            reason="Submitted",
+            message=f"submitted by {user.get_username()} ({parsed.source} spec)",
+            data={"demand": demand.__dict__ | {"total_gpus": demand.total_gpus}},
+        )
+    return job
+
+
+def job_transition(
+    *, job_id: str, to: str, reason: str, message: str = "", data: Mapping[str, Any] | None = None
+) -> Job:
+    """Move a job to `to` with its row locked and record its JobEvent; IllegalTransition if not allowed."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_id)
+        previous = job.status
+        job.set_status(to)
+        job.reason = reason
+        job.message = message
+        job.save()
+        JobEvent.objects.create(
+            job=job,
+            kind="transition",
+            from_status=previous,
+            to_status=to,
+            reason=reason,
+            message=message,
+            data=dict(data or {}),
+        )
+    return job
+
+
+def job_cancel(*, job: Job, user: AbstractBaseUser) -> Job:
+    """Cancel a job: a waiting one ends at once; an admitted one goes to `cancelling` until its pods are gone.
+
+    Owners of the tenant may cancel any job, members only their own, viewers none.
+    """
+    if not can_manage_owned(user, job):
+        raise PermissionDenied("you may not cancel this job")
+    with transaction.atomic():
+        current = Job.objects.select_for_update().get(pk=job.pk)
+        if current.status in TERMINAL:
+            raise JobRejected({"": [f"job {job.pk} has already finished ({current.status})"]}, status=409)
+        if current.status == JobStatus.CANCELLING:
+            return current
+        target = JobStatus.CANCELLED if current.status in WAITING else JobStatus.CANCELLING
+        return job_transition(
+            job_id=job.pk,
+            to=target,
+            reason="CancelledByUser",
+            message=f"cancelled by {user.get_username()}",
+        )
