@@ -1,0 +1,135 @@
+"""Submit and cancel: validation, quota, permissions; nothing stored when refused."""
+
+import pytest
+
+from jobs.models import Job, JobEvent
+from jobs.services import JobRejected, PermissionDenied, job_cancel, job_submit, job_transition
+from jobs.states import IllegalTransition, JobStatus
+from tenants.models import Quota
+from tests.conftest import SHARED_DATA
+from tests.factories import TenantFactory, member
+
+pytestmark = pytest.mark.django_db
+
+GOOD = """
+name: mnist
+image: pytorch/pytorch:2.3
+command: ["python", "train.py"]
+learners: 2
+resources: {gpus: 1, cpu: 2, memory: 4Gi}
+"""
+
+
+def test_submit_stores_a_queued_job_with_its_demand_and_an_event() -> None:
+    tenant = TenantFactory()
+    user = member(tenant)
+    job = job_submit(tenant=tenant, user=user, document=GOOD)
+    job.refresh_from_db()
+    assert job.status == JobStatus.QUEUED
+    assert (job.learners, job.gpus, job.cpu_millis, job.memory_mib) == (2, 1, 2000, 4096)
+    assert job.owner == user and job.tenant == tenant
+    assert job.spec["image"] == "pytorch/pytorch:2.3"
+    assert list(job.events.values_list("kind", flat=True)) == ["submitted"]
+
+
+def test_invalid_spec_is_refused_with_field_errors_and_nothing_stored() -> None:
+    tenant = TenantFactory()
+    user = member(tenant)
+    with pytest.raises(JobRejected) as info:
+        job_submit(tenant=tenant, user=user, document="name: x\nimage: y\ncommand: [a]\nlearners: -1\n")
+    assert "learners" in info.value.errors
+    assert info.value.status == 400
+    assert not Job.objects.exists() and not JobEvent.objects.exists()
+
+
+def test_job_that_can_never_fit_the_quota_is_refused_with_a_clear_reason() -> None:
+    tenant = TenantFactory()
+    Quota.objects.filter(tenant=tenant).update(gpus=1)
+    user = member(tenant)
+    with pytest.raises(JobRejected, match="needs 2 GPUs in all, the tenant's quota is 1"):
+        job_submit(tenant=tenant, user=user, document=GOOD)
+    assert not Job.objects.exists()
+
+
+def test_full_queue_is_refused_with_429() -> None:
+    tenant = TenantFactory()
+    Quota.objects.filter(tenant=tenant).update(max_queued_jobs=1)
+    user = member(tenant)
+    job_submit(tenant=tenant, user=user, document=GOOD)
+    with pytest.raises(JobRejected, match="already has 1 jobs waiting") as info:
+        job_submit(tenant=tenant, user=user, document=GOOD)
+    assert info.value.status == 429
+    assert Job.objects.count() == 1
+
+
+def test_viewer_cannot_submit() -> None:
+    tenant = TenantFactory()
+    with pytest.raises(PermissionDenied):
+        job_submit(tenant=tenant, user=member(tenant, "viewer"), document=GOOD)
+
+
+def test_nobody_submits_into_another_tenant() -> None:
+    mine, other = TenantFactory(), TenantFactory()
+    with pytest.raises(PermissionDenied):
+        job_submit(tenant=other, user=member(mine, "owner"), document=GOOD)
+    assert not Job.objects.exists()
+
+
+def test_inactive_tenant_accepts_no_jobs() -> None:
+    tenant = TenantFactory(active=False)
+    with pytest.raises(JobRejected, match="inactive"):
+        job_submit(tenant=tenant, user=member(tenant), document=GOOD)
+
+
+def test_cancel_of_a_queued_job_ends_it_at_once() -> None:
+    tenant = TenantFactory()
+    user = member(tenant)
+    job = job_cancel(job=job_submit(tenant=tenant, user=user, document=GOOD), user=user)
+    assert job.status == JobStatus.CANCELLED and job.finished_at is not None
+    assert job.events.last().reason == "CancelledByUser"
+
+
+def test_cancel_of_a_running_job_waits_for_its_pods() -> None:
+    tenant = TenantFactory()
+    user = member(tenant)
+    job = job_submit(tenant=tenant, user=user, document=GOOD)
+    job_transition(job_id=job.pk, to=JobStatus.STARTING, reason="Admitted")
+    job_transition(job_id=job.pk, to=JobStatus.RUNNING, reason="PodsRunning")
+    assert job_cancel(job=job, user=user).status == JobStatus.CANCELLING
+
+
+def test_viewer_cannot_cancel() -> None:
+    tenant = TenantFactory()
+    job = job_submit(tenant=tenant, user=member(tenant), document=GOOD)
+    with pytest.raises(PermissionDenied):
+        job_cancel(job=job, user=member(tenant, "viewer"))
+    job.refresh_from_db()
+    assert job.status == JobStatus.QUEUED
+
+
+def test_cancelling_a_finished_job_is_a_conflict() -> None:
+    tenant = TenantFactory()
+    user = member(tenant)
+    job = job_cancel(job=job_submit(tenant=tenant, user=user, document=GOOD), user=user)
+    with pytest.raises(JobRejected, match="already finished") as info:
+        job_cancel(job=job, user=user)
+    assert info.value.status == 409
+
+
+def test_illegal_transition_changes_nothing() -> None:
+    tenant = TenantFactory()
+    job = job_submit(tenant=tenant, user=member(tenant), document=GOOD)
+    with pytest.raises(IllegalTransition):
+        job_transition(job_id=job.pk, to=JobStatus.SUCCEEDED, reason="Nope")
+    job.refresh_from_db()
+    assert job.status == JobStatus.QUEUED
+    assert job.events.count() == 1
+
+
+def test_ffdl_manifest_is_accepted_and_its_credentials_are_not_stored() -> None:
+    tenant = TenantFactory()
+    manifest = (SHARED_DATA / "ffdl-manifests" / "pytorch-model-manifest.yml").read_text()
+    job = job_submit(tenant=tenant, user=member(tenant), document=manifest)
+    assert job.source == "ffdl"
+    stored = str(Job.objects.filter(pk=job.pk).values("spec", "message").get())
+    assert "password" not in stored and "'test'" not in stored

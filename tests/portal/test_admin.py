@@ -1,0 +1,95 @@
+"""The admin console renders for a superuser and is refused to everyone else."""
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from jobs.services import job_submit
+from tenants.models import Membership
+from tests.factories import TenantFactory, UserFactory, member
+
+pytestmark = pytest.mark.django_db
+
+SPEC = "name: a\nimage: busybox\ncommand: [echo, hi]\nresources: {gpus: 2, cpu: 1, memory: 1Gi}\n"
+
+
+@pytest.fixture
+def admin_client_logged_in(client: Client) -> Client:
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    return client
+
+
+def test_tenant_list_shows_usage_beside_quota(admin_client_logged_in: Client) -> None:
+    tenant = TenantFactory(slug="vision")
+    user = member(tenant)
+    job = job_submit(tenant=tenant, user=user, document=SPEC)
+    job.set_status("starting")
+    job.save()
+    page = admin_client_logged_in.get(reverse("admin:tenants_tenant_changelist"))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "vision" in html
+    assert "2 / 8" in html  # GPUs used / quota
+    assert "1000m / 32000m" in html
+
+
+@pytest.mark.parametrize(
+    "url_name",
+    ["admin:tenants_tenant_changelist", "admin:jobs_job_changelist", "admin:tenants_membership_changelist"],
+)
+def test_admin_lists_render_for_superuser(admin_client_logged_in: Client, url_name: str) -> None:
+    TenantFactory()
+    assert admin_client_logged_in.get(reverse(url_name)).status_code == 200
+
+
+def test_tenant_change_page_has_quota_and_members_inline(admin_client_logged_in: Client) -> None:
+    tenant = TenantFactory()
+    member(tenant, "owner", username="olivia")
+    html = admin_client_logged_in.get(
+        reverse("admin:tenants_tenant_change", args=[tenant.pk])
+    ).content.decode()
+    assert "Quota" in html and "olivia" in html and "Current usage" in html
+
+
+def test_adding_a_member_in_the_admin_grants_their_permissions(admin_client_logged_in: Client) -> None:
+    tenant = TenantFactory()
+    newcomer = UserFactory(username="newcomer")
+    url = reverse("admin:tenants_membership_add")
+    response = admin_client_logged_in.post(url, {"user": newcomer.pk, "tenant": tenant.pk, "role": "viewer"})
+    assert response.status_code == 302
+    assert Membership.objects.get(user=newcomer).role == "viewer"
+    assert newcomer.has_perm("tenants.view_tenant_jobs", tenant)
+    assert not newcomer.has_perm("tenants.submit_jobs", tenant)
+
+
+def test_job_page_renders_with_events(admin_client_logged_in: Client) -> None:
+    tenant = TenantFactory()
+    job = job_submit(tenant=tenant, user=member(tenant), document=SPEC)
+    page = admin_client_logged_in.get(reverse("admin:jobs_job_change", args=[job.pk]))
+    assert page.status_code == 200 and "Submitted" in page.content.decode()
+
+
+def test_cancel_action_cancels_queued_jobs(admin_client_logged_in: Client) -> None:
+    tenant = TenantFactory()
+    job = job_submit(tenant=tenant, user=member(tenant), document=SPEC)
+    url = reverse("admin:jobs_job_changelist")
+    admin_client_logged_in.post(url, {"action": "cancel_jobs", "_selected_action": [job.pk]})
+    job.refresh_from_db()
+    assert job.status == "cancelled"
+
+
+def test_anonymous_user_is_sent_to_login(client: Client) -> None:
+    response = client.get(reverse("admin:tenants_tenant_changelist"))
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_member_without_staff_status_is_refused(client: Client) -> None:
+    tenant = TenantFactory()
+    client.force_login(member(tenant, "owner"))
+    response = client.get(reverse("admin:tenants_tenant_changelist"))
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_staff_without_model_permissions_gets_403(client: Client) -> None:
+    client.force_login(UserFactory(is_staff=True))
+    assert client.get(reverse("admin:tenants_tenant_changelist")).status_code == 403
