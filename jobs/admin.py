@@ -15,8 +15,7 @@ class JobEventInline(admin.TabularInline):
     model = JobEvent
     extra = 0
     can_delete = False
-    fields = ["created_at", "kind", "from_status", "to_status", "reason", "message"]
-    readonly_fields = fields
+    fields = readonly_fields = ("created_at", "kind", "from_status", "to_status", "reason", "message")
 
     def has_add_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
         return False
@@ -26,8 +25,7 @@ class LearnerInline(admin.TabularInline):
     model = Learner
     extra = 0
     can_delete = False
-    fields = ["attempt", "index", "pod_name", "node", "phase", "exit_code", "reason"]
-    readonly_fields = fields
+    fields = readonly_fields = ("attempt", "index", "pod_name", "node", "phase", "exit_code", "reason")
 
     def has_add_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
         return False

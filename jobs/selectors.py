@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
 from jobs.models import Job, JobEvent
 from tenants.models import Tenant
 from tenants.scoping import Perm, restrict
 
-AnyUser = AbstractBaseUser | AnonymousUser
+AnyUser = User | AnonymousUser
 
 
 def job_list(
@@ -17,7 +17,7 @@ def job_list(
     user: AnyUser,
     tenant: Tenant | None = None,
     status: str | None = None,
-    owner: AbstractBaseUser | None = None,
+    owner: User | None = None,
     search: str | None = None,
 ) -> QuerySet[Job]:
     """Jobs the user may see, newest first, optionally narrowed by tenant, status, owner and name."""

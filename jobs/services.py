@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from jobs.models import Job, JobEvent
@@ -51,7 +51,7 @@ def quota_problems(*, demand: Demand, quota: Quota) -> list[str]:
     return problems
 
 
-def job_submit(*, tenant: Tenant, user: AbstractBaseUser, document: str | bytes | Mapping[str, Any]) -> Job:
+def job_submit(*, tenant: Tenant, user: User, document: str | bytes | Mapping[str, Any]) -> Job:
     """Validate a Trainyard spec or FfDL manifest and queue it for `tenant`.
 
     Raises JobRejected (nothing stored) on a bad spec, a job that can never fit the tenant's quota, a full
@@ -123,7 +123,7 @@ def job_transition(
     return job
 
 
-def job_cancel(*, job: Job, user: AbstractBaseUser) -> Job:
+def job_cancel(*, job: Job, user: User) -> Job:
     """Cancel a job: a waiting one ends at once; an admitted one goes to `cancelling` until its pods are gone.
 
     Owners of the tenant may cancel any job, members only their own, viewers none.

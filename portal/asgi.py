@@ -12,7 +12,7 @@ from django.conf import settings  # noqa: E402
 if settings.DEBUG:
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
-    django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)  # type: ignore[assignment]
+    django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

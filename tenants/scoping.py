@@ -9,14 +9,14 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Model, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
 from tenants.models import Role, Tenant
 
 M = TypeVar("M", bound=Model)
-AnyUser = AbstractBaseUser | AnonymousUser
+AnyUser = User | AnonymousUser
 
 
 class Perm(StrEnum):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from guardian.shortcuts import assign_perm, get_users_with_perms, remove_perm
 
@@ -20,7 +20,7 @@ def tenant_create(
     return tenant
 
 
-def membership_set(*, tenant: Tenant, user: AbstractBaseUser, role: str) -> Membership:
+def membership_set(*, tenant: Tenant, user: User, role: str) -> Membership:
     """Give `user` the `role` in `tenant` (creating or changing the membership) and sync permissions."""
     if role not in Role.values:
         raise ValueError(f"unknown role {role!r}; use one of {', '.join(Role.values)}")
@@ -30,7 +30,7 @@ def membership_set(*, tenant: Tenant, user: AbstractBaseUser, role: str) -> Memb
     return membership
 
 
-def membership_remove(*, tenant: Tenant, user: AbstractBaseUser) -> None:
+def membership_remove(*, tenant: Tenant, user: User) -> None:
     """Take `user` out of `tenant`, with every permission the membership gave."""
     with transaction.atomic():
         Membership.objects.filter(tenant=tenant, user=user).delete()
@@ -47,7 +47,9 @@ def tenant_sync_permissions(*, tenant: Tenant) -> None:
     for membership in Membership.objects.filter(tenant=tenant).select_related("user"):
         members[membership.user_id] = membership.user
         wanted[membership.user_id] = {perm.value for perm in ROLE_PERMS[membership.role]}
-    current = get_users_with_perms(tenant, attach_perms=True, with_superusers=False, with_group_users=False)
+    current: dict[User, list[str]] = get_users_with_perms(  # type: ignore[assignment]
+        tenant, attach_perms=True, with_superusers=False, with_group_users=False
+    )
     for user, perm_names in current.items():
         held = {f"tenants.{name}" for name in perm_names}
         for perm in held - wanted.get(user.pk, set()):

@@ -26,7 +26,7 @@ class Usage:
 
 def tenant_usage(tenant: Tenant) -> Usage:
     """Sum the allocations of the tenant's admitted jobs and count its waiting ones (two queries)."""
-    held = tenant.jobs.holding_resources().aggregate(  # type: ignore[attr-defined]
+    held = tenant.jobs.holding_resources().aggregate(
         gpus=Sum(F("learners") * F("gpus")),
         cpu_millis=Sum(F("learners") * F("cpu_millis")),
         memory_mib=Sum(F("learners") * F("memory_mib")),
@@ -37,5 +37,5 @@ def tenant_usage(tenant: Tenant) -> Usage:
         cpu_millis=held["cpu_millis"] or 0,
         memory_mib=held["memory_mib"] or 0,
         running_jobs=held["running_jobs"] or 0,
-        queued_jobs=tenant.jobs.waiting().count(),  # type: ignore[attr-defined]
+        queued_jobs=tenant.jobs.waiting().count(),
     )

@@ -6,7 +6,7 @@ from django.urls import reverse
 
 from jobs.services import job_submit
 from tenants.models import Membership
-from tests.factories import TenantFactory, UserFactory, member
+from tests.factories import make_tenant, make_user, member
 
 pytestmark = pytest.mark.django_db
 
@@ -15,12 +15,12 @@ SPEC = "name: a\nimage: busybox\ncommand: [echo, hi]\nresources: {gpus: 2, cpu: 
 
 @pytest.fixture
 def admin_client_logged_in(client: Client) -> Client:
-    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    client.force_login(make_user(username="root", is_staff=True, is_superuser=True))
     return client
 
 
 def test_tenant_list_shows_usage_beside_quota(admin_client_logged_in: Client) -> None:
-    tenant = TenantFactory(slug="vision")
+    tenant = make_tenant(slug="vision")
     user = member(tenant)
     job = job_submit(tenant=tenant, user=user, document=SPEC)
     job.set_status("starting")
@@ -38,12 +38,12 @@ def test_tenant_list_shows_usage_beside_quota(admin_client_logged_in: Client) ->
     ["admin:tenants_tenant_changelist", "admin:jobs_job_changelist", "admin:tenants_membership_changelist"],
 )
 def test_admin_lists_render_for_superuser(admin_client_logged_in: Client, url_name: str) -> None:
-    TenantFactory()
+    make_tenant()
     assert admin_client_logged_in.get(reverse(url_name)).status_code == 200
 
 
 def test_tenant_change_page_has_quota_and_members_inline(admin_client_logged_in: Client) -> None:
-    tenant = TenantFactory()
+    tenant = make_tenant()
     member(tenant, "owner", username="olivia")
     html = admin_client_logged_in.get(
         reverse("admin:tenants_tenant_change", args=[tenant.pk])
@@ -52,8 +52,8 @@ def test_tenant_change_page_has_quota_and_members_inline(admin_client_logged_in:
 
 
 def test_adding_a_member_in_the_admin_grants_their_permissions(admin_client_logged_in: Client) -> None:
-    tenant = TenantFactory()
-    newcomer = UserFactory(username="newcomer")
+    tenant = make_tenant()
+    newcomer = make_user(username="newcomer")
     url = reverse("admin:tenants_membership_add")
     response = admin_client_logged_in.post(url, {"user": newcomer.pk, "tenant": tenant.pk, "role": "viewer"})
     assert response.status_code == 302
@@ -63,14 +63,14 @@ def test_adding_a_member_in_the_admin_grants_their_permissions(admin_client_logg
 
 
 def test_job_page_renders_with_events(admin_client_logged_in: Client) -> None:
-    tenant = TenantFactory()
+    tenant = make_tenant()
     job = job_submit(tenant=tenant, user=member(tenant), document=SPEC)
     page = admin_client_logged_in.get(reverse("admin:jobs_job_change", args=[job.pk]))
     assert page.status_code == 200 and "Submitted" in page.content.decode()
 
 
 def test_cancel_action_cancels_queued_jobs(admin_client_logged_in: Client) -> None:
-    tenant = TenantFactory()
+    tenant = make_tenant()
     job = job_submit(tenant=tenant, user=member(tenant), document=SPEC)
     url = reverse("admin:jobs_job_changelist")
     admin_client_logged_in.post(url, {"action": "cancel_jobs", "_selected_action": [job.pk]})
@@ -84,12 +84,12 @@ def test_anonymous_user_is_sent_to_login(client: Client) -> None:
 
 
 def test_member_without_staff_status_is_refused(client: Client) -> None:
-    tenant = TenantFactory()
+    tenant = make_tenant()
     client.force_login(member(tenant, "owner"))
     response = client.get(reverse("admin:tenants_tenant_changelist"))
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
 
 
 def test_staff_without_model_permissions_gets_403(client: Client) -> None:
-    client.force_login(UserFactory(is_staff=True))
+    client.force_login(make_user(is_staff=True))
     assert client.get(reverse("admin:tenants_tenant_changelist")).status_code == 403
