@@ -1,0 +1,347 @@
+"""Builders for one attempt of a job: learner pods, their headless Service and data-store Secret."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from kubernetes import client
+
+from clusterio import names
+from clusterio.builders.quantities import cpu_quantity, memory_quantity
+from clusterio.builders.specs import JobPodsSpec
+from clusterio.builders.tenant import GPU_RESOURCE
+from clusterio.threads import THREAD_ENV_NAMES, thread_env
+
+CONTAINER_NAME = "learner"
+RENDEZVOUS_PORT_NAME = "rendezvous"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+TERMINATION_GRACE_SECONDS = 30
+SHM_MIN_MIB = 64
+
+# torchrun's contract (torch.distributed env:// init) plus the PET_* variables torchrun reads as its
+# own arguments, so `torchrun --nproc-per-node=N train.py` inside a learner needs no flags.
+TORCHRUN_ENV_NAMES: tuple[str, ...] = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "PET_NNODES",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+)
+# FfDL's learner contract, kept so FfDL training scripts run unchanged (TRAINING_ID is FfDL's JOB_ID).
+FFDL_ENV_NAMES: tuple[str, ...] = (
+    "DATA_DIR",
+    "RESULT_DIR",
+    "CHECKPOINT_DIR",
+    "JOB_ID",
+    "TRAINING_ID",
+    "LEARNER_ID",
+    "NUM_LEARNERS",
+)
+RESERVED_ENV_PREFIX = "TRAINYARD_"
+_ENV_NAME_BAD = re.compile(r"[^A-Z0-9_]")
+
+
+def is_reserved_env_name(name: str, threads: str = "auto") -> bool:
+    """Tell whether `name` belongs to the platform, so a user's env entry of that name is ignored.
+
+    Thread variables are the platform's only while threads are managed (`threads="auto"`); with
+    `"off"` the user may set them. Job validation can call this to reject such names at submit.
+    """
+    if name in TORCHRUN_ENV_NAMES or name in FFDL_ENV_NAMES or name.startswith(RESERVED_ENV_PREFIX):
+        return True
+    return threads == "auto" and name in THREAD_ENV_NAMES
+
+
+def datastore_env_name(store_id: str, key: str) -> str:
+    """Name the env var (and Secret key) of one data-store credential, e.g. `MYSTORE_ACCESS_KEY_ID`.
+
+    Upper-cased, anything but letters, digits and "_" becomes "_", and a leading digit gets a "_",
+    so the result is a valid C identifier usable both as a Secret key and an env name.
+    """
+    name = _ENV_NAME_BAD.sub("_", f"{store_id}_{key}".upper())
+    return f"_{name}" if name[0].isdigit() else name
+
+
+def datastore_secret_keys(credentials: Mapping[str, Mapping[str, str]]) -> tuple[str, ...]:
+    """List, sorted, the Secret keys `make_datastore_secret` creates for `credentials`.
+
+    Pass the result as `JobPodsSpec.datastore_keys` so the pods reference exactly those keys.
+    Raises ValueError when two credentials map to one name or a name is reserved by the platform.
+    """
+    keys: dict[str, tuple[str, str]] = {}
+    for store_id, fields in credentials.items():
+        for key in fields:
+            env_name = datastore_env_name(store_id, key)
+            if env_name in keys:
+                raise ValueError(f"credentials {keys[env_name]} and {(store_id, key)} both map to {env_name}")
+            if is_reserved_env_name(env_name):
+                raise ValueError(f"credential {(store_id, key)} maps to the platform's {env_name}")
+            keys[env_name] = (store_id, key)
+    return tuple(sorted(keys))
+
+
+def make_datastore_secret(
+    namespace: str,
+    name: str,
+    labels: Mapping[str, str],
+    credentials: Mapping[str, Mapping[str, str]],
+) -> client.V1Secret:
+    """Build the Opaque Secret holding one attempt's data-store credentials, keyed by env name.
+
+    `credentials` maps a store id to its fields (`{"s3": {"access_key_id": ...}}`); the pods read the
+    keys through `secretKeyRef`, so no credential is ever written into a pod spec.
+    """
+    datastore_secret_keys(credentials)
+    string_data = {
+        datastore_env_name(store_id, key): value
+        for store_id, fields in credentials.items()
+        for key, value in fields.items()
+    }
+    return client.V1Secret(
+        api_version="v1",
+        kind="Secret",
+        type="Opaque",
+        metadata=client.V1ObjectMeta(
+            name=name, namespace=namespace, labels={**labels, names.LABEL_MANAGED_BY: names.MANAGED_BY}
+        ),
+        string_data=dict(sorted(string_data.items())),
+    )
+
+
+def master_address(spec: JobPodsSpec) -> str:
+    """Return where learners rendezvous: `spec.master_addr`, or learner 0's stable DNS name.
+
+    `<pod>.<svc>.<ns>.svc` resolves through the pod's DNS search path on any cluster domain,
+    because the pod sets hostname and subdomain and the headless Service publishes not-ready pods.
+    """
+    if spec.master_addr:
+        return spec.master_addr
+    pod = names.learner_pod_name(spec.job_id, spec.attempt, 0)
+    return f"{pod}.{names.service_name(spec.job_id, spec.attempt)}.{spec.namespace}.svc"
+
+
+def learner_env(spec: JobPodsSpec, index: int) -> list[client.V1EnvVar]:
+    """Build learner `index`'s environment: platform variables first, then the user's.
+
+    Order: torchrun, FfDL, Trainyard, thread sizing (when managed), data-store secret references,
+    then user entries whose names are not reserved; platform values always win.
+    """
+    master = master_address(spec)
+    platform = {
+        "MASTER_ADDR": master,
+        "MASTER_PORT": str(spec.master_port),
+        "WORLD_SIZE": str(spec.learners),
+        "RANK": str(index),
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "NODE_RANK": str(index),
+        "PET_NNODES": str(spec.learners),
+        "PET_NODE_RANK": str(index),
+        "PET_MASTER_ADDR": master,
+        "PET_MASTER_PORT": str(spec.master_port),
+        "DATA_DIR": spec.data_dir,
+        "RESULT_DIR": spec.result_dir,
+        "CHECKPOINT_DIR": spec.checkpoint_dir,
+        "JOB_ID": str(spec.job_id),
+        "TRAINING_ID": str(spec.job_id),
+        "LEARNER_ID": str(index + 1),
+        "NUM_LEARNERS": str(spec.learners),
+        "TRAINYARD_ATTEMPT": str(spec.attempt),
+        "TRAINYARD_SCRATCH_DIR": spec.scratch_dir,
+    }
+    if spec.threads == "auto":
+        platform.update(thread_env(spec.cpu_millis))
+    env = [client.V1EnvVar(name=key, value=value) for key, value in platform.items()]
+    for key in spec.datastore_keys:
+        if key in platform:
+            continue
+        env.append(
+            client.V1EnvVar(
+                name=key,
+                value_from=client.V1EnvVarSource(
+                    secret_key_ref=client.V1SecretKeySelector(
+                        name=spec.datastore_secret, key=key, optional=False
+                    )
+                ),
+            )
+        )
+    taken = set(platform) | set(spec.datastore_keys)
+    for key, value in spec.env.items():
+        if key in taken or is_reserved_env_name(key, spec.threads):
+            continue
+        env.append(client.V1EnvVar(name=key, value=value))
+    return env
+
+
+def _volumes(spec: JobPodsSpec) -> tuple[list[client.V1Volume], list[client.V1VolumeMount]]:
+    shm_mib = max(SHM_MIN_MIB, spec.memory_mib // 2)
+    if spec.checkpoint_claim:
+        checkpoint = client.V1Volume(
+            name="checkpoint",
+            persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
+                claim_name=spec.checkpoint_claim
+            ),
+        )
+    else:
+        checkpoint = client.V1Volume(name="checkpoint", empty_dir=client.V1EmptyDirVolumeSource())
+    volumes = [
+        client.V1Volume(name="scratch", empty_dir=client.V1EmptyDirVolumeSource()),
+        client.V1Volume(
+            name="dshm", empty_dir=client.V1EmptyDirVolumeSource(medium="Memory", size_limit=f"{shm_mib}Mi")
+        ),
+        checkpoint,
+    ]
+    mounts = [
+        client.V1VolumeMount(name="scratch", mount_path=spec.scratch_dir),
+        client.V1VolumeMount(name="dshm", mount_path="/dev/shm"),  # noqa: S108 - the container's own shm
+        client.V1VolumeMount(
+            name="checkpoint", mount_path=spec.checkpoint_dir, sub_path=spec.checkpoint_sub_path
+        ),
+    ]
+    for volume in spec.volumes:
+        volume_name = names.dns_label(f"vol-{volume.name}")
+        if volume.kind == "host":
+            source = client.V1Volume(
+                name=volume_name,
+                host_path=client.V1HostPathVolumeSource(path=volume.host_path or "", type="Directory"),
+            )
+        elif volume.kind == "pvc":
+            source = client.V1Volume(
+                name=volume_name,
+                persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
+                    claim_name=volume.claim_name or "", read_only=volume.read_only
+                ),
+            )
+        else:
+            source = client.V1Volume(name=volume_name, empty_dir=client.V1EmptyDirVolumeSource())
+        volumes.append(source)
+        mounts.append(
+            client.V1VolumeMount(name=volume_name, mount_path=volume.mount_path, read_only=volume.read_only)
+        )
+    _check_unique([v.name for v in volumes], "volume name")
+    _check_unique([m.mount_path.rstrip("/") for m in mounts], "mount path")
+    return volumes, mounts
+
+
+def _check_unique(values: list[str], what: str) -> None:
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"duplicate {what}: {value}")
+        seen.add(value)
+
+
+def _resources(spec: JobPodsSpec) -> client.V1ResourceRequirements:
+    amounts = {"cpu": cpu_quantity(spec.cpu_millis), "memory": memory_quantity(spec.memory_mib)}
+    if spec.gpus > 0:
+        amounts[GPU_RESOURCE] = str(spec.gpus)
+    return client.V1ResourceRequirements(requests=dict(amounts), limits=dict(amounts))
+
+
+def _labels(spec: JobPodsSpec, index: int) -> dict[str, str]:
+    labels = {key: names.label_value(value) for key, value in spec.extra_labels.items()}
+    labels.update(names.learner_labels(spec.tenant, spec.job_id, spec.attempt, index))
+    return labels
+
+
+def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
+    """Build learner `index` (0-based) of one attempt as a bare pod that runs once.
+
+    Guaranteed QoS (requests == limits), GPUs only when asked for (with the GPU taint tolerated and
+    the product selected when `gpu_type` is set), a non-root restricted security context, no API
+    token, stable DNS (`hostname.subdomain`) for the rendezvous, and the runtime cap as
+    `activeDeadlineSeconds`.
+    """
+    if not 0 <= index < spec.learners:
+        raise ValueError(f"learner index {index} out of range for {spec.learners} learners")
+    pod_name = names.learner_pod_name(spec.job_id, spec.attempt, index)
+    volumes, mounts = _volumes(spec)
+    container = client.V1Container(
+        name=CONTAINER_NAME,
+        image=spec.image,
+        command=list(spec.command),
+        env=learner_env(spec, index),
+        resources=_resources(spec),
+        ports=[
+            client.V1ContainerPort(name=RENDEZVOUS_PORT_NAME, container_port=spec.master_port, protocol="TCP")
+        ],
+        volume_mounts=mounts,
+        security_context=client.V1SecurityContext(
+            run_as_non_root=True,
+            run_as_user=spec.run_as_user,
+            allow_privilege_escalation=False,
+            read_only_root_filesystem=False,
+            capabilities=client.V1Capabilities(drop=["ALL"]),
+            seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
+        ),
+    )
+    tolerations = None
+    if spec.gpus > 0:
+        tolerations = [client.V1Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule")]
+    return client.V1Pod(
+        api_version="v1",
+        kind="Pod",
+        metadata=client.V1ObjectMeta(name=pod_name, namespace=spec.namespace, labels=_labels(spec, index)),
+        spec=client.V1PodSpec(
+            restart_policy="Never",
+            hostname=pod_name,
+            subdomain=names.service_name(spec.job_id, spec.attempt),
+            service_account_name=spec.service_account,
+            automount_service_account_token=False,
+            enable_service_links=False,
+            termination_grace_period_seconds=TERMINATION_GRACE_SECONDS,
+            active_deadline_seconds=spec.max_runtime_seconds,
+            node_selector={GPU_PRODUCT_LABEL: spec.gpu_type} if spec.gpu_type else None,
+            tolerations=tolerations,
+            security_context=client.V1PodSecurityContext(
+                run_as_non_root=True,
+                run_as_user=spec.run_as_user,
+                run_as_group=spec.run_as_user,
+                fs_group=spec.run_as_user,
+                seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
+            ),
+            containers=[container],
+            volumes=volumes,
+        ),
+    )
+
+
+def make_headless_service(spec: JobPodsSpec) -> client.V1Service:
+    """Build the headless Service that gives each learner the DNS name `<pod>.<svc>.<ns>.svc`.
+
+    It publishes not-ready addresses, because learners must resolve learner 0 before any of them
+    is "ready"; it selects the pods of this attempt only.
+    """
+    selector = {
+        names.LABEL_JOB: names.label_value(spec.job_id),
+        names.LABEL_ATTEMPT: str(spec.attempt),
+    }
+    return client.V1Service(
+        api_version="v1",
+        kind="Service",
+        metadata=client.V1ObjectMeta(
+            name=names.service_name(spec.job_id, spec.attempt),
+            namespace=spec.namespace,
+            labels=names.job_labels(spec.tenant, spec.job_id, spec.attempt),
+        ),
+        spec=client.V1ServiceSpec(
+            cluster_ip="None",
+            selector=selector,
+            publish_not_ready_addresses=True,
+            ports=[
+                client.V1ServicePort(
+                    name=RENDEZVOUS_PORT_NAME,
+                    port=spec.master_port,
+                    target_port=spec.master_port,
+                    protocol="TCP",
+                )
+            ],
+        ),
+    )
