@@ -8,89 +8,168 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('tenants', '0001_initial'),
+        ("tenants", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.CharField(default=jobs.models.new_job_id, editable=False, max_length=16, primary_key=True, serialize=False)),
-                ('name', models.CharField(max_length=100)),
-                ('spec', models.JSONField(help_text='The normalized, validated spec (see jobs/spec.py).')),
-                ('source', models.CharField(default='trainyard', help_text='trainyard or ffdl', max_length=16)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('starting', 'Starting'), ('running', 'Running'), ('cancelling', 'Cancelling'), ('requeued', 'Requeued'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], default='queued', max_length=12)),
-                ('reason', models.CharField(blank=True, help_text='Machine-readable cause of the status.', max_length=64)),
-                ('message', models.TextField(blank=True, help_text='Human explanation of the status.')),
-                ('priority', models.IntegerField(default=0)),
-                ('attempt', models.PositiveIntegerField(default=0, help_text='Launch attempts so far (0 until admitted).')),
-                ('max_retries', models.PositiveIntegerField(default=2)),
-                ('learners', models.PositiveIntegerField(default=1)),
-                ('gpus', models.PositiveIntegerField(default=0)),
-                ('cpu_millis', models.PositiveIntegerField(default=1000)),
-                ('memory_mib', models.PositiveIntegerField(default=1024)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('admitted_at', models.DateTimeField(blank=True, null=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('owner', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='jobs', to=settings.AUTH_USER_MODEL)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='jobs', to='tenants.tenant')),
+                (
+                    "id",
+                    models.CharField(
+                        default=jobs.models.new_job_id,
+                        editable=False,
+                        max_length=16,
+                        primary_key=True,
+                        serialize=False,
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                ("spec", models.JSONField(help_text="The normalized, validated spec (see jobs/spec.py).")),
+                (
+                    "source",
+                    models.CharField(default="trainyard", help_text="trainyard or ffdl", max_length=16),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("starting", "Starting"),
+                            ("running", "Running"),
+                            ("cancelling", "Cancelling"),
+                            ("requeued", "Requeued"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="queued",
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "reason",
+                    models.CharField(
+                        blank=True, help_text="Machine-readable cause of the status.", max_length=64
+                    ),
+                ),
+                ("message", models.TextField(blank=True, help_text="Human explanation of the status.")),
+                ("priority", models.IntegerField(default=0)),
+                (
+                    "attempt",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Launch attempts so far (0 until admitted)."
+                    ),
+                ),
+                ("max_retries", models.PositiveIntegerField(default=2)),
+                ("learners", models.PositiveIntegerField(default=1)),
+                ("gpus", models.PositiveIntegerField(default=0)),
+                ("cpu_millis", models.PositiveIntegerField(default=1000)),
+                ("memory_mib", models.PositiveIntegerField(default=1024)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("admitted_at", models.DateTimeField(blank=True, null=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="jobs",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="jobs", to="tenants.tenant"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='JobEvent',
+            name="JobEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('kind', models.CharField(help_text='transition, submitted, scheduling, pod, tuning, ...', max_length=32)),
-                ('from_status', models.CharField(blank=True, max_length=12)),
-                ('to_status', models.CharField(blank=True, max_length=12)),
-                ('reason', models.CharField(blank=True, max_length=64)),
-                ('message', models.TextField(blank=True)),
-                ('data', models.JSONField(blank=True, default=dict)),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='jobs.job')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "kind",
+                    models.CharField(
+                        help_text="transition, submitted, scheduling, pod, tuning, ...", max_length=32
+                    ),
+                ),
+                ("from_status", models.CharField(blank=True, max_length=12)),
+                ("to_status", models.CharField(blank=True, max_length=12)),
+                ("reason", models.CharField(blank=True, max_length=64)),
+                ("message", models.TextField(blank=True)),
+                ("data", models.JSONField(blank=True, default=dict)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="events", to="jobs.job"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at', 'id'],
+                "ordering": ["created_at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Learner',
+            name="Learner",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('attempt', models.PositiveIntegerField()),
-                ('index', models.PositiveIntegerField()),
-                ('pod_name', models.CharField(max_length=253)),
-                ('node', models.CharField(blank=True, max_length=253)),
-                ('phase', models.CharField(default='Pending', max_length=16)),
-                ('exit_code', models.IntegerField(blank=True, null=True)),
-                ('reason', models.CharField(blank=True, max_length=64)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='learner_set', to='jobs.job')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("attempt", models.PositiveIntegerField()),
+                ("index", models.PositiveIntegerField()),
+                ("pod_name", models.CharField(max_length=253)),
+                ("node", models.CharField(blank=True, max_length=253)),
+                ("phase", models.CharField(default="Pending", max_length=16)),
+                ("exit_code", models.IntegerField(blank=True, null=True)),
+                ("reason", models.CharField(blank=True, max_length=64)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="learner_set", to="jobs.job"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['job', 'attempt', 'index'],
+                "ordering": ["job", "attempt", "index"],
             },
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['tenant', 'status'], name='jobs_job_tenant__b114ab_idx'),
+            model_name="job",
+            index=models.Index(fields=["tenant", "status"], name="jobs_job_tenant__b114ab_idx"),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['status', 'priority', 'created_at'], name='jobs_job_status_e2804c_idx'),
+            model_name="job",
+            index=models.Index(
+                fields=["status", "priority", "created_at"], name="jobs_job_status_e2804c_idx"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='learner',
-            constraint=models.UniqueConstraint(fields=('job', 'attempt', 'index'), name='unique_learner_per_attempt'),
+            model_name="learner",
+            constraint=models.UniqueConstraint(
+                fields=("job", "attempt", "index"), name="unique_learner_per_attempt"
+            ),
         ),
     ]
