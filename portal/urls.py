@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
+from django.views.generic import RedirectView
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -11,6 +12,7 @@ def healthz(request: HttpRequest) -> HttpResponse:
 
 
 urlpatterns = [
+    path("", RedirectView.as_view(url="/admin/", permanent=False), name="home"),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
 ]

@@ -1,0 +1,51 @@
+"""`seed_demo` (run by `make up`): the demo logins work, re-running is safe, production refuses it."""
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client, override_settings
+
+from tenants.models import Membership, Quota, Tenant
+
+pytestmark = pytest.mark.django_db
+
+
+@override_settings(LOCAL_SETUP=True)
+def test_admin_logs_in_and_sees_tenant_demo_with_its_quota(client: Client) -> None:
+    call_command("seed_demo")
+    response = client.post("/admin/login/?next=/admin/", {"username": "admin", "password": "admin"})
+    assert response.status_code == 302
+    page = client.get("/admin/tenants/tenant/")
+    assert page.status_code == 200
+    assert "demo" in page.content.decode()
+    assert "0 / 4" in page.content.decode()  # GPUs used / quota
+
+
+@override_settings(LOCAL_SETUP=True)
+def test_seed_demo_twice_changes_nothing() -> None:
+    call_command("seed_demo")
+    call_command("seed_demo")
+    assert Tenant.objects.filter(slug="demo").count() == 1
+    assert Quota.objects.filter(tenant__slug="demo").count() == 1
+    assert Membership.objects.get(user__username="demo").role == "member"
+
+
+@override_settings(LOCAL_SETUP=True)
+def test_demo_user_is_a_member_but_not_staff(client: Client) -> None:
+    call_command("seed_demo")
+    assert client.login(username="demo", password="demo")
+    assert client.get("/admin/").status_code == 302
+
+
+def test_seed_demo_refuses_outside_local_settings() -> None:
+    with pytest.raises(CommandError, match="only under local settings"):
+        call_command("seed_demo")
+    assert not Tenant.objects.exists()
+
+
+def test_home_sends_people_to_the_console(client: Client) -> None:
+    response = client.get("/")
+    assert response.status_code == 302 and response["Location"] == "/admin/"
+
+
+def test_healthz_answers_ok(client: Client) -> None:
+    assert client.get("/healthz").content == b"ok"
