@@ -6,7 +6,10 @@ import sys
 
 from tests.conftest import ROOT
 
-CHECK = "import django; django.setup(); from django.conf import settings; print(settings.DATABASES['default']['NAME'])"
+CHECK = (
+    "import django; django.setup(); from django.conf import settings; "
+    "print(settings.DATABASES['default']['NAME'])"
+)
 
 
 def _run(settings_module: str, **env: str) -> subprocess.CompletedProcess[str]:
