@@ -1,0 +1,118 @@
+"""Admission benchmark: cycle time at 10,000 queued jobs x 500 nodes, and trace-replay ratios vs FIFO.
+
+Run: ``.venv/bin/python bench/admission_bench.py`` (prints one JSON line per figure).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from jobs.admission import Node, QueuedJob, Resources, RunningJob, Snapshot, TenantState, admit
+from jobs.simulator import load_nodes, load_trace, ratios, simulate
+
+TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "traces"
+NODE_KINDS = [("a100", 8, 128_000, 1_048_576), ("v100", 8, 96_000, 786_432), ("t4", 4, 64_000, 262_144)]
+
+
+def big_snapshot(jobs: int = 10_000, nodes: int = 500, tenants: int = 20, seed: int = 7) -> Snapshot:
+    """A busy cluster: nodes about half used by running jobs with known ends, a deep mixed queue."""
+    rng = random.Random(seed)
+    node_list: list[Node] = []
+    running: list[RunningJob] = []
+    for k in range(nodes):
+        gpu_type, gpus, cpu, mem = NODE_KINDS[k % 3] if k % 10 else (None, 0, 64_000, 262_144)
+        used_gpus = rng.randint(0, gpus)
+        used = Resources(used_gpus, min(cpu, used_gpus * 8000 + 2000), min(mem, used_gpus * 65_536 + 4096))
+        name = f"node-{k:04d}"
+        free = Resources(gpus - used.gpus, cpu - used.cpu_millis, mem - used.memory_mib)
+        node_list.append(Node(name, free, Resources(gpus, cpu, mem), gpu_type))
+        running.append(RunningJob(f"run-{k}", rng.uniform(60, 36_000), (name,), used))
+    tenant_list = [
+        TenantState(
+            f"team-{t:02d}",
+            rng.choice([1.0, 1.0, 2.0, 0.5]),
+            Resources(rng.choice([64, 128, 512]), 4_000_000, 40_000_000),
+            rng.choice([20, 50, 1000]),
+            Resources(rng.randint(0, 48), rng.randint(0, 400_000), rng.randint(0, 4_000_000)),
+            rng.randint(0, 15),
+        )
+        for t in range(tenants)
+    ]
+    queue = [
+        QueuedJob(
+            id=f"job-{k:05d}",
+            tenant=f"team-{rng.randrange(tenants):02d}",
+            priority=rng.choice([0, 0, 0, 1, 2]),
+            submitted_at=rng.uniform(0, 86_400),
+            learners=rng.choice([1, 1, 1, 2, 4, 8]),
+            gpus=rng.choice([0, 1, 1, 2, 4, 8]),
+            cpu_millis=rng.choice([1000, 4000, 8000]),
+            memory_mib=rng.choice([4096, 16_384, 65_536]),
+            gpu_type=rng.choice([None, None, None, "a100", "v100", "t4"]),
+            expected_duration=rng.choice([None, rng.uniform(60, 7200)]),
+        )
+        for k in range(jobs)
+    ]
+    return Snapshot(queue, tenant_list, node_list, now=86_400.0, running=running)
+
+
+def cycle_times(snapshot: Snapshot, policy: str, runs: int = 5) -> dict[str, object]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        decision = admit(snapshot, policy=policy)  # type: ignore[arg-type]
+        times.append(time.perf_counter() - start)
+    return {
+        "bench": "admission_cycle",
+        "policy": policy,
+        "queued": len(snapshot.jobs),
+        "nodes": len(snapshot.nodes),
+        "tenants": len(snapshot.tenants),
+        "admitted": len(decision.admitted),
+        "median_s": round(statistics.median(times), 4),
+        "max_s": round(max(times), 4),
+    }
+
+
+def replay(label: str, node_file: str, node_sample: int) -> None:
+    jobs = load_trace(TRACES / "openb_pod_list_default.csv")
+    nodes = load_nodes(TRACES / node_file)[::node_sample]
+    results = {}
+    for policy in ("trainyard", "fifo"):
+        start = time.perf_counter()
+        results[policy] = simulate(jobs, nodes, policy=policy)
+        wall = round(time.perf_counter() - start, 1)
+        figures = {k: v for k, v in asdict(results[policy]).items() if not k.startswith("tenant_")}
+        print(json.dumps({"bench": "trace_replay", "cluster": label, "wall_s": wall, **figures}))
+    r = {
+        k: None if v is None else round(v, 4)
+        for k, v in ratios(results["trainyard"], results["fifo"]).items()
+    }
+    print(json.dumps({"bench": "trace_ratio", "cluster": label, "ratio": "trainyard/fifo", **r}))
+
+
+def main() -> None:
+    snapshot = big_snapshot()
+    for policy in ("trainyard", "fifo"):
+        print(json.dumps(cycle_times(snapshot, policy)))
+    empty = Snapshot(
+        snapshot.jobs,
+        snapshot.tenants,
+        [Node(n.name, n.capacity, n.capacity, n.gpu_type) for n in snapshot.nodes],
+    )
+    print(json.dumps({**cycle_times(empty, "trainyard"), "bench": "admission_cycle_empty_cluster"}))
+    if (TRACES / "openb_pod_list_default.csv").exists():
+        replay("gpu nodes, all 1213 (uncontended)", "openb_node_list_gpu_node.csv", 1)
+        replay("gpu nodes, every 100th: 13 nodes, 56 GPUs (contended)", "openb_node_list_gpu_node.csv", 100)
+
+
+if __name__ == "__main__":
+    main()

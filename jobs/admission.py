@@ -1,0 +1,534 @@
+"""Gang admission: one pure, deterministic scheduler cycle over a snapshot of queue, quotas and nodes.
+
+It runs in the beat scheduler cycle and in the trace-driven simulator, so it takes frozen
+dataclasses, does no I/O and imports nothing of Django. Policy ``trainyard`` (default):
+
+* Fair share: the tenant with the lowest weighted dominant share ``max(used / cluster) / weight``
+  (ties by name) offers its next job; shares are recomputed after each admission. Within a tenant:
+  priority (high first), then ``submitted_at``, then id.
+* Gangs are all-or-nothing: learners go one by one to the best-fit node (fewest free GPUs, then
+  least free CPU, then name) of the demanded ``gpu_type`` (any node when None), or none is placed.
+* Quotas (GPUs, CPU, memory, running jobs) are never exceeded. A tenant's queue is strict: once its
+  next job is blocked by its own quota its later jobs wait too, but other tenants carry on. A job
+  over its whole quota, or too big for the empty cluster, is reported and blocks nothing.
+* Backfill (EASY, per node): the first job in turn order blocked by capacity is the *head*. Releases
+  (running jobs' ``ends_at``; this cycle's admissions at ``now + expected_duration``; unknown ends
+  last) are replayed in time order until the head's gang fits: that time is ``start_at`` (None if it
+  fits only after jobs of unknown end) and the head's best-fit placement then is reserved, with its
+  quota held in its tenant. A later job may start now only if (a) it has an ``expected_duration``
+  and ends by a finite ``start_at``, or (b) on every node it uses, its use fits in ``free now +
+  released by start_at - reserved``. Neither can delay the head past ``start_at``; each cycle
+  recomputes the reservation, which can only move earlier while the same job is head.
+
+Policy ``fifo`` (FfDL): one queue by ``submitted_at`` then id, no fair share, priorities or
+backfill; the first job blocked by capacity or quota stops the cycle (head-of-line blocking). Jobs
+that can never fit are skipped so that they do not block the queue forever.
+
+Each job not admitted gets a 1-based ``position`` (the order the cycle considered it in; jobs of
+quota-blocked tenants last) and a human reason.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Literal
+
+Policy = Literal["trainyard", "fifo"]
+Shape = tuple[int, int, int]
+_INF = float("inf")
+_ANY = "\x00any"
+_INVALID = "invalid job: needs at least one learner and no negative amounts"
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """An amount of GPUs (whole), CPU (millicores) and memory (MiB)."""
+
+    gpus: int = 0
+    cpu_millis: int = 0
+    memory_mib: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedJob:
+    """A queued job; ``gpus``, ``cpu_millis`` and ``memory_mib`` are per learner."""
+
+    id: str
+    tenant: str
+    priority: int
+    submitted_at: float
+    learners: int
+    gpus: int
+    cpu_millis: int
+    memory_mib: int
+    gpu_type: str | None = None
+    expected_duration: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TenantState:
+    """A tenant's weight, quota and current usage (running jobs only)."""
+
+    name: str
+    weight: float
+    quota: Resources
+    max_running_jobs: int
+    used: Resources
+    running_jobs: int
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node's free and total resources; ``gpu_type`` None for a node without GPUs."""
+
+    name: str
+    free: Resources
+    capacity: Resources
+    gpu_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A running job's expected end (None if unknown) and where its learners sit."""
+
+    job_id: str
+    ends_at: float | None
+    placements: tuple[str, ...]
+    per_learner: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one cycle looks at; ``running`` feeds backfill reservations."""
+
+    jobs: Sequence[QueuedJob]
+    tenants: Sequence[TenantState]
+    nodes: Sequence[Node]
+    now: float = 0.0
+    running: Sequence[RunningJob] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Start ``job_id`` now with one node name per learner."""
+
+    job_id: str
+    placements: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A job left queued: its 1-based place in the queue and why it waits."""
+
+    job_id: str
+    position: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Resources held for the head job: earliest start (None if unknown) and its placement."""
+
+    job_id: str
+    start_at: float | None
+    placements: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Result of one cycle: admissions in order, then every other job once."""
+
+    admitted: list[Admission] = field(default_factory=list)
+    pending: list[Pending] = field(default_factory=list)
+    reservation: Reservation | None = None
+
+
+def _shape(job: QueuedJob) -> Shape:
+    return (job.gpus, job.cpu_millis, job.memory_mib)
+
+
+def _type_text(gpu_type: str | None) -> str:
+    return f" of type {gpu_type}" if gpu_type else ""
+
+
+def _invalid(job: QueuedJob) -> bool:
+    return job.learners < 1 or min(job.gpus, job.cpu_millis, job.memory_mib) < 0
+
+
+def _slots(free: Shape, need: Shape, cap: int) -> int:
+    """How many learners of ``need`` fit in ``free`` (at most ``cap``)."""
+    n = cap
+    for f, r in zip(free, need, strict=True):
+        if r > 0:
+            n = min(n, f // r)
+    return max(n, 0)
+
+
+class _Pool:
+    """Free resources per node, indexed by free GPU count (per gpu type, built on demand) for best-fit."""
+
+    __slots__ = ("buckets", "free", "types")
+
+    def __init__(self, free: list[Shape], types: list[str | None]) -> None:
+        self.types, self.free = types, free
+        by_gpus: dict[int, list[int]] = {}
+        for i, f in enumerate(free):
+            by_gpus.setdefault(f[0], []).append(i)
+        self.buckets: dict[str, dict[int, list[int]]] = {_ANY: by_gpus}
+
+    def copy(self) -> _Pool:
+        new = object.__new__(_Pool)
+        new.types, new.free = self.types, list(self.free)
+        new.buckets = {k: {g: list(s) for g, s in b.items()} for k, b in self.buckets.items()}
+        return new
+
+    def _by_gpus(self, gpu_type: str | None) -> dict[int, list[int]]:
+        key = gpu_type or _ANY
+        if key not in self.buckets:
+            by_gpus: dict[int, list[int]] = {}
+            for i, t in enumerate(self.types):
+                if t == key:
+                    by_gpus.setdefault(self.free[i][0], []).append(i)
+            self.buckets[key] = by_gpus
+        return self.buckets[key]
+
+    def set_free(self, i: int, free: Shape, cap: Sequence[int] | None = None) -> None:
+        if cap is not None:
+            free = (min(free[0], cap[0]), min(free[1], cap[1]), min(free[2], cap[2]))
+        old = self.free[i][0]
+        self.free[i] = free
+        if free[0] == old:
+            return
+        t = self.types[i]
+        for key in (_ANY, t) if t is not None and t in self.buckets else (_ANY,):
+            by_gpus = self.buckets[key]
+            by_gpus[old].remove(i)
+            if not by_gpus[old]:
+                del by_gpus[old]
+            by_gpus.setdefault(free[0], []).append(i)
+
+    def shift(self, i: int, need: Shape, sign: int) -> None:
+        f = self.free[i]
+        self.set_free(i, (f[0] + sign * need[0], f[1] + sign * need[1], f[2] + sign * need[2]))
+
+    def max_free_gpus(self, gpu_type: str | None) -> int:
+        return max(self._by_gpus(gpu_type) or (0,))
+
+    def find(self, gpu_type: str | None, need: Shape) -> int:
+        """Best-fit node for one learner: fewest free GPUs, then least free CPU, then name; -1 if none."""
+        by_gpus = self._by_gpus(gpu_type)
+        g, c, m = need
+        free = self.free
+        for fg in sorted(k for k in by_gpus if k >= g):
+            best, best_c = -1, 0
+            for i in by_gpus[fg]:
+                fi = free[i]
+                if fi[1] >= c and fi[2] >= m and (best < 0 or (fi[1], i) < (best_c, best)):
+                    best, best_c = i, fi[1]
+            if best >= 0:
+                return best
+        return -1
+
+    def place_gang(self, gpu_type: str | None, need: Shape, learners: int) -> list[int] | None:
+        """Place every learner (taking the resources) or none; returns node indices or None."""
+        placed: list[int] = []
+        for _ in range(learners):
+            i = self.find(gpu_type, need)
+            if i < 0:
+                for j in placed:
+                    self.shift(j, need, +1)
+                return None
+            self.shift(i, need, -1)
+            placed.append(i)
+        return placed
+
+    def slots(self, gpu_type: str | None, need: Shape, cap: int) -> int:
+        """Learners of ``need`` that fit at once (stops counting at ``cap``)."""
+        total = 0
+        for fg, members in self._by_gpus(gpu_type).items():
+            if fg < need[0]:
+                continue
+            for i in members:
+                total += _slots(self.free[i], need, cap - total)
+                if total >= cap:
+                    return total
+        return total
+
+
+class _Cycle:
+    """Mutable working state of one admission cycle (private to :func:`admit`)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snap = snapshot
+        nodes = snapshot.nodes
+        names = [n.name for n in nodes]
+        if names != sorted(names):
+            nodes = sorted(nodes, key=attrgetter("name"))
+        self.nodes = nodes
+        self.types = [n.gpu_type for n in nodes]
+        self.caps = [(n.capacity.gpus, n.capacity.cpu_millis, n.capacity.memory_mib) for n in nodes]
+        free = [(n.free.gpus, n.free.cpu_millis, n.free.memory_mib) for n in nodes]
+        self.now_pool = _Pool(free, self.types)
+        self.long_pool: _Pool | None = None
+        self.surplus: dict[int, list[int]] = {}
+        self.total = tuple(map(sum, zip(*self.caps, strict=True))) if nodes else (0, 0, 0)
+        self.by_size: dict[str | None, list[Shape]] = {}
+        self.tenants = {t.name: t for t in snapshot.tenants}
+        self.used = {t.name: [t.used.gpus, t.used.cpu_millis, t.used.memory_mib] for t in snapshot.tenants}
+        self.running = {t.name: t.running_jobs for t in snapshot.tenants}
+        self.held: dict[str, Shape] = {}
+        self.admitted: list[Admission] = []
+        self.admitted_ends: list[tuple[float, list[int], Shape]] = []
+        self.pending: list[tuple[str, str]] = []
+        self.never_fit: dict[tuple[str | None, Shape, int], bool] = {}
+        self.reasons: dict[tuple[str | None, Shape, int], str] = {}
+        self.failed: set[tuple[str, str | None, Shape, int]] = set()
+        self.reservation: Reservation | None = None
+
+    def share(self, tenant: str) -> float:
+        used = self.used[tenant]
+        dominant = max((u / c for u, c in zip(used, self.total, strict=True) if c > 0), default=0.0)
+        return dominant / max(self.tenants[tenant].weight, 1e-12)
+
+    def quota_reason(self, job: QueuedJob) -> tuple[str, bool] | None:
+        """Why the tenant's quota stops ``job`` and whether it can never fit the quota, or None."""
+        t = self.tenants.get(job.tenant)
+        if t is None:
+            return f"unknown tenant {job.tenant}", True
+        held = self.held.get(job.tenant)
+        running = self.running[job.tenant] + (held is not None)
+        if running >= t.max_running_jobs:
+            return f"tenant running-job limit {running}/{t.max_running_jobs} reached", False
+        need = (job.gpus * job.learners, job.cpu_millis * job.learners, job.memory_mib * job.learners)
+        quota = (t.quota.gpus, t.quota.cpu_millis, t.quota.memory_mib)
+        used = self.used[job.tenant]
+        for d, (label, unit) in enumerate((("GPU", ""), ("CPU", "m"), ("memory", " MiB"))):
+            n, q, u, h = need[d], quota[d], used[d], held[d] if held else 0
+            if n > q:
+                return f"needs {n}{unit} {label} > tenant quota {q}{unit}; can never start", True
+            if u + h + n > q:
+                extra = f"; {h}{unit} held for the reserved job" if h else ""
+                return f"tenant {label} quota {u}{unit}/{q}{unit} in use (needs {n}{unit}{extra})", False
+        return None
+
+    def sizes(self, gpu_type: str | None) -> list[Shape]:
+        if gpu_type not in self.by_size:
+            match = [c for n, c in zip(self.nodes, self.caps, strict=True) if gpu_type in (None, n.gpu_type)]
+            self.by_size[gpu_type] = sorted(match, reverse=True)
+        return self.by_size[gpu_type]
+
+    def can_never_fit(self, job: QueuedJob) -> bool:
+        key = (job.gpu_type, _shape(job), job.learners)
+        if key not in self.never_fit:
+            total = 0
+            for cap in self.sizes(job.gpu_type):
+                total += _slots(cap, _shape(job), job.learners - total)
+                if total >= job.learners:
+                    break
+            self.never_fit[key] = total < job.learners
+        return self.never_fit[key]
+
+    def never_fit_reason(self, job: QueuedJob) -> str:
+        sizes = self.sizes(job.gpu_type) or [(0, 0, 0)]
+        g, c, m = (max(s[d] for s in sizes) for d in range(3))
+        return (
+            f"can never fit: {job.learners} learner(s) x {job.gpus} GPUs{_type_text(job.gpu_type)}, "
+            f"{job.cpu_millis}m CPU, {job.memory_mib} MiB exceed the cluster "
+            f"(largest node: {g} GPUs, {c}m CPU, {m} MiB)"
+        )
+
+    def capacity_reason(self, job: QueuedJob) -> str:
+        g, c, m = _shape(job)
+        pool = self.now_pool
+        if pool.slots(job.gpu_type, (g, c, m), 1) >= 1:
+            return f"gang of {job.learners} learners does not fit at once"
+        largest = pool.max_free_gpus(job.gpu_type)
+        if g > largest:
+            return f"no node has {g} free GPUs{_type_text(job.gpu_type)} (largest free: {largest})"
+        return f"no node with {g} free GPUs{_type_text(job.gpu_type)} also has {c}m CPU and {m} MiB free"
+
+    def try_place(self, job: QueuedJob, via: str) -> list[int] | None:
+        key = (via, job.gpu_type, _shape(job), job.learners)
+        if key in self.failed:
+            return None
+        pool = self.long_pool if via == "long" else self.now_pool
+        assert pool is not None
+        placed = pool.place_gang(job.gpu_type, _shape(job), job.learners)
+        if placed is None:
+            self.failed.add(key)
+        else:
+            self.commit(job, placed, via)
+        return placed
+
+    def commit(self, job: QueuedJob, placed: list[int], via: str) -> None:
+        """Record an admission placed in pool ``via``: keep both pools in step and charge the tenant."""
+        shape = _shape(job)
+        self.reasons.clear()
+        if via == "long":
+            for i in placed:
+                self.now_pool.shift(i, shape, -1)
+                s = self.surplus.get(i)
+                if s is not None:
+                    s[:] = [s[d] - shape[d] for d in range(3)]
+        if self.long_pool is not None:
+            for i in set(placed):
+                self.long_pool.set_free(i, self.now_pool.free[i], self.surplus.get(i))
+        used = self.used[job.tenant]
+        for d in range(3):
+            used[d] += shape[d] * job.learners
+        self.running[job.tenant] += 1
+        ends = _INF if job.expected_duration is None else self.snap.now + job.expected_duration
+        self.admitted_ends.append((ends, placed, shape))
+        self.admitted.append(Admission(job.id, [self.nodes[i].name for i in placed]))
+
+    def releases(self) -> list[tuple[float, int, Shape]]:
+        index = {n.name: i for i, n in enumerate(self.nodes)}
+        out: list[tuple[float, int, Shape]] = []
+        for r in self.snap.running:
+            shape = (r.per_learner.gpus, r.per_learner.cpu_millis, r.per_learner.memory_mib)
+            end = _INF if r.ends_at is None else r.ends_at
+            out.extend((end, index[n], shape) for n in r.placements if n in index)
+        for end, placed, shape in self.admitted_ends:
+            out.extend((end, i, shape) for i in placed)
+        out.sort(key=lambda e: (e[0], e[1]))
+        return out
+
+    def reserve(self, job: QueuedJob) -> Reservation:
+        """Make ``job`` the head: replay releases to its earliest start and hold its placement then."""
+        need, learners = _shape(job), job.learners
+        free = list(self.now_pool.free)
+        match = [job.gpu_type in (None, n.gpu_type) for n in self.nodes]
+        slots = [_slots(f, need, learners) if ok else 0 for f, ok in zip(free, match, strict=True)]
+        total, start, found = sum(slots), None, False
+        events = self.releases()
+        k = 0
+        while k < len(events) and not found:
+            end = events[k][0]
+            while k < len(events) and events[k][0] == end:
+                _, i, s = events[k]
+                free[i] = (free[i][0] + s[0], free[i][1] + s[1], free[i][2] + s[2])
+                if match[i]:
+                    total -= slots[i]
+                    slots[i] = _slots(free[i], need, learners)
+                    total += slots[i]
+                k += 1
+            if total >= learners:
+                found, start = True, (None if end == _INF else end)
+        if not found:
+            free = list(self.caps)
+        placed: list[int] = []
+        for _ in range(learners):
+            fits = [i for i, ok in enumerate(match) if ok and _slots(free[i], need, 1)]
+            i = min(fits, key=lambda i: (free[i][0], free[i][1], i))
+            free[i] = (free[i][0] - need[0], free[i][1] - need[1], free[i][2] - need[2])
+            placed.append(i)
+        self.surplus = {i: list(free[i]) for i in set(placed)}
+        self.long_pool = self.now_pool.copy()
+        for i in self.surplus:
+            self.long_pool.set_free(i, self.now_pool.free[i], self.surplus[i])
+        self.held[job.tenant] = (need[0] * learners, need[1] * learners, need[2] * learners)
+        return Reservation(job.id, start, [self.nodes[i].name for i in placed])
+
+    def offer(self, job: QueuedJob) -> bool:
+        """Consider one job under the trainyard policy; False if its tenant is now quota-blocked."""
+        if _invalid(job):
+            self.pending.append((job.id, _INVALID))
+            return True
+        quota = self.quota_reason(job)
+        if quota is not None:
+            self.pending.append((job.id, quota[0]))
+            return quota[1]
+        res = self.reservation
+        short = (
+            res is not None
+            and res.start_at is not None
+            and job.expected_duration is not None
+            and self.snap.now + job.expected_duration <= res.start_at
+        )
+        if self.try_place(job, "now" if res is None or short else "long") is not None:
+            return True
+        key = (job.gpu_type, _shape(job), job.learners)
+        reason = self.reasons.get(key)
+        if reason is None:
+            if self.can_never_fit(job):
+                reason = self.never_fit_reason(job)
+            elif res is None:
+                reason = self.capacity_reason(job)
+                res = self.reservation = self.reserve(job)
+                when = "start time unknown" if res.start_at is None else f"from t={res.start_at:g}"
+                self.pending.append((job.id, f"{reason}; resources reserved for it ({when})"))
+                return True
+            elif self.now_pool.slots(job.gpu_type, _shape(job), job.learners) >= job.learners:
+                reason = f"waiting behind higher-priority job {res.job_id} (reserved)"
+            else:
+                reason = self.capacity_reason(job)
+            self.reasons[key] = reason
+        self.pending.append((job.id, reason))
+        return True
+
+
+def _run_trainyard(cycle: _Cycle, jobs: Sequence[QueuedJob]) -> None:
+    queues: dict[str, list[QueuedJob]] = {}
+    for job in jobs:
+        queues.setdefault(job.tenant, []).append(job)
+    for name in sorted(queues):
+        queues[name].sort(key=lambda j: (-j.priority, j.submitted_at, j.id), reverse=True)
+        if name not in cycle.tenants:
+            cycle.pending.extend((j.id, f"unknown tenant {name}") for j in reversed(queues.pop(name)))
+    heap = [(cycle.share(name), name) for name in queues]
+    heapq.heapify(heap)
+    deferred: list[tuple[str, str]] = []
+    while heap:
+        share, name = heapq.heappop(heap)
+        queue = queues[name]
+        job = queue.pop()
+        before = len(cycle.admitted)
+        if not cycle.offer(job):
+            deferred.append(cycle.pending.pop())
+            deferred.extend(
+                (j.id, f"waiting behind job {job.id} of the same tenant (tenant quota)")
+                for j in reversed(queue)
+            )
+            continue
+        if queue:
+            heapq.heappush(heap, (cycle.share(name) if len(cycle.admitted) > before else share, name))
+    cycle.pending.extend(deferred)
+
+
+def _run_fifo(cycle: _Cycle, jobs: Sequence[QueuedJob]) -> None:
+    ordered = sorted(jobs, key=lambda j: (j.submitted_at, j.id))
+    for k, job in enumerate(ordered):
+        if _invalid(job):
+            cycle.pending.append((job.id, _INVALID))
+            continue
+        quota = cycle.quota_reason(job)
+        if quota is not None and quota[1]:
+            cycle.pending.append((job.id, quota[0]))
+            continue
+        if quota is None and cycle.try_place(job, "now") is not None:
+            continue
+        if quota is None and cycle.can_never_fit(job):
+            cycle.pending.append((job.id, cycle.never_fit_reason(job)))
+            continue
+        reason = quota[0] if quota is not None else cycle.capacity_reason(job)
+        cycle.pending.append((job.id, f"{reason} (head of the FIFO queue)"))
+        cycle.pending.extend(
+            (j.id, f"waiting behind job {job.id} (FIFO head-of-line)") for j in ordered[k + 1 :]
+        )
+        return
+
+
+def admit(snapshot: Snapshot, *, policy: Policy = "trainyard") -> Decision:
+    """Decide which queued jobs start now and why every other job waits (see the module docstring)."""
+    cycle = _Cycle(snapshot)
+    if policy == "fifo":
+        _run_fifo(cycle, snapshot.jobs)
+    elif policy == "trainyard":
+        _run_trainyard(cycle, snapshot.jobs)
+    else:
+        raise ValueError(f"unknown policy {policy!r}")
+    pending = [Pending(job_id, k, reason) for k, (job_id, reason) in enumerate(cycle.pending, start=1)]
+    return Decision(admitted=cycle.admitted, pending=pending, reservation=cycle.reservation)

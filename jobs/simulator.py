@@ -1,0 +1,286 @@
+"""Trace-driven simulator: replays a GPU-cluster trace through :func:`jobs.admission.admit`.
+
+Why: to measure what the admission policy buys (queueing delay, completion time, GPU allocation,
+fairness) against FfDL's FIFO on a real workload, with the very function the platform runs.
+Pure apart from reading the CSV files; no Django.
+
+Trace conventions (Alibaba GPU trace v2023, ``openb_pod_list_*.csv``):
+
+* arrival = ``creation_time``; run time = ``deletion_time - scheduled_time``. Rows without a
+  ``scheduled_time`` (pods the real cluster never ran) have no run time and are skipped.
+* Each pod is a one-learner job. A fractional GPU (``gpu_milli < 1000``) is rounded up to one whole
+  GPU: Trainyard allocates ``nvidia.com/gpu`` limits, which are integers.
+* ``gpu_spec`` (empty in the default trace) becomes the job's ``gpu_type`` when it names a single
+  model; a list of alternatives (``A|B``) is treated as any type.
+* Tasks go to ``tenant-0 .. tenant-N-1`` by CRC-32 of the task name; equal weights; each quota is
+  ``quota_share`` of the cluster (1.0: never binds) with no running-job limit.
+* A job that cannot fit the empty cluster is dropped before the replay and counted (under FIFO it
+  would block the queue forever).
+* ``time_scale`` multiplies arrival times (0.01 replays the trace 100x denser) to study load;
+  ``estimates`` gives the trainyard policy the true run times as expected durations (the usual
+  backfill-simulation oracle); without them reservations have no start time.
+
+The virtual clock jumps from event to event (arrivals and completions); at each event time all
+completions are applied, then all arrivals, then one admission cycle runs if anything is queued.
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jobs.admission import (
+    Node,
+    Policy,
+    QueuedJob,
+    Resources,
+    RunningJob,
+    Snapshot,
+    TenantState,
+    admit,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One task of the trace, in Trainyard's terms (whole GPUs, one learner)."""
+
+    id: str
+    tenant: str
+    arrival: float
+    duration: float
+    gpus: int
+    cpu_millis: int
+    memory_mib: int
+    gpu_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    """Figures of one replay under one policy."""
+
+    policy: str
+    jobs: int
+    completed: int
+    dropped_never_fit: int
+    cycles: int
+    mean_queue_delay: float
+    p50_queue_delay: float
+    p95_queue_delay: float
+    mean_jct: float
+    gpu_allocation: float
+    makespan: float
+    tenant_gpu_share: dict[str, float] = field(default_factory=dict)
+    tenant_mean_delay: dict[str, float] = field(default_factory=dict)
+
+
+def tenant_of(name: str, tenants: int) -> str:
+    """Deterministic tenant of a trace task (CRC-32 of its name, stable across runs and machines)."""
+    return f"tenant-{zlib.crc32(name.encode()) % tenants}"
+
+
+def load_trace(
+    path: str | Path, *, tenants: int = 4, limit: int | None = None, time_scale: float = 1.0
+) -> list[TraceJob]:
+    """Read a pod list CSV into jobs ordered by arrival, skipping rows without a run time."""
+    jobs: list[TraceJob] = []
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            if limit is not None and len(jobs) >= limit:
+                break
+            if not row["scheduled_time"] or not row["deletion_time"]:
+                continue
+            duration = float(row["deletion_time"]) - float(row["scheduled_time"])
+            if duration <= 0:
+                continue
+            gpus = int(row["num_gpu"])
+            if gpus == 0 and int(row["gpu_milli"] or 0) > 0:
+                gpus = 1
+            spec = (row.get("gpu_spec") or "").strip()
+            jobs.append(
+                TraceJob(
+                    id=row["name"],
+                    tenant=tenant_of(row["name"], tenants),
+                    arrival=float(row["creation_time"]) * time_scale,
+                    duration=duration,
+                    gpus=gpus,
+                    cpu_millis=int(row["cpu_milli"]),
+                    memory_mib=int(row["memory_mib"]),
+                    gpu_type=spec if spec and "|" not in spec else None,
+                )
+            )
+    jobs.sort(key=lambda j: (j.arrival, j.id))
+    return jobs
+
+
+def load_nodes(path: str | Path) -> list[Node]:
+    """Read a node list CSV (sn, cpu_milli, memory_mib, gpu, model) into empty nodes."""
+    nodes: list[Node] = []
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            cap = Resources(int(row["gpu"]), int(row["cpu_milli"]), int(row["memory_mib"]))
+            nodes.append(Node(row["sn"], cap, cap, (row.get("model") or "").strip() or None))
+    return nodes
+
+
+def _percentile(sorted_values: Sequence[float], p: float) -> float:
+    if not sorted_values:
+        return 0.0
+    return sorted_values[max(0, math.ceil(p * len(sorted_values)) - 1)]
+
+
+def _fits_empty(jobs: Sequence[TraceJob], nodes: Sequence[Node]) -> list[TraceJob]:
+    """Jobs that fit the empty cluster, asked of the admission function once per distinct shape."""
+    total = Resources(
+        sum(n.capacity.gpus for n in nodes),
+        sum(n.capacity.cpu_millis for n in nodes),
+        sum(n.capacity.memory_mib for n in nodes),
+    )
+    probe = TenantState("probe", 1.0, total, 1, Resources(), 0)
+    verdict: dict[tuple[int, int, int, str | None], bool] = {}
+    for j in jobs:
+        key = (j.gpus, j.cpu_millis, j.memory_mib, j.gpu_type)
+        if key not in verdict:
+            q = QueuedJob("probe", "probe", 0, 0.0, 1, j.gpus, j.cpu_millis, j.memory_mib, j.gpu_type)
+            verdict[key] = bool(admit(Snapshot([q], [probe], nodes)).admitted)
+    return [j for j in jobs if verdict[(j.gpus, j.cpu_millis, j.memory_mib, j.gpu_type)]]
+
+
+def simulate(
+    jobs: Sequence[TraceJob],
+    nodes: Sequence[Node],
+    *,
+    policy: Policy,
+    tenants: int = 4,
+    quota_share: float = 1.0,
+    estimates: bool = True,
+) -> SimResult:
+    """Replay ``jobs`` on ``nodes`` under ``policy`` on a virtual clock and summarise the outcome."""
+    runnable = _fits_empty(jobs, nodes)
+    names = [f"tenant-{k}" for k in range(tenants)]
+    names += sorted({j.tenant for j in runnable} - set(names))
+    cap_g = sum(n.capacity.gpus for n in nodes)
+    quota = Resources(
+        int(cap_g * quota_share),
+        int(sum(n.capacity.cpu_millis for n in nodes) * quota_share),
+        int(sum(n.capacity.memory_mib for n in nodes) * quota_share),
+    )
+    node_list = list(nodes)
+    where = {n.name: k for k, n in enumerate(node_list)}
+    used = {t: [0, 0, 0] for t in names}
+    running_count = dict.fromkeys(names, 0)
+    by_id = {j.id: j for j in runnable}
+    queue: dict[str, QueuedJob] = {}
+    running: dict[str, RunningJob] = {}
+    started: dict[str, float] = {}
+    ended: dict[str, float] = {}
+    completions: list[tuple[float, str]] = []
+    cycles, a = 0, 0
+
+    def change(name: str, sign: int, per: Resources) -> None:
+        k = where[name]
+        n, f = node_list[k], node_list[k].free
+        free = Resources(
+            f.gpus + sign * per.gpus,
+            f.cpu_millis + sign * per.cpu_millis,
+            f.memory_mib + sign * per.memory_mib,
+        )
+        node_list[k] = Node(n.name, free, n.capacity, n.gpu_type)
+
+    def charge(job: TraceJob, sign: int) -> None:
+        u = used[job.tenant]
+        u[0] += sign * job.gpus
+        u[1] += sign * job.cpu_millis
+        u[2] += sign * job.memory_mib
+        running_count[job.tenant] += sign
+
+    while a < len(runnable) or completions:
+        now = min(
+            runnable[a].arrival if a < len(runnable) else math.inf,
+            completions[0][0] if completions else math.inf,
+        )
+        while completions and completions[0][0] == now:
+            _, jid = heapq.heappop(completions)
+            r = running.pop(jid)
+            for name in r.placements:
+                change(name, +1, r.per_learner)
+            charge(by_id[jid], -1)
+            ended[jid] = now
+        while a < len(runnable) and runnable[a].arrival == now:
+            j = runnable[a]
+            queue[j.id] = QueuedJob(
+                j.id, j.tenant, 0, j.arrival, 1, j.gpus, j.cpu_millis, j.memory_mib, j.gpu_type,
+                j.duration if estimates else None,
+            )  # fmt: skip
+            a += 1
+        if not queue:
+            continue
+        tenant_states = [
+            TenantState(t, 1.0, quota, 10**9, Resources(*used[t]), running_count[t]) for t in names
+        ]
+        snap = Snapshot(list(queue.values()), tenant_states, node_list, now, list(running.values()))
+        cycles += 1
+        for adm in admit(snap, policy=policy).admitted:
+            j, q = by_id[adm.job_id], queue.pop(adm.job_id)
+            per = Resources(q.gpus, q.cpu_millis, q.memory_mib)
+            for name in adm.placements:
+                change(name, -1, per)
+            charge(j, +1)
+            end = now + j.duration
+            running[j.id] = RunningJob(j.id, end if estimates else None, tuple(adm.placements), per)
+            started[j.id] = now
+            heapq.heappush(completions, (end, j.id))
+    return _summarise(policy, jobs, runnable, started, ended, cycles, cap_g, names)
+
+
+def _summarise(
+    policy: str,
+    jobs: Sequence[TraceJob],
+    runnable: Sequence[TraceJob],
+    started: dict[str, float],
+    ended: dict[str, float],
+    cycles: int,
+    cap_g: int,
+    names: list[str],
+) -> SimResult:
+    done = [j for j in runnable if j.id in ended]
+    delays = sorted(started[j.id] - j.arrival for j in done)
+    makespan = (max(ended.values()) - min(j.arrival for j in done)) if done else 0.0
+    gpu_time = {t: 0.0 for t in names}
+    tenant_delays: dict[str, list[float]] = {t: [] for t in names}
+    for j in done:
+        gpu_time[j.tenant] += j.gpus * j.duration
+        tenant_delays[j.tenant].append(started[j.id] - j.arrival)
+    allocated = sum(gpu_time.values())
+    return SimResult(
+        policy=policy,
+        jobs=len(jobs),
+        completed=len(done),
+        dropped_never_fit=len(jobs) - len(runnable),
+        cycles=cycles,
+        mean_queue_delay=sum(delays) / len(delays) if delays else 0.0,
+        p50_queue_delay=_percentile(delays, 0.50),
+        p95_queue_delay=_percentile(delays, 0.95),
+        mean_jct=sum(ended[j.id] - j.arrival for j in done) / len(done) if done else 0.0,
+        gpu_allocation=allocated / (cap_g * makespan) if cap_g and makespan else 0.0,
+        makespan=makespan,
+        tenant_gpu_share={t: (v / allocated if allocated else 0.0) for t, v in gpu_time.items()},
+        tenant_mean_delay={t: (sum(v) / len(v) if v else 0.0) for t, v in tenant_delays.items()},
+    )
+
+
+RATIO_FIELDS = ("mean_queue_delay", "p95_queue_delay", "mean_jct", "gpu_allocation")
+
+
+def ratios(trainyard: SimResult, fifo: SimResult) -> dict[str, float | None]:
+    """trainyard / fifo for the headline figures (1.0 when both are zero, None when only fifo is)."""
+    out: dict[str, float | None] = {}
+    for name in RATIO_FIELDS:
+        num, den = getattr(trainyard, name), getattr(fifo, name)
+        out[name] = num / den if den else (1.0 if num == 0 else None)
+    return out
