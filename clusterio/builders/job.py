@@ -189,6 +189,11 @@ def _volumes(spec: JobPodsSpec) -> tuple[list[client.V1Volume], list[client.V1Vo
                 claim_name=spec.checkpoint_claim
             ),
         )
+    elif spec.checkpoint_host_path:
+        checkpoint = client.V1Volume(
+            name="checkpoint",
+            host_path=client.V1HostPathVolumeSource(path=spec.checkpoint_host_path, type="DirectoryOrCreate"),
+        )
     else:
         checkpoint = client.V1Volume(name="checkpoint", empty_dir=client.V1EmptyDirVolumeSource())
     volumes = [

@@ -77,7 +77,8 @@ class JobPodsSpec:
     each exposed as an env var of the same name through `secretKeyRef`, never as a literal.
     `master_addr` overrides the DNS name of learner 0 for clusters without pod DNS (kubesim).
     `checkpoint_claim` mounts a PVC at `checkpoint_dir` (at `checkpoint_sub_path` inside it, e.g. one
-    per job so every attempt resumes from the same place); without it the directory is an emptyDir.
+    per job so every attempt resumes from the same place); `checkpoint_host_path` mounts a node folder
+    instead (single-node clusters and kubesim); without either the directory is an emptyDir.
     """
 
     job_id: JobId
@@ -106,6 +107,7 @@ class JobPodsSpec:
     extra_labels: Mapping[str, str] = field(default_factory=dict)
     checkpoint_claim: str | None = None
     checkpoint_sub_path: str | None = None
+    checkpoint_host_path: str | None = None
     scratch_dir: str = "/scratch"
     run_as_user: int = 1000
 
@@ -127,6 +129,8 @@ class JobPodsSpec:
             raise ValueError("image must not be empty")
         if isinstance(self.command, str):
             raise ValueError("command must be a list of arguments, not a string")
+        if self.checkpoint_claim and self.checkpoint_host_path:
+            raise ValueError("give checkpoint_claim or checkpoint_host_path, not both")
         if bool(self.datastore_keys) and not self.datastore_secret:
             raise ValueError("datastore_keys need datastore_secret")
         for path in (self.checkpoint_dir, self.scratch_dir):

@@ -139,3 +139,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
 }
+
+# Where checkpoints live when the cluster has no shared storage class (kubesim, single node): a node
+# folder per job that outlives its pods, so a requeued attempt resumes. Empty: per-pod scratch only.
+CHECKPOINT_HOST_ROOT = env("CHECKPOINT_HOST_ROOT", default="")

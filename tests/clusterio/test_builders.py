@@ -426,6 +426,20 @@ def test_checkpoint_claim_mounts_a_pvc_at_the_checkpoint_dir() -> None:
     assert {"name": "checkpoint", "mountPath": "/checkpoints", "subPath": "ty-42"} in mounts
 
 
+def test_checkpoint_host_path_mounts_a_node_folder_that_outlives_the_pod() -> None:
+    pod = to_dict(make_learner_pod(_spec(checkpoint_host_path="/var/ty/ckpt/acme/42"), 0))
+    expected = {
+        "name": "checkpoint",
+        "hostPath": {"path": "/var/ty/ckpt/acme/42", "type": "DirectoryOrCreate"},
+    }
+    assert expected in pod["spec"]["volumes"]
+
+
+def test_checkpoint_claim_and_host_path_together_are_refused() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        _spec(checkpoint_claim="c", checkpoint_host_path="/x")
+
+
 def test_spec_volumes_are_mounted_by_kind() -> None:
     volumes = [
         VolumeSpec(name="data", kind="pvc", mount_path="/data", read_only=True, claim_name="acme-data"),
