@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobs.admission import Node, QueuedJob, Resources, RunningJob, Snapshot, TenantState, admit
+from jobs.admission import Node, Policy, QueuedJob, Resources, RunningJob, Snapshot, TenantState, admit
 from jobs.simulator import load_nodes, load_trace, ratios, simulate
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "traces"
@@ -64,11 +64,11 @@ def big_snapshot(jobs: int = 10_000, nodes: int = 500, tenants: int = 20, seed: 
     return Snapshot(queue, tenant_list, node_list, now=86_400.0, running=running)
 
 
-def cycle_times(snapshot: Snapshot, policy: str, runs: int = 5) -> dict[str, object]:
+def cycle_times(snapshot: Snapshot, policy: Policy, runs: int = 5) -> dict[str, object]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        decision = admit(snapshot, policy=policy)  # type: ignore[arg-type]
+        decision = admit(snapshot, policy=policy)
         times.append(time.perf_counter() - start)
     return {
         "bench": "admission_cycle",
@@ -101,7 +101,8 @@ def replay(label: str, node_file: str, node_sample: int) -> None:
 
 def main() -> None:
     snapshot = big_snapshot()
-    for policy in ("trainyard", "fifo"):
+    policies: tuple[Policy, ...] = ("trainyard", "fifo")
+    for policy in policies:
         print(json.dumps(cycle_times(snapshot, policy)))
     empty = Snapshot(
         snapshot.jobs,

@@ -1,0 +1,74 @@
+"""HTTP admin endpoints under ``/kubesim/`` for fault injection from outside the process.
+
+``POST /kubesim/faults`` ``{"method": "GET", "path": "regex", "code": 500, "hangSeconds": 0, "count": 1}``;
+``DELETE /kubesim/faults``; ``POST /kubesim/nodes/NAME/notready|ready|lose``;
+``POST /kubesim/nodes`` ``{"name": "...", "gpus": 8}``; ``POST /kubesim/kubelet/pause|resume``;
+``POST /kubesim/compact`` ``{"keep": 0}``; ``GET /kubesim/faults``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kubesim.errors import ApiError, bad_request, not_found
+from kubesim.faults import FaultRule
+
+if TYPE_CHECKING:
+    from kubesim.server import Handler, Params
+
+_OK = {"status": "ok"}
+
+
+def handle(handler: Handler, method: str, path: str, params: Params) -> None:
+    """Route one admin request."""
+    cluster = handler.cluster
+    parts = [p for p in path.split("/") if p][1:]
+    body = handler._json_body() or {} if method in ("POST", "PUT") else {}
+    if parts == ["faults"]:
+        if method == "GET":
+            handler.send_json(200, {"items": [r.to_dict() for r in cluster.faults.rules()]})
+        elif method == "DELETE":
+            cluster.faults.clear()
+            handler.send_json(200, _OK)
+        elif method == "POST":
+            try:
+                rule = FaultRule(
+                    body.get("method", "*"),
+                    body["path"],
+                    body.get("code"),
+                    float(body.get("hangSeconds", 0)),
+                    body.get("count"),
+                    body.get("message", "injected fault"),
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                raise bad_request(f"invalid fault rule: {exc}") from None
+            handler.send_json(201, cluster.faults.add(rule).to_dict())
+        return
+    if method != "POST":
+        raise ApiError(405, "MethodNotAllowed", "admin actions are POST requests")
+    if parts == ["nodes"]:
+        node = cluster.add_node(
+            body["name"],
+            cpu=float(body.get("cpu", 32)),
+            memory=int(body.get("memory", 2**38)),
+            gpus=int(body.get("gpus", 0)),
+            simulated=True,
+            labels=body.get("labels"),
+        )
+        handler.send_json(201, node)
+    elif len(parts) == 3 and parts[0] == "nodes" and parts[2] in ("ready", "notready", "lose"):
+        if parts[1] not in cluster.kubelets:
+            raise not_found("nodes", parts[1])
+        if parts[2] == "lose":
+            cluster.lose_node(parts[1])
+        else:
+            cluster.set_node_ready(parts[1], parts[2] == "ready")
+        handler.send_json(200, _OK)
+    elif len(parts) == 2 and parts[0] == "kubelet" and parts[1] in ("pause", "resume"):
+        cluster.pause_kubelets(parts[1] == "pause")
+        handler.send_json(200, _OK)
+    elif parts == ["compact"]:
+        cluster.store.compact(int(body.get("keep", 0)))
+        handler.send_json(200, _OK)
+    else:
+        raise ApiError(404, "NotFound", f"unknown admin endpoint {path}")

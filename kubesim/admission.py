@@ -1,0 +1,137 @@
+"""Admission: LimitRange defaults and ResourceQuota checks on pod creation, and quota usage accounting."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from kubesim.errors import forbidden
+from kubesim.quantity import QuantityError, format_amount, parse_quantity
+
+Obj = dict[str, Any]
+TERMINAL = ("Succeeded", "Failed")
+
+
+def _sum(pod: Obj, section: str) -> dict[str, Decimal]:
+    spec = pod.get("spec") or {}
+    total: dict[str, Decimal] = {}
+    for container in spec.get("containers") or []:
+        for res, value in ((container.get("resources") or {}).get(section) or {}).items():
+            try:
+                total[res] = total.get(res, Decimal(0)) + parse_quantity(value)
+            except QuantityError:
+                continue
+    for container in spec.get("initContainers") or []:
+        for res, value in ((container.get("resources") or {}).get(section) or {}).items():
+            try:
+                total[res] = max(total.get(res, Decimal(0)), parse_quantity(value))
+            except QuantityError:
+                continue
+    return total
+
+
+def pod_requests(pod: Obj) -> dict[str, Decimal]:
+    """Effective requests of a pod: sum over containers, at least the largest init container."""
+    return _sum(pod, "requests")
+
+
+def pod_limits(pod: Obj) -> dict[str, Decimal]:
+    """Effective limits of a pod."""
+    return _sum(pod, "limits")
+
+
+def apply_limit_ranges(pod: Obj, limit_ranges: list[Obj]) -> None:
+    """Give containers without requests/limits the ``default``/``defaultRequest`` of Container LimitRanges."""
+    for lr in limit_ranges:
+        for item in (lr.get("spec") or {}).get("limits") or []:
+            if item.get("type") != "Container":
+                continue
+            for container in (pod.get("spec") or {}).get("containers") or []:
+                resources = container.setdefault("resources", {})
+                limits = resources.setdefault("limits", {})
+                requests = resources.setdefault("requests", {})
+                for res, value in (item.get("default") or {}).items():
+                    limits.setdefault(res, value)
+                for res, value in (item.get("defaultRequest") or {}).items():
+                    requests.setdefault(res, value)
+                for res, value in limits.items():
+                    requests.setdefault(res, value)
+                if not limits:
+                    resources.pop("limits")
+                if not requests:
+                    resources.pop("requests")
+
+
+def check_limit_range_max(pod: Obj, limit_ranges: list[Obj]) -> None:
+    """Refuse (403) containers above a Container LimitRange ``max``."""
+    name = pod["metadata"].get("name", "")
+    for lr in limit_ranges:
+        for item in (lr.get("spec") or {}).get("limits") or []:
+            if item.get("type") != "Container":
+                continue
+            for container in (pod.get("spec") or {}).get("containers") or []:
+                limits = (container.get("resources") or {}).get("limits") or {}
+                for res, value in (item.get("max") or {}).items():
+                    if res in limits and parse_quantity(limits[res]) > parse_quantity(value):
+                        raise forbidden(
+                            "pods",
+                            name,
+                            f"maximum {res} usage per Container is {value}, but limit is {limits[res]}",
+                        )
+
+
+def pod_usage(pod: Obj) -> dict[str, Decimal]:
+    """What one pod counts against quota keys."""
+    if (pod.get("status") or {}).get("phase") in TERMINAL:
+        return {}
+    usage: dict[str, Decimal] = {"pods": Decimal(1), "count/pods": Decimal(1)}
+    for res, value in pod_requests(pod).items():
+        usage[f"requests.{res}"] = value
+        if res in ("cpu", "memory", "ephemeral-storage"):
+            usage[res] = value
+    for res, value in pod_limits(pod).items():
+        usage[f"limits.{res}"] = value
+    return usage
+
+
+def quota_used(quota: Obj, pods: list[Obj], counts: dict[str, int]) -> dict[str, Decimal]:
+    """Current usage for every key in a quota's ``spec.hard``."""
+    hard = (quota.get("spec") or {}).get("hard") or {}
+    used = {key: Decimal(0) for key in hard}
+    for pod in pods:
+        for key, value in pod_usage(pod).items():
+            if key in used:
+                used[key] += value
+    for key in hard:
+        if key in counts:
+            used[key] = Decimal(counts[key])
+    return used
+
+
+def check_quotas(pod: Obj, quotas: list[Obj], pods: list[Obj]) -> None:
+    """Refuse (403) a new pod whose usage would take any quota past ``spec.hard``."""
+    name = pod["metadata"].get("name", "")
+    wanted = pod_usage(pod)
+    for quota in quotas:
+        hard = (quota.get("spec") or {}).get("hard") or {}
+        qname = quota["metadata"]["name"]
+        missing = sorted(
+            key
+            for key in hard
+            if key.startswith(("requests.", "limits.")) and key not in wanted and "/" not in key
+        )
+        if missing:
+            raise forbidden("pods", name, f"failed quota: {qname}: must specify {','.join(missing)}")
+        used = quota_used(quota, pods, {})
+        over = sorted(
+            key for key in hard if key in wanted and used[key] + wanted[key] > parse_quantity(hard[key])
+        )
+        if over:
+            requested = ",".join(f"{k}={format_amount(k, wanted[k])}" for k in over)
+            in_use = ",".join(f"{k}={format_amount(k, used[k])}" for k in over)
+            limited = ",".join(f"{k}={hard[k]}" for k in over)
+            raise forbidden(
+                "pods",
+                name,
+                f"exceeded quota: {qname}, requested: {requested}, used: {in_use}, limited: {limited}",
+            )

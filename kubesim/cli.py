@@ -1,0 +1,63 @@
+"""``python -m kubesim serve``: run the emulator until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+from kubesim.testing import KubeSim
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    parser = argparse.ArgumentParser(prog="python -m kubesim", description="Kubernetes API emulator")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the API until SIGTERM/SIGINT")
+    serve.add_argument("--port", type=int, default=6443)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--state-dir", type=Path, required=True)
+    serve.add_argument("--kubeconfig", type=Path, required=True)
+    serve.add_argument("--gpu-nodes", type=int, default=0)
+    serve.add_argument("--gpus-per-node", type=int, default=8)
+    serve.add_argument("--history-size", type=int, default=10000)
+    serve.add_argument("--no-cgroups", action="store_true", help="use the polling fallbacks for limits")
+    serve.add_argument("-v", "--verbose", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments and serve."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    sim = KubeSim(
+        args.state_dir,
+        port=args.port,
+        host=args.host,
+        kubeconfig_path=args.kubeconfig,
+        gpu_nodes=args.gpu_nodes,
+        gpus_per_node=args.gpus_per_node,
+        history_size=args.history_size,
+        use_cgroups=not args.no_cgroups,
+    )
+    sim.start()
+    logging.getLogger("kubesim").info("serving %s (kubeconfig %s)", sim.url, sim.kubeconfig_path)
+    try:
+        while not done.wait(1):
+            pass
+    finally:
+        sim.stop()
+    return 0

@@ -1,0 +1,259 @@
+"""The emulated cluster: store, API, nodes, scheduler, kubelets and controllers, driven by one loop."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kubesim import resources
+from kubesim.api import Api, now_iso
+from kubesim.cgroups import CgroupManager
+from kubesim.controllers import GarbageCollector, JobController, NamespaceController, QuotaController
+from kubesim.faults import Faults
+from kubesim.kubelet import Kubelet, _set_condition
+from kubesim.scheduler import Scheduler
+from kubesim.store import Obj, Store
+from kubesim.throttle import Throttle
+
+LOCAL_NODE = "kubesim-node"
+_TICK = 0.05
+
+
+def local_gpus() -> int:
+    """How many GPUs ``nvidia-smi -L`` lists on this machine (0 when there is no nvidia-smi)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def total_memory() -> int:
+    """Physical memory in bytes."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+class Cluster:
+    """Everything behind the API; ``start()`` runs the control loop in a thread, ``step()`` runs one pass."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        gpu_nodes: int = 0,
+        gpus_per_node: int = 8,
+        history_size: int = 10000,
+        use_cgroups: bool = True,
+        local_gpu_count: int | None = None,
+        restart_backoff: float = 1.0,
+        bookmark_interval: float = 5.0,
+    ):
+        self.log = logging.getLogger("kubesim")
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.store = Store(history_size)
+        self.api = Api(self.store)
+        self.faults = Faults()
+        self.stopping = threading.Event()
+        self.wake = threading.Event()
+        self.api.after_write.append(self.wake.set)
+        self.port = 0
+        self.restart_backoff = restart_backoff
+        self.bookmark_interval = bookmark_interval
+        self.sample_interval = 0.5
+        self.cgroups = CgroupManager(f"kubesim-{os.getpid()}-{id(self) % 100000}", enabled=use_cgroups)
+        self.throttle = Throttle(enabled=not self.cgroups.cpu_enforced)
+        self.kubelets: dict[str, Kubelet] = {}
+        self.scheduler = Scheduler(self)
+        self.controllers: list[Any] = [
+            NamespaceController(self),
+            JobController(self),
+            GarbageCollector(self),
+            QuotaController(self),
+        ]
+        self.loop_lock = threading.RLock()
+        self.thread: threading.Thread | None = None
+        self.log.info("kubesim limits enforcement: %s", self.cgroups.describe())
+        if not self.cgroups.memory_enforced:
+            self.log.warning("memory cgroups not writable: memory limits enforced by polling RSS (coarse)")
+        if not self.cgroups.cpu_enforced:
+            self.log.warning(
+                "cpu cgroups not writable: cpu limits approximated by SIGSTOP/SIGCONT duty cycling"
+            )
+        self._bootstrap(
+            gpu_nodes, gpus_per_node, local_gpus() if local_gpu_count is None else local_gpu_count
+        )
+
+    def _bootstrap(self, gpu_nodes: int, gpus_per_node: int, local_gpu_count: int) -> None:
+        ns = resources.find("", "v1", "namespaces")
+        assert ns is not None
+        for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            self.api.create(ns, None, {"metadata": {"name": name}})
+        self.add_node(LOCAL_NODE, cpu=os.cpu_count() or 1, memory=total_memory(), gpus=local_gpu_count)
+        for i in range(gpu_nodes):
+            self.add_node(f"kubesim-gpu-{i}", cpu=32, memory=256 * 2**30, gpus=gpus_per_node, simulated=True)
+
+    def add_node(
+        self,
+        name: str,
+        cpu: float,
+        memory: int,
+        gpus: int = 0,
+        simulated: bool = False,
+        labels: dict[str, str] | None = None,
+        taints: list[Obj] | None = None,
+    ) -> Obj:
+        """Register a node (and its kubelet) with the given allocatable resources."""
+        resources_ = {"cpu": str(cpu), "memory": str(memory), "pods": "110", "ephemeral-storage": "100Gi"}
+        node_labels = {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "node.kubernetes.io/instance-type": "kubesim-gpu" if simulated else "kubesim-local",
+        }
+        if gpus:
+            resources_["nvidia.com/gpu"] = str(gpus)
+            node_labels.update(
+                {
+                    "nvidia.com/gpu.present": "true",
+                    "nvidia.com/gpu.count": str(gpus),
+                    "nvidia.com/gpu.product": "Simulated-GPU" if simulated else "Local-GPU",
+                }
+            )
+        node_labels.update(labels or {})
+        stamp = now_iso()
+        body: Obj = {
+            "metadata": {
+                "name": name,
+                "labels": node_labels,
+                "annotations": {"kubesim.io/simulated": str(simulated).lower()},
+            },
+            "spec": {"taints": taints or []},
+            "status": {
+                "capacity": dict(resources_),
+                "allocatable": dict(resources_),
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "kubelet is posting ready status",
+                        "lastHeartbeatTime": stamp,
+                        "lastTransitionTime": stamp,
+                    }
+                ],
+                "addresses": [
+                    {"type": "InternalIP", "address": "127.0.0.1"},
+                    {"type": "Hostname", "address": name},
+                ],
+                "nodeInfo": {
+                    "kubeletVersion": "v1.32.0-kubesim",
+                    "kubeProxyVersion": "",
+                    "osImage": "kubesim",
+                    "operatingSystem": "linux",
+                    "architecture": "amd64",
+                    "containerRuntimeVersion": "kubesim://local-processes",
+                    "kernelVersion": os.uname().release,
+                    "machineID": "",
+                    "systemUUID": "",
+                    "bootID": "",
+                },
+            },
+        }
+        res = resources.find("", "v1", "nodes")
+        assert res is not None
+        with self.loop_lock:
+            node = self.api.create(res, None, body)
+            self.kubelets[name] = Kubelet(self, name, gpus)
+        return node
+
+    def set_node_ready(self, name: str, ready: bool) -> None:
+        """Make a node NotReady (its kubelet stops; nothing is scheduled there) or Ready again."""
+        with self.loop_lock:
+            kubelet = self.kubelets[name]
+            kubelet.paused = not ready
+
+            def apply(node: Obj) -> None:
+                st = node["status"]
+                _set_condition(
+                    st,
+                    "Ready",
+                    ready,
+                    "KubeletReady" if ready else "NodeStatusUnknown",
+                    "kubelet is posting ready status" if ready else "Kubelet stopped posting node status.",
+                )
+                for cond in st["conditions"]:
+                    if cond["type"] == "Ready":
+                        cond["status"] = "True" if ready else "Unknown"
+                taint = {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}
+                taints = [t for t in node["spec"].get("taints") or [] if t.get("key") != taint["key"]]
+                node["spec"]["taints"] = taints if ready else [*taints, taint]
+
+            self.api.mutate("nodes", "", name, apply)
+
+    def lose_node(self, name: str) -> None:
+        """The node disappears: its processes die, its pods fail (NodeLost), the Node goes."""
+        with self.loop_lock:
+            kubelet = self.kubelets.pop(name)
+            kubelet.fail_all("NodeLost", f"Node {name} which was running the pod is lost")
+            self.store.remove("nodes", "", name)
+            self.api._notify()
+
+    def pause_kubelets(self, paused: bool = True) -> None:
+        """Freeze (or resume) every kubelet: no pod starts, status updates or terminations meanwhile."""
+        for kubelet in self.kubelets.values():
+            kubelet.paused = paused
+
+    def step(self) -> None:
+        """Run one pass of the scheduler, controllers and kubelets."""
+        with self.loop_lock:
+            self.scheduler.step()
+            for controller in self.controllers:
+                controller.step()
+            for kubelet in list(self.kubelets.values()):
+                kubelet.step()
+
+    def _loop(self) -> None:
+        last_full = 0.0
+        seen_rv = -1
+        while not self.stopping.is_set():
+            self.wake.wait(_TICK)
+            self.wake.clear()
+            if self.stopping.is_set():
+                break
+            try:
+                now = time.monotonic()
+                if self.store.rv != seen_rv or now - last_full > 1.0:
+                    seen_rv = self.store.rv
+                    last_full = now
+                    with self.loop_lock:
+                        self.scheduler.step()
+                        for controller in self.controllers:
+                            controller.step()
+                with self.loop_lock:
+                    for kubelet in list(self.kubelets.values()):
+                        kubelet.step()
+            except Exception:
+                self.log.exception("control loop error")
+
+    def start(self) -> None:
+        """Run the control loop in a background thread."""
+        self.thread = threading.Thread(target=self._loop, name="kubesim-loop", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop the loop, kill every pod process and remove kubesim's cgroups."""
+        self.stopping.set()
+        self.wake.set()
+        self.store.close()
+        if self.thread is not None:
+            self.thread.join(timeout=10)
+        self.throttle.stop()
+        with self.loop_lock:
+            for kubelet in list(self.kubelets.values()):
+                kubelet.shutdown()
+        self.cgroups.cleanup()

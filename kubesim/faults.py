@@ -1,0 +1,101 @@
+"""Fault injection for the HTTP API: answer chosen requests with an error code or make them hang."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesim.errors import ApiError
+
+
+@dataclass
+class FaultRule:
+    """Requests whose method and path match get ``code`` (after hanging ``hang_seconds``), ``count`` times."""
+
+    method: str
+    path: str
+    code: int | None = None
+    hang_seconds: float = 0.0
+    count: int | None = None
+    message: str = "injected fault"
+    id: int = 0
+    pattern: re.Pattern[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.pattern = re.compile(self.path)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form for the admin endpoint."""
+        return {
+            "id": self.id,
+            "method": self.method,
+            "path": self.path,
+            "code": self.code,
+            "hangSeconds": self.hang_seconds,
+            "count": self.count,
+        }
+
+
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    410: "Expired",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+class Faults:
+    """The active fault rules; the server consults them before routing every API request."""
+
+    def __init__(self) -> None:
+        self._rules: list[FaultRule] = []
+        self._lock = threading.Lock()
+        self._next_id = 1
+
+    def add(self, rule: FaultRule) -> FaultRule:
+        """Activate a rule; returns it with its id set."""
+        with self._lock:
+            rule.id = self._next_id
+            self._next_id += 1
+            self._rules.append(rule)
+        return rule
+
+    def clear(self, rule_id: int | None = None) -> None:
+        """Remove one rule, or all of them."""
+        with self._lock:
+            self._rules = [r for r in self._rules if rule_id is not None and r.id != rule_id]
+
+    def rules(self) -> list[FaultRule]:
+        """The active rules."""
+        with self._lock:
+            return list(self._rules)
+
+    def apply(self, method: str, path: str, stopping: threading.Event) -> None:
+        """Hang and/or raise for the first matching rule; no-op when none matches."""
+        with self._lock:
+            rule = next(
+                (r for r in self._rules if r.method in ("*", method) and r.pattern.search(path)),
+                None,
+            )
+            if rule is None:
+                return
+            if rule.count is not None:
+                rule.count -= 1
+                if rule.count <= 0:
+                    self._rules.remove(rule)
+        if rule.hang_seconds:
+            deadline = time.monotonic() + rule.hang_seconds
+            while time.monotonic() < deadline and not stopping.is_set():
+                time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
+        if rule.code:
+            raise ApiError(rule.code, _REASONS.get(rule.code, "InternalError"), rule.message)

@@ -1,0 +1,463 @@
+"""The HTTP front: routes Kubernetes REST paths to the Api, streams watches and logs, serves discovery."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
+
+from kubesim import __version__, resources
+from kubesim.errors import ApiError, bad_request, not_found
+from kubesim.resources import Resource
+from kubesim.selectors import (
+    SelectorError,
+    fields_match,
+    labels_match,
+    parse_field_selector,
+    parse_label_selector,
+)
+from kubesim.store import Compacted, Obj
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+
+VERSION_INFO = {
+    "major": "1",
+    "minor": "32",
+    "gitVersion": "v1.32.0-kubesim",
+    "gitCommit": "kubesim",
+    "gitTreeState": "clean",
+    "buildDate": "2025-01-01T00:00:00Z",
+    "goVersion": "go1.23",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+    "kubesimVersion": __version__,
+}
+_WATCH_POLL = 0.25
+
+
+class Params:
+    """Query parameters with typed accessors."""
+
+    def __init__(self, query: str):
+        self.raw = parse_qs(query, keep_blank_values=True)
+
+    def get(self, name: str) -> str | None:
+        """The last value of a parameter, or None."""
+        values = self.raw.get(name)
+        return values[-1] if values else None
+
+    def flag(self, name: str) -> bool:
+        """A boolean parameter (``true``/``1``)."""
+        return (self.get(name) or "").lower() in ("true", "1")
+
+    def integer(self, name: str) -> int | None:
+        """An integer parameter; 400 when malformed."""
+        value = self.get(name)
+        if value in (None, ""):
+            return None
+        try:
+            return int(value)
+        except ValueError:
+            raise bad_request(f"invalid value for {name}: {value!r}") from None
+
+
+class ApiHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server that remembers open connections so that stop() can cut them."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], cluster: Cluster):
+        self.cluster = cluster
+        self.connections: set[socket.socket] = set()
+        self.conn_lock = threading.Lock()
+        super().__init__(address, Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Track the connection, then handle it on its own thread."""
+        with self.conn_lock:
+            self.connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        """Forget and close a finished connection."""
+        with self.conn_lock:
+            self.connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_all(self) -> None:
+        """Shut down every open connection (idle keep-alives and streams)."""
+        with self.conn_lock:
+            conns = list(self.connections)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+
+class Handler(BaseHTTPRequestHandler):
+    """One HTTP connection; each request is routed by ``_route``."""
+
+    protocol_version = "HTTP/1.1"
+    server: ApiHTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence per-request logging (kubesim logs only its own decisions)."""
+
+    @property
+    def cluster(self) -> Cluster:
+        """The cluster this server fronts."""
+        return self.server.cluster
+
+    def do_GET(self) -> None:
+        """Handle GET."""
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        """Handle POST."""
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        """Handle PUT."""
+        self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:
+        """Handle PATCH."""
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        """Handle DELETE."""
+        self._dispatch("DELETE")
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _json_body(self) -> Any:
+        raw = self._body()
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            import yaml
+
+            try:
+                return yaml.safe_load(raw.decode())
+            except yaml.YAMLError:
+                raise bad_request("the body of the request was in an unknown format") from None
+
+    def send_json(self, code: int, body: Any) -> None:
+        """Send a complete JSON response."""
+        data = json.dumps(body, separators=(",", ":")).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def start_stream(self, content_type: str) -> None:
+        """Begin a chunked streaming response."""
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def send_chunk(self, data: bytes) -> None:
+        """Write one chunk of a streaming response."""
+        if data:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+    def end_stream(self) -> None:
+        """Finish a chunked response."""
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _dispatch(self, method: str) -> None:
+        url = urlsplit(self.path)
+        params = Params(url.query)
+        try:
+            if not url.path.startswith("/kubesim/"):
+                self.cluster.faults.apply(method, url.path, self.cluster.stopping)
+            self._route(method, url.path.rstrip("/") or "/", params)
+        except ApiError as exc:
+            self._send_error(exc)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as exc:
+            self.cluster.log.exception("internal error on %s %s", method, self.path)
+            self._send_error(ApiError(500, "InternalError", f"kubesim internal error: {exc}"))
+
+    def _send_error(self, exc: ApiError) -> None:
+        try:
+            self.send_json(exc.code, exc.status())
+        except OSError:
+            self.close_connection = True
+
+    def _route(self, method: str, path: str, params: Params) -> None:
+        from kubesim import admin
+
+        if path.startswith("/kubesim/"):
+            admin.handle(self, method, path, params)
+            return
+        simple = self._discovery(path)
+        if simple is not None:
+            if method != "GET":
+                raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {path}")
+            self.send_json(200, simple)
+            return
+        parts = [p for p in path.split("/") if p]
+        if parts[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+            namespace, rest = rest[1], rest[2:]
+        res = resources.find(group, version, rest[0]) if rest else None
+        if res is None or len(rest) > 3:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if not res.stored:
+            from kubesim import metrics
+
+            self.send_json(200, metrics.serve(self.cluster, res, namespace, name, params))
+            return
+        self._resource(method, res, namespace, name, sub, params)
+
+    def _discovery(self, path: str) -> Any:
+        if path == "/version":
+            return VERSION_INFO
+        if path in ("/healthz", "/readyz", "/livez"):
+            return "ok"
+        if path == "/api":
+            addr = f"127.0.0.1:{self.server.server_address[1]}"
+            return {
+                "kind": "APIVersions",
+                "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": addr}],
+            }
+        if path == "/api/v1":
+            return resources.resource_list("", "v1")
+        if path == "/apis":
+            return resources.api_group_list()
+        parts = [p for p in path.split("/") if p]
+        if len(parts) == 2 and parts[0] == "apis":
+            group = resources.api_group(parts[1])
+            if group is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return group
+        if len(parts) == 3 and parts[0] == "apis":
+            found = resources.resource_list(parts[1], parts[2])
+            if found is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return found
+        return None
+
+    def _resource(
+        self,
+        method: str,
+        res: Resource,
+        namespace: str | None,
+        name: str | None,
+        sub: str | None,
+        params: Params,
+    ) -> None:
+        api = self.cluster.api
+        if sub is not None and sub not in res.subresources:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if name is None:
+            if method == "GET":
+                if params.flag("watch"):
+                    self._watch(res, namespace, params)
+                else:
+                    self._list(res, namespace, params)
+            elif method == "POST":
+                self.send_json(201, api.create(res, namespace, self._json_body()))
+            elif method == "DELETE":
+                self._delete_collection(res, namespace, params)
+            else:
+                raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
+            return
+        if sub == "log":
+            from kubesim import logs
+
+            logs.serve(self, namespace or "", name, params)
+        elif sub in ("binding", "eviction") and method == "POST":
+            self._pod_action(sub, namespace or "", name)
+        elif method == "GET":
+            self.send_json(200, api.get(res, namespace, name))
+        elif method == "PUT":
+            self.send_json(200, api.update(res, namespace, name, self._json_body(), sub))
+        elif method == "PATCH":
+            content_type = self.headers.get("Content-Type") or "application/json"
+            self.send_json(200, api.patch(res, namespace, name, content_type, self._body(), sub))
+        elif method == "DELETE":
+            self.send_json(200, api.delete(res, namespace, name, self._delete_options(params)))
+        else:
+            raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed here")
+
+    def _delete_options(self, params: Params) -> Obj:
+        options = self._json_body() or {}
+        if not isinstance(options, dict):
+            raise bad_request("invalid DeleteOptions")
+        grace = params.integer("gracePeriodSeconds")
+        if grace is not None:
+            options["gracePeriodSeconds"] = grace
+        if params.get("propagationPolicy"):
+            options["propagationPolicy"] = params.get("propagationPolicy")
+        if params.get("orphanDependents"):
+            options["orphanDependents"] = params.flag("orphanDependents")
+        return options
+
+    def _pod_action(self, sub: str, namespace: str, name: str) -> None:
+        api = self.cluster.api
+        pods = resources.find("", "v1", "pods")
+        assert pods is not None
+        body = self._json_body() or {}
+        if sub == "eviction":
+            api.delete(pods, namespace, name, body.get("deleteOptions") or {})
+        else:
+            target = (body.get("target") or {}).get("name")
+            if not target:
+                raise bad_request("binding target is required")
+            if (
+                api.mutate("pods", namespace, name, lambda p: p["spec"].__setitem__("nodeName", target))
+                is None
+            ):
+                raise not_found("pods", name)
+        self.send_json(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"})
+
+    def _list(self, res: Resource, namespace: str | None, params: Params) -> None:
+        items, rv, token, remaining = self.cluster.api.list(
+            res,
+            namespace,
+            params.get("labelSelector"),
+            params.get("fieldSelector"),
+            params.integer("limit"),
+            params.get("continue"),
+        )
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if token:
+            meta["continue"] = token
+            meta["remainingItemCount"] = remaining
+        self.send_json(
+            200, {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta, "items": items}
+        )
+
+    def _delete_collection(self, res: Resource, namespace: str | None, params: Params) -> None:
+        api = self.cluster.api
+        options = self._delete_options(params)
+        items, *_ = api.list(res, namespace, params.get("labelSelector"), params.get("fieldSelector"))
+        deleted = []
+        for obj in list(items):
+            meta = obj["metadata"]
+            try:
+                api.delete(res, meta.get("namespace"), meta["name"], options)
+                deleted.append(obj)
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+        self.send_json(
+            200, {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": {}, "items": deleted}
+        )
+
+    def _watch(self, res: Resource, namespace: str | None, params: Params) -> None:
+        store = self.cluster.store
+        try:
+            labels = parse_label_selector(params.get("labelSelector"))
+            fields = parse_field_selector(params.get("fieldSelector"), res.plural)
+        except SelectorError as exc:
+            raise bad_request(str(exc)) from None
+        timeout = params.integer("timeoutSeconds")
+        deadline = time.monotonic() + (timeout if timeout is not None else 1800)
+        bookmarks = params.flag("allowWatchBookmarks")
+        start = params.get("resourceVersion")
+
+        def matches(obj: Obj | None) -> bool:
+            if obj is None:
+                return False
+            if namespace is not None and res.namespaced and obj["metadata"].get("namespace") != namespace:
+                return False
+            return labels_match(labels, obj["metadata"].get("labels")) and fields_match(fields, obj)
+
+        initial: list[Obj] = []
+        if start in (None, "", "0"):
+            with store.lock:
+                items, cursor = store.list(res.plural, namespace if res.namespaced else None)
+                initial = [o for o in items if matches(o)]
+        else:
+            try:
+                cursor = int(start)
+            except ValueError:
+                raise bad_request(f"invalid resourceVersion {start!r}") from None
+        self.start_stream("application/json")
+        self.close_connection = True
+
+        def send(type_: str, obj: Obj) -> None:
+            self.send_chunk(
+                json.dumps({"type": type_, "object": obj}, separators=(",", ":")).encode() + b"\n"
+            )
+
+        for obj in initial:
+            send("ADDED", obj)
+        last_sent = time.monotonic()
+        interval = self.cluster.bookmark_interval
+        while not self.cluster.stopping.is_set():
+            try:
+                events = store.events_after(cursor)
+            except Compacted:
+                send("ERROR", gone_status(cursor))
+                break
+            for event in events:
+                cursor = event.rv
+                if event.plural != res.plural:
+                    continue
+                now_match, was_match = matches(event.obj), matches(event.old)
+                if event.type == "DELETED":
+                    type_ = "DELETED" if was_match else ""
+                elif now_match:
+                    type_ = "MODIFIED" if was_match else "ADDED"
+                else:
+                    type_ = "DELETED" if was_match else ""
+                if type_:
+                    send(type_, event.obj)
+                    last_sent = time.monotonic()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            if bookmarks and time.monotonic() - last_sent >= interval:
+                send(
+                    "BOOKMARK",
+                    {
+                        "kind": res.kind,
+                        "apiVersion": res.api_version,
+                        "metadata": {"resourceVersion": str(cursor)},
+                    },
+                )
+                last_sent = time.monotonic()
+            if not events:
+                store.wait(cursor, min(remaining, _WATCH_POLL, interval))
+        self.end_stream()
+
+
+def gone_status(rv: int) -> Obj:
+    """The Status an ERROR watch event carries for a compacted resourceVersion (as the apiserver words it)."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f"too old resource version: {rv}",
+        "reason": "Expired",
+        "code": 410,
+    }

@@ -1,0 +1,159 @@
+"""Running kubesim in-process for tests: ``with running_kubesim(tmp_path) as sim: ...``."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubesim.cluster import Cluster
+from kubesim.faults import FaultRule
+from kubesim.server import ApiHTTPServer
+
+
+def kubeconfig_text(url: str) -> str:
+    """A kubeconfig pointing at ``url`` with no authentication."""
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "kubesim", "cluster": {"server": url}}],
+            "users": [{"name": "kubesim", "user": {}}],
+            "contexts": [
+                {
+                    "name": "kubesim",
+                    "context": {"cluster": "kubesim", "user": "kubesim", "namespace": "default"},
+                }
+            ],
+            "current-context": "kubesim",
+        }
+    )
+
+
+class KubeSim:
+    """A kubesim server (HTTP thread + control loop) with handles for fault injection."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        kubeconfig_path: Path | None = None,
+        auto: bool = True,
+        **cluster_options: Any,
+    ):
+        self.state_dir = Path(state_dir)
+        self.cluster = Cluster(self.state_dir, **cluster_options)
+        self.server = ApiHTTPServer((host, port), self.cluster)
+        self.port = self.server.server_address[1]
+        self.cluster.port = self.port
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.kubeconfig_path = Path(kubeconfig_path or self.state_dir / "kubeconfig")
+        self.auto = auto
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> KubeSim:
+        """Write the kubeconfig and start serving (and, unless ``auto=False``, the control loop)."""
+        self.kubeconfig_path.parent.mkdir(parents=True, exist_ok=True)
+        self.kubeconfig_path.write_text(kubeconfig_text(self.url))
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, name="kubesim-http", daemon=True
+        )
+        self._thread.start()
+        if self.auto:
+            self.cluster.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, end all streams and kill every pod process."""
+        self.cluster.stopping.set()
+        self.server.shutdown()
+        self.server.close_all()
+        self.server.server_close()
+        self.cluster.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def api_client(self) -> Any:
+        """A ``kubernetes.client.ApiClient`` configured for this server."""
+        from kubernetes import client
+
+        config = client.Configuration()
+        config.host = self.url
+        return client.ApiClient(config)
+
+    def step(self, times: int = 1) -> None:
+        """Run the scheduler, controllers and kubelets explicitly (deterministic mode, ``auto=False``)."""
+        for _ in range(times):
+            self.cluster.step()
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
+        """Poll ``predicate`` until it returns something truthy (stepping when not in auto mode)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.auto:
+                self.step()
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"condition not met within {timeout}s")
+            time.sleep(interval)
+
+    def inject_fault(
+        self,
+        method: str,
+        path: str,
+        code: int | None = None,
+        hang_seconds: float = 0.0,
+        count: int | None = None,
+    ) -> FaultRule:
+        """Answer requests matching ``method`` (or ``*``) and the ``path`` regex with ``code`` / a hang."""
+        return self.cluster.faults.add(FaultRule(method, path, code, hang_seconds, count))
+
+    def clear_faults(self) -> None:
+        """Remove every injected fault."""
+        self.cluster.faults.clear()
+
+    def set_node_ready(self, name: str, ready: bool) -> None:
+        """Make a node NotReady or Ready."""
+        self.cluster.set_node_ready(name, ready)
+
+    def lose_node(self, name: str) -> None:
+        """Lose a node: its pods fail with reason NodeLost."""
+        self.cluster.lose_node(name)
+
+    def add_gpu_node(self, name: str, gpus: int, **options: Any) -> None:
+        """Add a simulated GPU node."""
+        self.cluster.add_node(
+            name,
+            cpu=options.pop("cpu", 32),
+            memory=options.pop("memory", 256 * 2**30),
+            gpus=gpus,
+            simulated=True,
+            **options,
+        )
+
+    def pause_kubelet(self, paused: bool = True) -> None:
+        """Freeze or resume all kubelets."""
+        self.cluster.pause_kubelets(paused)
+
+    def compact(self, keep: int = 0) -> None:
+        """Drop watch history so older resourceVersions get 410 Gone."""
+        self.cluster.store.compact(keep)
+
+
+@contextlib.contextmanager
+def running_kubesim(tmp_path: Path, gpu_nodes: int = 0, **options: Any) -> Iterator[KubeSim]:
+    """Start kubesim on a free port in this process; stop it (and every pod process) on exit."""
+    sim = KubeSim(Path(tmp_path), gpu_nodes=gpu_nodes, **options)
+    sim.start()
+    try:
+        yield sim
+    finally:
+        sim.stop()
