@@ -104,6 +104,7 @@ class Handler(BaseHTTPRequestHandler):
     """One HTTP connection; each request is routed by ``_route``."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go in two writes; avoid the delayed-ACK stall
     server: ApiHTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:
