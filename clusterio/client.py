@@ -1,0 +1,467 @@
+"""The one place Trainyard talks to the Kubernetes API: tenant fences, job launch/teardown, reads.
+
+Every call goes through `Cluster._retry` (its callers apply the request timeout), which retries
+transient failures (5xx, 429, timeouts, broken connections) with exponential backoff and jitter,
+and turns every failure into a typed `clusterio.errors` exception. Objects come back as plain dicts in the
+API's own JSON shape (camelCase), so callers never depend on the client's model classes.
+Creation is idempotent: names are deterministic (`clusterio.names`), so a retried launch adopts
+what a previous try created instead of duplicating it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from clusterio import names
+from clusterio.builders import (
+    JobPodsSpec,
+    TenantLimits,
+    make_datastore_secret,
+    make_headless_service,
+    make_learner_pod,
+    make_limit_range,
+    make_namespace,
+    make_network_policy,
+    make_resource_quota,
+    make_service_account,
+    to_dict,
+)
+from clusterio.capacity import NodeInfo, Resources, covers, node_infos, same_quota_hard
+from clusterio.errors import (
+    BadRequest,
+    Conflict,
+    NotFound,
+    Unavailable,
+    error_from_api_exception,
+)
+from clusterio.logs import Stream
+
+__all__ = ["Cluster", "NodeInfo", "Resources", "Stream"]
+
+T = TypeVar("T")
+Obj = dict[str, Any]
+_LIST_PAGE = 500
+_RETRY_AFTER_MAX = 10.0
+_UPDATE_ATTEMPTS = 3
+
+
+def _rfc3339_seconds(ts: datetime) -> str:
+    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+class Cluster:
+    """A connection to one Kubernetes cluster, with its own `ApiClient` (the global config is untouched).
+
+    `kubeconfig` is a kubeconfig file (with an optional `context`); without one, the pod's in-cluster
+    service-account credentials are used. `retries` is how many times a transient failure is retried
+    (so up to `retries + 1` tries), sleeping `backoff * 2**n` seconds (with jitter) before retry n.
+    """
+
+    def __init__(
+        self,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        request_timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.2,
+    ) -> None:
+        configuration = client.Configuration()
+        if kubeconfig:
+            config.load_kube_config(
+                config_file=kubeconfig,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        else:
+            config.load_incluster_config(client_configuration=configuration)
+        configuration.retries = False
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
+        self.request_timeout = request_timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.api_client = client.ApiClient(configuration)
+        self.core = client.CoreV1Api(self.api_client)
+        self.networking = client.NetworkingV1Api(self.api_client)
+        self.custom = client.CustomObjectsApi(self.api_client)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.api_client.close()
+
+    # -- the one call path -------------------------------------------------------------------------
+
+    def _retry(self, operation: Callable[[], T]) -> T:
+        """Run one API operation, retrying transient failures with backoff; raise typed errors.
+
+        The only path to the API server: 5xx, 429 (honouring Retry-After, capped), timeouts and
+        connection errors are retried `self.retries` times, anything else is raised at once.
+        """
+        attempt = 0
+        while True:
+            delay = self.backoff * (2**attempt) * random.uniform(0.8, 1.2)
+            try:
+                return operation()
+            except ApiException as exc:
+                error = error_from_api_exception(exc)
+                headers = getattr(exc, "headers", None) or {}
+                with contextlib.suppress(TypeError, ValueError):
+                    delay = min(max(delay, float(headers.get("Retry-After") or "")), _RETRY_AFTER_MAX)
+                cause: BaseException = exc
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                error = Unavailable(f"{type(exc).__name__}: {exc}")
+                cause = exc
+            if not isinstance(error, Unavailable) or attempt >= self.retries:
+                raise error from cause
+            time.sleep(delay)
+            attempt += 1
+
+    def _json(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call an API method and return its body parsed as JSON (None when empty), reading included."""
+        kwargs.setdefault("_request_timeout", self.request_timeout)
+
+        def call() -> Any:
+            data = fn(*args, _preload_content=False, **kwargs).data
+            return json.loads(data) if data else None
+
+        return self._retry(call)
+
+    def _open_stream(self, fn: Callable[..., Any], *args: Any, read_timeout: float, **kwargs: Any) -> Stream:
+        timeout = (self.request_timeout, read_timeout)
+        return Stream(
+            self._retry(lambda: fn(*args, _preload_content=False, _request_timeout=timeout, **kwargs))
+        )
+
+    def _list_all(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[list[Obj], str]:
+        """List every page of a collection; returns the items and the list's resourceVersion."""
+        items: list[Obj] = []
+        token: str | None = None
+        while True:
+            page = self._json(fn, *args, limit=_LIST_PAGE, _continue=token, **kwargs)
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                return items, str(meta.get("resourceVersion") or "")
+
+    # -- tenants -----------------------------------------------------------------------------------
+
+    def ensure_tenant(
+        self,
+        *,
+        namespace: str,
+        tenant_slug: str,
+        limits: TenantLimits,
+        default_cpu_millis: int = 1000,
+        default_memory_mib: int = 1024,
+    ) -> None:
+        """Create (or bring up to date) a tenant's namespace and the objects that fence it in.
+
+        Idempotent: existing objects are kept when they already say what is wanted and replaced
+        (optimistically, by resourceVersion) when not, e.g. after the tenant's quota changed.
+        """
+        ns_body = make_namespace(namespace, tenant_slug)
+        try:
+            self._json(self.core.create_namespace, ns_body)
+        except Conflict:
+            current = self._json(self.core.read_namespace, namespace)
+            wanted = to_dict(ns_body)["metadata"]["labels"]
+            if not covers(wanted, _labels(current)):
+                self._json(self.core.patch_namespace, namespace, {"metadata": {"labels": wanted}})
+        core, net = self.core, self.networking
+        self._ensure(
+            lambda: make_resource_quota(namespace, limits),
+            core.create_namespaced_resource_quota,
+            core.read_namespaced_resource_quota,
+            core.replace_namespaced_resource_quota,
+            same_quota_hard,
+        )
+        self._ensure(
+            lambda: make_limit_range(
+                namespace, default_cpu_millis=default_cpu_millis, default_memory_mib=default_memory_mib
+            ),
+            core.create_namespaced_limit_range,
+            core.read_namespaced_limit_range,
+            core.replace_namespaced_limit_range,
+            lambda want, have: covers(want.get("spec"), have.get("spec")),
+        )
+        self._ensure(
+            lambda: make_network_policy(namespace),
+            net.create_namespaced_network_policy,
+            net.read_namespaced_network_policy,
+            net.replace_namespaced_network_policy,
+            lambda want, have: covers(want.get("spec"), have.get("spec")),
+        )
+        self._ensure(
+            lambda: make_service_account(namespace),
+            core.create_namespaced_service_account,
+            core.read_namespaced_service_account,
+            core.replace_namespaced_service_account,
+            lambda want, have: (
+                want.get("automountServiceAccountToken") == have.get("automountServiceAccountToken")
+            ),
+        )
+
+    def _ensure(
+        self,
+        build: Callable[[], Any],
+        create: Callable[..., Any],
+        read: Callable[..., Any],
+        replace: Callable[..., Any],
+        same: Callable[[Obj, Obj], bool],
+    ) -> None:
+        body = build()
+        name, namespace = body.metadata.name, body.metadata.namespace
+        try:
+            self._json(create, namespace, body)
+            return
+        except Conflict:
+            pass
+        for attempt in range(_UPDATE_ATTEMPTS):
+            current = self._json(read, name, namespace)
+            if same(to_dict(body), current):
+                return
+            body = build()
+            body.metadata.resource_version = current["metadata"]["resourceVersion"]
+            try:
+                self._json(replace, name, namespace, body)
+                return
+            except Conflict:
+                if attempt == _UPDATE_ATTEMPTS - 1:
+                    raise
+
+    # -- jobs --------------------------------------------------------------------------------------
+
+    def launch(self, *, spec: JobPodsSpec, credentials: dict[str, dict[str, str]] | None = None) -> list[str]:
+        """Create one attempt's data-store Secret (with `credentials`), headless Service and learner pods.
+
+        A retried call adopts objects of the same job and attempt; a name taken by anything else
+        raises `Conflict`. A quota refusal raises `Forbidden` and leaves what was created so far
+        for `teardown`. Returns the pod names in learner order.
+        """
+        ns = spec.namespace
+        if credentials:
+            secret_name = spec.datastore_secret or names.datastore_secret_name(spec.job_id, spec.attempt)
+            labels = names.job_labels(spec.tenant, spec.job_id, spec.attempt)
+            secret = make_datastore_secret(ns, secret_name, labels, credentials)
+            self._create_or_adopt(
+                spec, secret, self.core.create_namespaced_secret, self.core.read_namespaced_secret
+            )
+        service = make_headless_service(spec)
+        self._create_or_adopt(
+            spec, service, self.core.create_namespaced_service, self.core.read_namespaced_service
+        )
+        pods = []
+        for index in range(spec.learners):
+            pod = make_learner_pod(spec, index)
+            self._create_or_adopt(spec, pod, self.core.create_namespaced_pod, self.core.read_namespaced_pod)
+            pods.append(names.learner_pod_name(spec.job_id, spec.attempt, index))
+        return pods
+
+    def _create_or_adopt(
+        self, spec: JobPodsSpec, body: Any, create: Callable[..., Any], read: Callable[..., Any]
+    ) -> None:
+        name, namespace = body.metadata.name, body.metadata.namespace
+        try:
+            self._json(create, namespace, body)
+            return
+        except Conflict:
+            pass
+        labels = _labels(self._json(read, name, namespace))
+        if (
+            labels.get(names.LABEL_MANAGED_BY) != names.MANAGED_BY
+            or labels.get(names.LABEL_JOB) != names.label_value(spec.job_id)
+            or labels.get(names.LABEL_ATTEMPT) != str(spec.attempt)
+        ):
+            raise Conflict(
+                f"{body.kind} {namespace}/{name} exists and belongs to something else",
+                status=409,
+                reason="AlreadyExists",
+            )
+
+    def teardown(
+        self,
+        *,
+        namespace: str,
+        job_id: names.JobId,
+        attempt: int | None = None,
+        grace_seconds: int | None = None,
+    ) -> int:
+        """Delete a job's pods, Services and Secrets (of one attempt, or of all), in the background.
+
+        Returns how many objects this call started deleting (objects already terminating are deleted
+        again, e.g. to shorten their grace period, but not counted), so a repeated teardown returns 0.
+        """
+        selector = names.job_selector(job_id, attempt)
+        options = client.V1DeleteOptions(propagation_policy="Background", grace_period_seconds=grace_seconds)
+        kinds = (
+            (self.core.list_namespaced_pod, self.core.delete_namespaced_pod),
+            (self.core.list_namespaced_service, self.core.delete_namespaced_service),
+            (self.core.list_namespaced_secret, self.core.delete_namespaced_secret),
+        )
+        deleted = 0
+        for list_fn, delete_fn in kinds:
+            items, _ = self._list_all(list_fn, namespace, label_selector=selector)
+            for item in items:
+                meta = item.get("metadata") or {}
+                try:
+                    self._json(delete_fn, meta["name"], namespace, body=options)
+                except NotFound:
+                    continue
+                if not meta.get("deletionTimestamp"):
+                    deleted += 1
+        return deleted
+
+    def job_pods(self, *, namespace: str, job_id: names.JobId, attempt: int | None = None) -> list[Obj]:
+        """A job's pods (of one attempt, or all), ordered by attempt then learner index."""
+        items, _ = self._list_all(
+            self.core.list_namespaced_pod, namespace, label_selector=names.job_selector(job_id, attempt)
+        )
+
+        def key(pod: Obj) -> tuple[int, int, str]:
+            labels = _labels(pod)
+            attempt_ = labels.get(names.LABEL_ATTEMPT, "")
+            learner = labels.get(names.LABEL_LEARNER, "")
+            return (
+                int(attempt_) if attempt_.isdigit() else -1,
+                int(learner) if learner.isdigit() else -1,
+                pod["metadata"]["name"],
+            )
+
+        return sorted(items, key=key)
+
+    def list_pods(self, *, label_selector: str, namespace: str | None = None) -> tuple[list[Obj], str]:
+        """All pods matching `label_selector` (in one namespace, or all) and the list's resourceVersion."""
+        if namespace is None:
+            return self._list_all(self.core.list_pod_for_all_namespaces, label_selector=label_selector)
+        return self._list_all(self.core.list_namespaced_pod, namespace, label_selector=label_selector)
+
+    def managed_pods(self) -> tuple[list[Obj], str]:
+        """Every pod Trainyard manages, across namespaces, and the list's resourceVersion (to watch from)."""
+        return self.list_pods(label_selector=names.managed_selector())
+
+    def watch_pods(self, *, label_selector: str, resource_version: str, timeout_seconds: int) -> Stream:
+        """Open a pod watch (with bookmarks) across namespaces; the server ends it after `timeout_seconds`."""
+        return self._open_stream(
+            self.core.list_pod_for_all_namespaces,
+            read_timeout=timeout_seconds + self.request_timeout,
+            watch=True,
+            allow_watch_bookmarks=True,
+            label_selector=label_selector,
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+        )
+
+    def get_pod(self, *, namespace: str, pod: str) -> Obj | None:
+        """One pod, or None when it does not exist."""
+        try:
+            result: Obj = self._json(self.core.read_namespaced_pod, pod, namespace)
+        except NotFound:
+            return None
+        return result
+
+    def follow_log(
+        self, *, namespace: str, pod: str, container: str, since: datetime | None, read_timeout: float
+    ) -> Stream:
+        """Open a followed, timestamped log stream from `since` (rounded down to whole seconds).
+
+        The generated client has no `sinceTime` argument, so the request is serialized by its own
+        `ApiClient` (same auth, TLS and pool). The API resumes at one-second precision anyway, so
+        the stream may start with lines the caller has seen; `clusterio.logs` skips them.
+        """
+        query: list[tuple[str, Any]] = [("container", container), ("follow", True), ("timestamps", True)]
+        if since is not None:
+            query.append(("sinceTime", _rfc3339_seconds(since)))
+        request = self.api_client.param_serialize(
+            method="GET",
+            resource_path="/api/v1/namespaces/{namespace}/pods/{name}/log",
+            path_params={"namespace": namespace, "name": pod},
+            query_params=query,
+            header_params={"Accept": "text/plain"},
+            auth_settings=["BearerToken"],
+        )
+        timeout = (self.request_timeout, read_timeout)
+
+        def call() -> Any:
+            response = self.api_client.call_api(*request, _request_timeout=timeout)
+            if not 200 <= response.status <= 299:
+                response.read()
+                raise ApiException.from_response(http_resp=response, body=None, data=None)
+            return response.response
+
+        return Stream(self._retry(call))
+
+    # -- capacity, logs, metrics -------------------------------------------------------------------
+
+    def nodes(self) -> list[NodeInfo]:
+        """Every node with its allocatable resources and what unfinished pods bound to it leave free."""
+        nodes, _ = self._list_all(self.core.list_node)
+        pods, _ = self._list_all(
+            self.core.list_pod_for_all_namespaces,
+            field_selector="status.phase!=Succeeded,status.phase!=Failed",
+        )
+        return node_infos(nodes, pods)
+
+    def pod_log_tail(
+        self, *, namespace: str, pod: str, lines: int = 20, container: str = "learner"
+    ) -> list[str]:
+        """The last `lines` lines of a container's log (invalid UTF-8 replaced); [] if there is none yet
+        or the pod is gone."""
+
+        def call() -> bytes:
+            response: Any = self.core.read_namespaced_pod_log(
+                pod,
+                namespace,
+                container=container,
+                tail_lines=lines,
+                _preload_content=False,
+                _request_timeout=self.request_timeout,
+            )
+            data: bytes = response.data
+            return data
+
+        try:
+            data = self._retry(call)
+        except (NotFound, BadRequest):
+            return []
+        text = data.decode("utf-8", "replace")
+        return text[:-1].split("\n") if text.endswith("\n") else text.split("\n") if text else []
+
+    def pod_metrics(self, *, namespace: str, pod: str) -> Obj | None:
+        """The pod's metrics.k8s.io `PodMetrics` (per-container cpu/memory usage), or None when the
+        metrics API or the pod's sample is unavailable."""
+        try:
+            result: Obj = self._json(
+                self.custom.get_namespaced_custom_object, "metrics.k8s.io", "v1beta1", namespace, "pods", pod
+            )
+        except (NotFound, Unavailable):
+            return None
+        return result
+
+    def delete_pod(self, *, namespace: str, pod: str) -> bool:
+        """Delete one pod (background propagation); False when it was already gone."""
+        try:
+            self._json(
+                self.core.delete_namespaced_pod,
+                pod,
+                namespace,
+                body=client.V1DeleteOptions(propagation_policy="Background"),
+            )
+        except NotFound:
+            return False
+        return True

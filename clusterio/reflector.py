@@ -1,0 +1,132 @@
+"""The watch loop over every managed pod, in the shape of client-go's reflector.
+
+List, then watch from the list's resourceVersion; the server ends each watch after a (jittered)
+timeout and the loop watches again from the last resourceVersion seen (events and bookmarks alike).
+A 410 Gone (the version was compacted away) forces a fresh list, whose full result goes to `on_sync`
+so the caller can reconcile anything it missed; other errors back off, capped and with jitter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from clusterio import names
+from clusterio.errors import ClusterError, Gone, error_from_status_object
+
+if TYPE_CHECKING:
+    from clusterio.client import Cluster
+
+log = logging.getLogger(__name__)
+
+EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
+
+
+class PodReflector:
+    """List+watch of all managed pods that calls back for every change.
+
+    `on_sync(pods)` gets every current pod after each (re)list; `on_event(type, pod)` each ADDED,
+    MODIFIED or DELETED watch event, in order. Callback exceptions are logged and counted in
+    `callback_errors`, never fatal. Counters: `lists` (all lists), `relists` (lists after the first),
+    `watches` (watch connections opened), `errors` (failed calls); `last_resource_version` is where
+    the next watch resumes.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        on_sync: Callable[[list[dict[str, Any]]], None],
+        on_event: Callable[[str, dict[str, Any]], None],
+        label_selector: str | None = None,
+        watch_timeout_seconds: int = 60,
+        backoff_max: float = 5.0,
+    ) -> None:
+        if watch_timeout_seconds < 1:
+            raise ValueError("watch_timeout_seconds must be at least 1")
+        self.cluster = cluster
+        self.on_sync = on_sync
+        self.on_event = on_event
+        self.label_selector = label_selector if label_selector is not None else names.managed_selector()
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.backoff_max = backoff_max
+        self.last_resource_version = ""
+        self.lists = 0
+        self.relists = 0
+        self.watches = 0
+        self.errors = 0
+        self.callback_errors = 0
+
+    def run(self, stop: threading.Event) -> None:
+        """List and watch until `stop` is set; never raises for API errors."""
+        failures = 0
+        need_list = True
+        while not stop.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                self._watch(stop)
+                failures = 0
+                continue
+            except Gone as exc:
+                log.info("pod watch expired (%s); listing again", exc)
+                need_list = True
+                if failures == 0:
+                    failures = 1
+                    continue
+            except ClusterError as exc:
+                log.warning("pod list/watch failed: %s", exc)
+            except Exception:
+                log.exception("pod list/watch failed unexpectedly")
+            self.errors += 1
+            stop.wait(self._backoff(failures))
+            failures += 1
+
+    def _backoff(self, failures: int) -> float:
+        return float(min(self.backoff_max, 0.1 * 2**failures) * random.uniform(0.5, 1.0))
+
+    def _list(self) -> None:
+        pods, resource_version = self.cluster.list_pods(label_selector=self.label_selector)
+        if self.lists:
+            self.relists += 1
+        self.lists += 1
+        self.last_resource_version = resource_version
+        self._callback(self.on_sync, pods)
+
+    def _watch(self, stop: threading.Event) -> None:
+        timeout = int(self.watch_timeout_seconds * random.uniform(1.0, 1.25))
+        stream = self.cluster.watch_pods(
+            label_selector=self.label_selector,
+            resource_version=self.last_resource_version,
+            timeout_seconds=timeout,
+        )
+        self.watches += 1
+        with stream.closing_on(stop):
+            for line in stream.lines():
+                if stop.is_set():
+                    return
+                if line.strip():
+                    self._handle(json.loads(line))
+
+    def _handle(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            raise error_from_status_object(obj)
+        resource_version = (obj.get("metadata") or {}).get("resourceVersion")
+        if resource_version:
+            self.last_resource_version = str(resource_version)
+        if kind in EVENT_TYPES:
+            self._callback(self.on_event, kind, obj)
+
+    def _callback(self, callback: Callable[..., None], *args: Any) -> None:
+        try:
+            callback(*args)
+        except Exception:
+            self.callback_errors += 1
+            log.exception("pod reflector callback %r failed", callback)
