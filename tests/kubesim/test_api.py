@@ -209,9 +209,13 @@ def test_generation_increments_only_on_spec_change(core: client.CoreV1Api, ns: s
 def test_namespace_delete_cascades_through_terminating(core: client.CoreV1Api, sim: KubeSim) -> None:
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="doomed")))
     core.create_namespaced_config_map("doomed", _cm("inside"))
-    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('armed', flush=True); "
+        "time.sleep(60)"
+    )
     core.create_namespaced_pod("doomed", make_pod("sleeper", ["python", "-c", stubborn]))
     wait_for(lambda: core.read_namespaced_pod("sleeper", "doomed").status.phase == "Running")
+    wait_for(lambda: "armed" in core.read_namespaced_pod_log("sleeper", "doomed"))
     core.delete_namespace("doomed")
     assert core.read_namespace("doomed").status.phase == "Terminating"
     with pytest.raises(ApiException) as err:
