@@ -1,0 +1,150 @@
+"""What a job's pods say about the job: a pure reading of learner pod states into one verdict.
+
+The watch loop turns every pod event into a `LearnerView`; `judge` decides whether the job is starting,
+running, finished, failed by the user's fault, or hit by an infrastructure fault that warrants a requeue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# Waiting reasons that mean the user's image or spec is wrong: retrying will not help.
+USER_WAITING_REASONS = frozenset(
+    {
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+    }
+)
+# Pod reasons and conditions that mean the node or cluster took the pod away: worth another attempt.
+INFRA_POD_REASONS = frozenset({"NodeLost", "Evicted", "Preempted", "Preempting", "Shutdown", "Terminated"})
+
+
+@dataclass(frozen=True)
+class LearnerView:
+    """The parts of one learner pod that matter to the job's state (None: the pod does not exist)."""
+
+    index: int
+    phase: str | None
+    node: str = ""
+    pod_reason: str = ""
+    pod_message: str = ""
+    waiting_reason: str = ""
+    waiting_message: str = ""
+    exit_code: int | None = None
+    terminated_reason: str = ""
+    unschedulable_message: str | None = None
+    disrupted: bool = False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The job state the pods imply: one of starting, running, succeeded, failed, requeue."""
+
+    state: str
+    reason: str
+    message: str
+    learner: int | None = None
+
+
+def judge(learners: Sequence[LearnerView], expected: int) -> Verdict:
+    """Read `expected` learners' views into one verdict; the worst learner decides.
+
+    Order of precedence: an infrastructure fault (requeue) beats a user error (failed), which beats
+    success; a job is running only when every learner runs, succeeded only when every learner succeeded.
+    """
+    by_index = {view.index: view for view in learners}
+    missing = [i for i in range(expected) if by_index.get(i) is None or by_index[i].phase is None]
+    for view in sorted(by_index.values(), key=lambda v: v.index):
+        if view.phase is None:
+            continue
+        if view.disrupted or view.pod_reason in INFRA_POD_REASONS:
+            why = view.pod_reason or "DisruptionTarget"
+            detail = view.pod_message or "the node or cluster took the pod away"
+            return Verdict("requeue", why, f"learner {view.index}: {detail}", view.index)
+    for view in sorted(by_index.values(), key=lambda v: v.index):
+        if view.phase is None:
+            continue
+        if view.waiting_reason in USER_WAITING_REASONS:
+            message = f"learner {view.index}: {view.waiting_reason}: {view.waiting_message}".rstrip(": ")
+            return Verdict("failed", view.waiting_reason, message, view.index)
+        if view.phase == "Failed":
+            return _failed(view)
+    if missing:
+        all_pods_gone = len(missing) == expected
+        if all_pods_gone:
+            return Verdict("starting", "PodsNotCreated", "waiting for the learner pods to be created")
+        return Verdict("requeue", "PodLost", f"learner pod(s) {missing} disappeared", missing[0])
+    views = [by_index[i] for i in range(expected)]
+    if all(v.phase == "Succeeded" for v in views):
+        return Verdict("succeeded", "Completed", f"all {expected} learner(s) exited 0")
+    if all(v.phase in ("Running", "Succeeded") for v in views):
+        return Verdict("running", "Running", f"{expected} learner(s) running")
+    for view in views:
+        if view.unschedulable_message is not None:
+            return Verdict(
+                "starting", "Unschedulable", f"learner {view.index}: {view.unschedulable_message}", view.index
+            )
+    pending = [v.index for v in views if v.phase == "Pending"]
+    return Verdict("starting", "PodsPending", f"learner(s) {pending} pending")
+
+
+def _failed(view: LearnerView) -> Verdict:
+    if view.terminated_reason == "OOMKilled":
+        return Verdict(
+            "failed",
+            "OOMKilled",
+            f"learner {view.index} ran out of memory (exit code {view.exit_code}); ask for more memory",
+            view.index,
+        )
+    if view.terminated_reason == "DeadlineExceeded" or view.pod_reason == "DeadlineExceeded":
+        return Verdict("failed", "DeadlineExceeded", f"learner {view.index} ran past max_runtime", view.index)
+    code = view.exit_code
+    detail = f"exited with code {code}" if code is not None else (view.pod_message or "failed")
+    reason = f"ExitCode{code}" if code is not None else "Error"
+    return Verdict("failed", reason, f"learner {view.index} {detail}", view.index)
+
+
+def view_from_pod(pod: dict[str, Any], index: int) -> LearnerView:
+    """Read a pod (as the API's JSON dict) into a LearnerView."""
+    status = pod.get("status") or {}
+    spec = pod.get("spec") or {}
+    conditions = status.get("conditions") or []
+    unschedulable = next(
+        (
+            c.get("message") or "no node fits"
+            for c in conditions
+            if c.get("type") == "PodScheduled"
+            and c.get("status") == "False"
+            and c.get("reason") == "Unschedulable"
+        ),
+        None,
+    )
+    disrupted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions)
+    waiting_reason = waiting_message = terminated_reason = ""
+    exit_code = None
+    for cs in status.get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        if state.get("waiting"):
+            waiting_reason = state["waiting"].get("reason") or ""
+            waiting_message = state["waiting"].get("message") or ""
+        if state.get("terminated"):
+            exit_code = state["terminated"].get("exitCode")
+            terminated_reason = state["terminated"].get("reason") or ""
+    return LearnerView(
+        index=index,
+        phase=status.get("phase") or "Pending",
+        node=spec.get("nodeName") or "",
+        pod_reason=status.get("reason") or "",
+        pod_message=status.get("message") or "",
+        waiting_reason=waiting_reason,
+        waiting_message=waiting_message,
+        exit_code=exit_code,
+        terminated_reason=terminated_reason,
+        unschedulable_message=unschedulable,
+        disrupted=disrupted,
+    )

@@ -1,0 +1,97 @@
+"""Reading learner pods into one job verdict: the worst learner decides, infra faults requeue."""
+
+from typing import Any
+
+from jobs.podstate import LearnerView, judge, view_from_pod
+
+
+def running(i: int) -> LearnerView:
+    return LearnerView(index=i, phase="Running", node="n1")
+
+
+def test_all_learners_running_means_running() -> None:
+    assert judge([running(0), running(1)], 2).state == "running"
+
+
+def test_one_learner_still_pending_means_starting() -> None:
+    verdict = judge([running(0), LearnerView(index=1, phase="Pending")], 2)
+    assert (verdict.state, verdict.reason) == ("starting", "PodsPending")
+
+
+def test_success_needs_every_learner() -> None:
+    done = LearnerView(index=0, phase="Succeeded", exit_code=0)
+    assert judge([done, running(1)], 2).state == "running"
+    assert judge([done, LearnerView(index=1, phase="Succeeded", exit_code=0)], 2).state == "succeeded"
+
+
+def test_non_zero_exit_fails_with_the_code() -> None:
+    verdict = judge(
+        [LearnerView(index=0, phase="Failed", exit_code=2, terminated_reason="Error"), running(1)], 2
+    )
+    assert (verdict.state, verdict.reason, verdict.learner) == ("failed", "ExitCode2", 0)
+
+
+def test_oom_is_a_user_error_with_advice() -> None:
+    verdict = judge([LearnerView(index=0, phase="Failed", exit_code=137, terminated_reason="OOMKilled")], 1)
+    assert verdict.state == "failed" and verdict.reason == "OOMKilled" and "more memory" in verdict.message
+
+
+def test_image_pull_backoff_fails_without_retry() -> None:
+    view = LearnerView(
+        index=0, phase="Pending", waiting_reason="ImagePullBackOff", waiting_message="not found"
+    )
+    assert judge([view], 1).state == "failed"
+
+
+def test_node_lost_requeues_even_if_another_learner_failed() -> None:
+    lost = LearnerView(
+        index=1, phase="Failed", pod_reason="NodeLost", pod_message="node gone", disrupted=True
+    )
+    failed = LearnerView(index=0, phase="Failed", exit_code=1)
+    verdict = judge([failed, lost], 2)
+    assert (verdict.state, verdict.reason) == ("requeue", "NodeLost")
+
+
+def test_a_vanished_learner_pod_requeues() -> None:
+    verdict = judge([running(0)], 2)
+    assert (verdict.state, verdict.reason) == ("requeue", "PodLost")
+
+
+def test_no_pods_yet_is_starting() -> None:
+    assert judge([], 3).state == "starting"
+
+
+def test_unschedulable_pod_is_reported() -> None:
+    view = LearnerView(index=0, phase="Pending", unschedulable_message="0/2 nodes are available")
+    verdict = judge([view], 1)
+    assert (verdict.state, verdict.reason) == ("starting", "Unschedulable")
+    assert "0/2 nodes" in verdict.message
+
+
+def pod(**status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "p"}, "spec": {"nodeName": "n1"}, "status": status}
+
+
+def test_view_from_pod_reads_exit_code_and_reason() -> None:
+    view = view_from_pod(
+        pod(
+            phase="Failed",
+            containerStatuses=[{"state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}],
+        ),
+        0,
+    )
+    assert (view.phase, view.exit_code, view.terminated_reason, view.node) == (
+        "Failed",
+        137,
+        "OOMKilled",
+        "n1",
+    )
+
+
+def test_view_from_pod_reads_unschedulable_and_disruption() -> None:
+    conditions = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no fit"},
+        {"type": "DisruptionTarget", "status": "True"},
+    ]
+    view = view_from_pod(pod(phase="Pending", conditions=conditions), 1)
+    assert view.unschedulable_message == "no fit" and view.disrupted
