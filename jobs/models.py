@@ -55,6 +55,8 @@ class Job(models.Model):
     gpus = models.PositiveIntegerField(default=0)
     cpu_millis = models.PositiveIntegerField(default=1000)
     memory_mib = models.PositiveIntegerField(default=1024)
+    placements = models.JSONField(default=list, blank=True, help_text="Node planned for each learner.")
+    queue_position = models.PositiveIntegerField(null=True, blank=True, help_text="Place in the queue.")
     created_at = models.DateTimeField(default=timezone.now)
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -135,6 +137,11 @@ class Learner(models.Model):
     phase = models.CharField(max_length=16, default="Pending")
     exit_code = models.IntegerField(null=True, blank=True)
     reason = models.CharField(max_length=64, blank=True)
+    # Where the log follower is: the last sequence stored and the cursor to resume the stream from.
+    log_seq = models.BigIntegerField(default=0)
+    log_cursor_ts = models.DateTimeField(null=True, blank=True)
+    log_cursor_seen = models.PositiveIntegerField(default=0)
+    log_done = models.BooleanField(default=False, help_text="The container ended and its log is stored.")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -145,3 +152,41 @@ class Learner(models.Model):
 
     def __str__(self) -> str:
         return self.pod_name
+
+
+class LogLine(models.Model):
+    """One line a learner printed, numbered per (job, learner) across attempts so viewers can resume."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_lines")
+    learner = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField()
+    seq = models.BigIntegerField(help_text="1, 2, 3, ... per job and learner; never reused.")
+    ts = models.DateTimeField(null=True, blank=True, help_text="When the kubelet saw the line.")
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["job", "learner", "seq"]
+        constraints = [models.UniqueConstraint(fields=["job", "learner", "seq"], name="unique_log_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}/{self.learner}#{self.seq}"
+
+
+class MetricSample(models.Model):
+    """One point of one training metric, parsed from a log line (see jobs/metricparse.py)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="metric_samples")
+    learner = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField()
+    name = models.CharField(max_length=64)
+    step = models.BigIntegerField(null=True, blank=True)
+    value = models.FloatField()
+    ts = models.DateTimeField(null=True, blank=True)
+    log_seq = models.BigIntegerField(help_text="The log line it came from.")
+
+    class Meta:
+        ordering = ["job", "name", "log_seq"]
+        indexes = [models.Index(fields=["job", "name", "log_seq"])]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.name}={self.value}"

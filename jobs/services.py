@@ -9,6 +9,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from jobs.lifecycle import enqueue, transition
 from jobs.models import Job, JobEvent
 from jobs.spec import Demand, SpecError, parse_spec, spec_demand
 from jobs.states import TERMINAL, WAITING, JobStatus
@@ -97,6 +98,7 @@ def job_submit(*, tenant: Tenant, user: User, document: str | bytes | Mapping[st
             message=f"submitted by {user.get_username()} ({parsed.source} spec)",
             data={"demand": demand.__dict__ | {"total_gpus": demand.total_gpus}},
         )
+        enqueue("jobs.tasks.schedule")
     return job
 
 
@@ -105,22 +107,8 @@ def job_transition(
 ) -> Job:
     """Move a job to `to` with its row locked and record its JobEvent; IllegalTransition if not allowed."""
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job_id)
-        previous = job.status
-        job.set_status(to)
-        job.reason = reason
-        job.message = message
-        job.save()
-        JobEvent.objects.create(
-            job=job,
-            kind="transition",
-            from_status=previous,
-            to_status=to,
-            reason=reason,
-            message=message,
-            data=dict(data or {}),
-        )
-    return job
+        job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+        return transition(job, to, reason=reason, message=message, data=data)
 
 
 def job_cancel(*, job: Job, user: User) -> Job:
@@ -137,6 +125,8 @@ def job_cancel(*, job: Job, user: User) -> Job:
         if current.status == JobStatus.CANCELLING:
             return current
         target = JobStatus.CANCELLED if current.status in WAITING else JobStatus.CANCELLING
+        if target == JobStatus.CANCELLING:
+            enqueue("jobs.tasks.teardown", current.pk, current.attempt)
         return job_transition(
             job_id=job.pk,
             to=target,

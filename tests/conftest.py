@@ -1,8 +1,60 @@
 """Shared fixtures and paths for the whole suite."""
 
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubesim.testing import KubeSim, running_kubesim
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("TRAINYARD_SHARED_DATA", ROOT.parent / "shared" / "data"))
 FFDL_MANIFESTS = sorted((SHARED_DATA / "ffdl-manifests").glob("*.yml"))
+
+
+@pytest.fixture(scope="session")
+def kubesim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeSim]:
+    """One embedded cluster for every end-to-end test of the session (one CPU node, one 4-GPU node)."""
+    with running_kubesim(tmp_path_factory.mktemp("kubesim-e2e"), gpu_nodes=1, gpus_per_node=4) as sim:
+        yield sim
+
+
+@pytest.fixture
+def engine(kubesim_cluster: KubeSim, transactional_db: None, settings: Any) -> Iterator[KubeSim]:
+    """The job engine running for one test against kubesim: a real Celery worker (threads, real Redis
+    broker) and the watch loop in a thread. Tests drive it through the services, as a user would."""
+    from celery.contrib.testing.worker import start_worker
+
+    from jobs.watcher import Watcher
+    from portal.celery import app
+
+    settings.KUBECONFIG = str(kubesim_cluster.kubeconfig_path)
+    settings.CHECKPOINT_HOST_ROOT = "/var/lib/trainyard/checkpoints"
+    app.control.purge()
+    from jobs import cluster
+
+    watcher = Watcher(cluster.cluster())
+    thread = threading.Thread(target=watcher.run, name="watcher", daemon=True)
+    with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False, shutdown_timeout=10):
+        thread.start()
+        try:
+            yield kubesim_cluster
+        finally:
+            watcher.stop()
+            thread.join(timeout=15)
+    _close_other_connections()
+
+
+def _close_other_connections() -> None:
+    """End the database sessions the worker and watcher threads left open, so the test database can be
+    flushed and dropped."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )

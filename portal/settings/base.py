@@ -121,8 +121,8 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=120)
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=150)
+CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
 
 # The cluster: a kubeconfig file (kubesim writes one), or in-cluster credentials when unset.
 KUBECONFIG = env("KUBECONFIG", default="")
@@ -143,3 +143,14 @@ LOGGING = {
 # Where checkpoints live when the cluster has no shared storage class (kubesim, single node): a node
 # folder per job that outlives its pods, so a requeued attempt resumes. Empty: per-pod scratch only.
 CHECKPOINT_HOST_ROOT = env("CHECKPOINT_HOST_ROOT", default="")
+
+# The engine's clocks (seconds): how long a starting job may wait for its pods before it is launched
+# again, and how long its pods may stay pending before the job goes back to the queue.
+LAUNCH_GRACE_SECONDS = env.int("LAUNCH_GRACE_SECONDS", default=30)
+PENDING_TIMEOUT_SECONDS = env.int("PENDING_TIMEOUT_SECONDS", default=600)
+SCHEDULE_INTERVAL_SECONDS = env.float("SCHEDULE_INTERVAL_SECONDS", default=3.0)
+RECONCILE_INTERVAL_SECONDS = env.float("RECONCILE_INTERVAL_SECONDS", default=30.0)
+CELERY_BEAT_SCHEDULE = {
+    "schedule": {"task": "jobs.tasks.schedule", "schedule": SCHEDULE_INTERVAL_SECONDS},
+    "reconcile": {"task": "jobs.tasks.reconcile", "schedule": RECONCILE_INTERVAL_SECONDS},
+}

@@ -1,0 +1,241 @@
+"""Engine-side writes: admission, launch outcomes, pod verdicts, requeues, logs and metrics.
+
+Each function takes ids, locks the job row, refuses stale input (an older attempt, a finished job) and
+records what it changed as a JobEvent, so running one twice is harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from celery import current_app
+from django.db import transaction
+from django.db.models import Max
+
+from jobs.metricparse import parse_metric_line
+from jobs.models import Job, JobEvent, Learner, LogLine, MetricSample
+from jobs.podstate import LearnerView, Verdict
+from jobs.states import ACTIVE, TERMINAL, WAITING, JobStatus
+from jobs.streams import job_group, send_after_commit, tenant_group
+
+log = logging.getLogger(__name__)
+MAX_LOG_LINE = 8192
+
+
+def enqueue(task: str, *args: Any, countdown: float = 0) -> None:
+    """Queue a Celery task by name once the current transaction commits (never before the rows exist)."""
+    transaction.on_commit(lambda: current_app.tasks[task].apply_async(args=args, countdown=countdown))
+
+
+def transition(
+    job: Job, to: str, *, reason: str, message: str = "", data: Mapping[str, Any] | None = None
+) -> Job:
+    """Move a locked job row to `to`, save it, record the event and tell live viewers after commit."""
+    previous = job.status
+    job.set_status(to)
+    job.reason, job.message = reason, message
+    if to not in WAITING:
+        job.queue_position = None
+    job.save()
+    JobEvent.objects.create(
+        job=job,
+        kind="transition",
+        from_status=previous,
+        to_status=to,
+        reason=reason,
+        message=message,
+        data=dict(data or {}),
+    )
+    state = {"kind": "status", "job": job.pk, "status": to, "reason": reason, "message": message}
+    send_after_commit(job_group(job.pk), state)
+    send_after_commit(tenant_group(job.tenant.slug), state)
+    if to in TERMINAL or to == JobStatus.REQUEUED:
+        enqueue("jobs.tasks.schedule")
+    return job
+
+
+def _locked(job_id: str) -> Job:
+    return Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+
+
+def job_admit(*, job_id: str, placements: Sequence[str]) -> Job | None:
+    """Start the next attempt of a waiting job on the planned nodes and queue its launch."""
+    with transaction.atomic():
+        job = _locked(job_id)
+        if job.status not in WAITING:
+            return None
+        job.attempt += 1
+        job.placements = list(placements)
+        Learner.objects.bulk_create(
+            [
+                Learner(job=job, attempt=job.attempt, index=i, pod_name="", node=node)
+                for i, node in enumerate(placements)
+            ],
+            ignore_conflicts=True,
+        )
+        transition(
+            job,
+            JobStatus.STARTING,
+            reason="Admitted",
+            message=f"attempt {job.attempt} admitted on {', '.join(sorted(set(placements)))}",
+            data={"attempt": job.attempt, "placements": list(placements)},
+        )
+        enqueue("jobs.tasks.launch", job.pk, job.attempt)
+    return job
+
+
+def job_launched(*, job_id: str, attempt: int, pod_names: Sequence[str]) -> None:
+    """Record the pods a launch created (or adopted) for the attempt."""
+    with transaction.atomic():
+        job = _locked(job_id)
+        if job.attempt != attempt:
+            return
+        for index, name in enumerate(pod_names):
+            Learner.objects.filter(job=job, attempt=attempt, index=index).update(pod_name=name)
+        JobEvent.objects.create(
+            job=job, kind="pod", reason="PodsCreated", message=f"created {len(pod_names)} pod(s)"
+        )
+
+
+def job_requeue_or_fail(job: Job, *, reason: str, message: str, counts: bool = True) -> Job:
+    """After an infrastructure fault: back to the queue while retries remain, else fail.
+
+    `counts=False` (a pod stuck pending, a tuning restart) does not use up a retry.
+    """
+    failures = JobEvent.objects.filter(job=job, to_status=JobStatus.REQUEUED, data__counts=True).count()
+    if counts and failures >= job.max_retries:
+        return transition(
+            job,
+            JobStatus.FAILED,
+            reason="RetriesExhausted",
+            message=f"{message} (no retries left: {job.max_retries} used)",
+            data={"last_reason": reason},
+        )
+    enqueue("jobs.tasks.teardown", job.pk, job.attempt)
+    return transition(job, JobStatus.REQUEUED, reason=reason, message=message, data={"counts": counts})
+
+
+def job_apply_verdict(
+    *, job_id: str, attempt: int, verdict: Verdict, log_tail: Sequence[str] = ()
+) -> Job | None:
+    """Move a job where its pods say it is; ignores verdicts about an older attempt or a final job."""
+    with transaction.atomic():
+        job = _locked(job_id)
+        if job.attempt != attempt or job.status not in ACTIVE:
+            return None
+        status = job.status
+        if verdict.state == "running" and status == JobStatus.STARTING:
+            return transition(job, JobStatus.RUNNING, reason="Running", message=verdict.message)
+        if verdict.state == "succeeded":
+            transition(job, JobStatus.SUCCEEDED, reason=verdict.reason, message=verdict.message)
+            enqueue("jobs.tasks.teardown", job.pk, attempt)
+            return job
+        if verdict.state == "failed":
+            if status == JobStatus.CANCELLING:
+                return transition(job, JobStatus.CANCELLED, reason="Cancelled", message="pods stopped")
+            transition(
+                job,
+                JobStatus.FAILED,
+                reason=verdict.reason,
+                message=verdict.message,
+                data={"learner": verdict.learner, "log_tail": list(log_tail)},
+            )
+            enqueue("jobs.tasks.teardown", job.pk, attempt)
+            return job
+        if verdict.state == "requeue" and status != JobStatus.CANCELLING:
+            return job_requeue_or_fail(job, reason=verdict.reason, message=verdict.message)
+        if (
+            verdict.state == "starting"
+            and verdict.reason == "Unschedulable"
+            and job.reason != "Unschedulable"
+        ):
+            job.reason, job.message = verdict.reason, verdict.message
+            job.save(update_fields=["reason", "message", "updated_at"])
+            JobEvent.objects.create(job=job, kind="pod", reason=verdict.reason, message=verdict.message)
+        return job
+
+
+def job_pods_gone(*, job_id: str, attempt: int) -> Job | None:
+    """A cancelling job whose pods are all gone is cancelled."""
+    with transaction.atomic():
+        job = _locked(job_id)
+        if job.attempt == attempt and job.status == JobStatus.CANCELLING:
+            return transition(job, JobStatus.CANCELLED, reason="Cancelled", message="all pods stopped")
+    return None
+
+
+def learner_update(*, job_id: str, attempt: int, view: LearnerView) -> None:
+    """Keep the learner row in step with its pod (phase, node, exit code)."""
+    fields: dict[str, Any] = {"phase": view.phase or "Deleted"}
+    if view.node:
+        fields["node"] = view.node
+    if view.exit_code is not None:
+        fields["exit_code"] = view.exit_code
+    reason = view.terminated_reason or view.waiting_reason or view.pod_reason
+    if reason:
+        fields["reason"] = reason[:64]
+    Learner.objects.filter(job_id=job_id, attempt=attempt, index=view.index).update(**fields)
+
+
+def logs_append(
+    *,
+    job_id: str,
+    attempt: int,
+    learner: int,
+    records: Sequence[tuple[datetime | None, str]],
+    cursor: tuple[datetime | None, int],
+    done: bool = False,
+) -> list[LogLine]:
+    """Store a batch of log lines with the follower's cursor in one transaction, numbering them on from
+    the learner's last sequence; extract metric lines; then push both to live viewers."""
+    with transaction.atomic():
+        row = Learner.objects.select_for_update().get(job_id=job_id, attempt=attempt, index=learner)
+        seq = row.log_seq or _last_seq(job_id, learner)
+        lines = []
+        samples = []
+        for ts, text in records:
+            seq += 1
+            lines.append(
+                LogLine(
+                    job_id=job_id, learner=learner, attempt=attempt, seq=seq, ts=ts, text=text[:MAX_LOG_LINE]
+                )
+            )
+            for point in parse_metric_line(text):
+                samples.append(
+                    MetricSample(
+                        job_id=job_id,
+                        learner=learner,
+                        attempt=attempt,
+                        name=point.name,
+                        step=point.step,
+                        value=point.value,
+                        ts=ts,
+                        log_seq=seq,
+                    )
+                )
+        LogLine.objects.bulk_create(lines)
+        MetricSample.objects.bulk_create(samples)
+        row.log_seq = seq
+        row.log_cursor_ts, row.log_cursor_seen = cursor
+        row.log_done = row.log_done or done
+        row.save(update_fields=["log_seq", "log_cursor_ts", "log_cursor_seen", "log_done", "updated_at"])
+        if lines:
+            send_after_commit(
+                job_group(job_id),
+                {
+                    "kind": "logs",
+                    "learner": learner,
+                    "lines": [[line.seq, line.text] for line in lines],
+                    "metrics": [[s.name, s.step, s.value, s.log_seq] for s in samples],
+                },
+            )
+    return lines
+
+
+def _last_seq(job_id: str, learner: int) -> int:
+    """The highest sequence any attempt of this learner stored (0 for none)."""
+    found = LogLine.objects.filter(job_id=job_id, learner=learner).aggregate(top=Max("seq"))["top"]
+    return int(found or 0)

@@ -1,0 +1,158 @@
+"""The scheduler cycle: snapshot the queue, quotas and nodes, run the pure admission function, apply it.
+
+Runs from Celery beat every few seconds and after every submit and finish; a PostgreSQL advisory lock
+makes sure two workers never run a cycle at once (so a job is never admitted twice).
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from clusterio.client import NodeInfo
+from jobs import admission
+from jobs.lifecycle import job_admit
+from jobs.models import Job, JobEvent
+from jobs.states import ACTIVE, JobStatus
+from tenants.models import Tenant
+
+log = logging.getLogger(__name__)
+LOCK_KEY = zlib.crc32(b"trainyard-scheduler-cycle")
+
+
+@dataclass
+class CycleResult:
+    """What one cycle did: the jobs it admitted, how many wait, and whether it ran at all."""
+
+    ran: bool
+    admitted: list[str] = field(default_factory=list)
+    pending: int = 0
+
+
+def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapshot:
+    """The admission input from the database (queue, tenants, admitted jobs) and the cluster's nodes.
+
+    Jobs that are `starting` may not have pods bound yet, so their planned placement is taken off the
+    nodes' free capacity as well (counting them twice for a moment errs on the safe side).
+    """
+    tenants = {t.slug: t for t in Tenant.objects.filter(active=True).select_related("quota")}
+    active = list(Job.objects.filter(status__in=ACTIVE).select_related("tenant"))
+    waiting = Job.objects.waiting().filter(tenant__slug__in=tenants).select_related("tenant")
+    used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    planned: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    running = []
+    for job in active:
+        usage = used[job.tenant.slug]
+        usage[0] += job.total_gpus
+        usage[1] += job.total_cpu_millis
+        usage[2] += job.total_memory_mib
+        usage[3] += 1
+        if job.status == JobStatus.STARTING:
+            for node in job.placements:
+                planned[node][0] += job.gpus
+                planned[node][1] += job.cpu_millis
+                planned[node][2] += job.memory_mib
+        runtime = job.spec.get("max_runtime_seconds")
+        started = job.started_at or job.admitted_at
+        running.append(
+            admission.RunningJob(
+                job_id=job.pk,
+                ends_at=started.timestamp() + runtime if runtime and started else None,
+                placements=tuple(job.placements),
+                per_learner=admission.Resources(job.gpus, job.cpu_millis, job.memory_mib),
+            )
+        )
+    return admission.Snapshot(
+        jobs=[_queued(job) for job in waiting],
+        tenants=[_tenant_state(t, used[slug]) for slug, t in tenants.items()],
+        nodes=[_node(n, planned[n.name]) for n in nodes if n.ready],
+        now=now,
+        running=running,
+    )
+
+
+def _queued(job: Job) -> admission.QueuedJob:
+    return admission.QueuedJob(
+        id=job.pk,
+        tenant=job.tenant.slug,
+        priority=job.priority,
+        submitted_at=job.created_at.timestamp(),
+        learners=job.learners,
+        gpus=job.gpus,
+        cpu_millis=job.cpu_millis,
+        memory_mib=job.memory_mib,
+        gpu_type=job.spec["resources"].get("gpu_type"),
+        expected_duration=job.spec.get("max_runtime_seconds"),
+    )
+
+
+def _tenant_state(tenant: Tenant, used: list[int]) -> admission.TenantState:
+    quota = tenant.quota
+    return admission.TenantState(
+        name=tenant.slug,
+        weight=tenant.weight,
+        quota=admission.Resources(quota.gpus, quota.cpu_millis, quota.memory_mib),
+        max_running_jobs=quota.max_running_jobs,
+        used=admission.Resources(used[0], used[1], used[2]),
+        running_jobs=used[3],
+    )
+
+
+def _node(node: NodeInfo, planned: list[int]) -> admission.Node:
+    free = node.free
+    return admission.Node(
+        name=node.name,
+        free=admission.Resources(
+            max(0, free.gpus - planned[0]),
+            max(0, free.cpu_millis - planned[1]),
+            max(0, free.memory_mib - planned[2]),
+        ),
+        capacity=admission.Resources(
+            node.allocatable.gpus, node.allocatable.cpu_millis, node.allocatable.memory_mib
+        ),
+        gpu_type=node.gpu_type,
+    )
+
+
+def run_cycle(*, nodes: Sequence[NodeInfo]) -> CycleResult:
+    """One admission cycle over `nodes`; a no-op when another cycle holds the lock."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [LOCK_KEY])
+            if not cursor.fetchone()[0]:
+                return CycleResult(ran=False)
+        snapshot = build_snapshot(nodes=nodes, now=timezone.now().timestamp())
+        if not snapshot.jobs:
+            return CycleResult(ran=True)
+        decision = admission.admit(snapshot)
+        admitted = [_admit(a) for a in decision.admitted]
+        _record_pending(decision.pending)
+    return CycleResult(ran=True, admitted=admitted, pending=len(decision.pending))
+
+
+def _admit(decision: admission.Admission) -> str:
+    job_admit(job_id=decision.job_id, placements=decision.placements)
+    return decision.job_id
+
+
+def _record_pending(pending: Iterable[admission.Pending]) -> None:
+    """Store each waiting job's position and reason; an event only when the reason changes."""
+    by_id = {p.job_id: p for p in pending}
+    jobs = list(Job.objects.filter(pk__in=by_id).select_for_update(skip_locked=True))
+    changed, events = [], []
+    for job in jobs:
+        item = by_id[job.pk]
+        if job.queue_position == item.position and job.message == item.reason:
+            continue
+        if job.message != item.reason:
+            events.append(JobEvent(job=job, kind="scheduling", reason="Waiting", message=item.reason))
+        job.queue_position, job.message, job.reason = item.position, item.reason, "Waiting"
+        changed.append(job)
+    Job.objects.bulk_update(changed, ["queue_position", "message", "reason"])
+    JobEvent.objects.bulk_create(events)

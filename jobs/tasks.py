@@ -1,0 +1,131 @@
+"""Celery tasks of the engine: thin, id-taking, idempotent; the logic lives in scheduling and lifecycle."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from clusterio.errors import ClusterError, Forbidden, Invalid, Unavailable
+from jobs import cluster
+from jobs.lifecycle import job_launched, job_pods_gone, job_requeue_or_fail, transition
+from jobs.models import Job
+from jobs.scheduling import CycleResult, run_cycle
+from jobs.states import ACTIVE, JobStatus
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="jobs.tasks.schedule", acks_late=True, soft_time_limit=30, time_limit=45)
+def schedule() -> dict[str, object]:
+    """One admission cycle (a no-op if another worker is in one)."""
+    try:
+        nodes = cluster.nodes()
+    except ClusterError as exc:
+        log.warning("scheduler cycle skipped: cluster unreachable (%s)", exc)
+        return {"ran": False, "error": str(exc)}
+    result: CycleResult = run_cycle(nodes=nodes)
+    return {"ran": result.ran, "admitted": result.admitted, "pending": result.pending}
+
+
+@shared_task(
+    name="jobs.tasks.launch",
+    bind=True,
+    acks_late=True,
+    soft_time_limit=60,
+    time_limit=90,
+    max_retries=5,
+)
+def launch(self: object, job_id: str, attempt: int) -> list[str]:
+    """Create the pods of one attempt; safe to run twice (names are deterministic, existing pods adopted)."""
+    job = Job.objects.select_related("tenant", "tenant__quota").get(pk=job_id)
+    if job.attempt != attempt or job.status != JobStatus.STARTING:
+        return []
+    try:
+        pods = cluster.launch(job)
+    except (Forbidden, Invalid) as exc:
+        _launch_refused(job_id, attempt, exc)
+        return []
+    except Unavailable as exc:
+        retries = getattr(getattr(self, "request", None), "retries", 0)
+        if retries < 5:
+            raise self.retry(exc=exc, countdown=2**retries) from exc  # type: ignore[attr-defined]
+        _launch_unavailable(job_id, attempt, exc)
+        return []
+    job_launched(job_id=job_id, attempt=attempt, pod_names=pods)
+    return pods
+
+
+def _launch_refused(job_id: str, attempt: int, exc: ClusterError) -> None:
+    with transaction.atomic():
+        job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+        if job.attempt == attempt and job.status == JobStatus.STARTING:
+            transition(job, JobStatus.FAILED, reason="LaunchRefused", message=f"the cluster refused: {exc}")
+
+
+def _launch_unavailable(job_id: str, attempt: int, exc: ClusterError) -> None:
+    with transaction.atomic():
+        job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+        if job.attempt == attempt and job.status == JobStatus.STARTING:
+            job_requeue_or_fail(job, reason="ClusterUnavailable", message=f"could not launch: {exc}")
+
+
+@shared_task(name="jobs.tasks.teardown", acks_late=True, soft_time_limit=60, time_limit=90)
+def teardown(job_id: str, attempt: int) -> int:
+    """Delete an attempt's pods and services once the job no longer needs them."""
+    job = Job.objects.select_related("tenant").get(pk=job_id)
+    if job.attempt == attempt and job.status in ACTIVE and job.status != JobStatus.CANCELLING:
+        return 0
+    return cluster.teardown(job, attempt)
+
+
+@shared_task(name="jobs.tasks.reconcile", acks_late=True, soft_time_limit=60, time_limit=90)
+def reconcile() -> dict[str, int]:
+    """Repair drift between the database and the cluster (the watch loop is the fast path; this is the net).
+
+    Pods no admitted attempt owns are deleted; a starting job whose pods never appeared is launched again;
+    a running job whose pods vanished is requeued; a job stuck pending past PENDING_TIMEOUT_SECONDS goes
+    back to the queue without using up a retry; a cancelling job with no pods left is cancelled.
+    """
+    pods, _ = cluster.cluster().managed_pods()
+    live = {key for pod in pods if (key := cluster.pod_owner(pod)) is not None}
+    active = {(j.pk, j.attempt): j for j in Job.objects.filter(status__in=ACTIVE).select_related("tenant")}
+    counts = {"orphans": 0, "relaunched": 0, "requeued": 0, "cancelled": 0}
+    for job_id, attempt in live - set(active):
+        job = Job.objects.select_related("tenant").filter(pk=job_id).first()
+        if job is not None:
+            counts["orphans"] += cluster.teardown(job, attempt)
+    now = timezone.now()
+    grace = timedelta(seconds=settings.LAUNCH_GRACE_SECONDS)
+    pending_timeout = timedelta(seconds=settings.PENDING_TIMEOUT_SECONDS)
+    for key, job in active.items():
+        admitted_for = now - (job.admitted_at or now)
+        if key in live:
+            if job.status == JobStatus.STARTING and admitted_for > pending_timeout:
+                counts["requeued"] += _repair(job, "PendingTimeout")
+        elif job.status == JobStatus.CANCELLING:
+            counts["cancelled"] += job_pods_gone(job_id=job.pk, attempt=job.attempt) is not None
+        elif job.status == JobStatus.STARTING and admitted_for > grace:
+            launch.delay(job.pk, job.attempt)
+            counts["relaunched"] += 1
+        elif job.status == JobStatus.RUNNING:
+            counts["requeued"] += _repair(job, "PodLost")
+    return counts
+
+
+def _repair(stale: Job, reason: str) -> int:
+    """Requeue a job the reconcile loop found stuck (PendingTimeout) or without its pods (PodLost)."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().select_related("tenant").get(pk=stale.pk)
+        if job.attempt != stale.attempt or job.status != stale.status:
+            return 0
+        if reason == "PendingTimeout":
+            why = job.message if job.reason == "Unschedulable" else "its pods did not start in time"
+            job_requeue_or_fail(job, reason=reason, message=why, counts=False)
+        else:
+            job_requeue_or_fail(job, reason=reason, message="its pods disappeared from the cluster")
+    return 1

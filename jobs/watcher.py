@@ -1,0 +1,182 @@
+"""The watch loop: one reflector over every managed pod turns pod events into job states, and one log
+follower per learner stores its lines. Runs as its own process (`manage.py watch_cluster`).
+
+Pod events are cached per pod; each event re-judges the whole attempt of its job (jobs/podstate.py) and
+hands the verdict to jobs/lifecycle.py, which ignores anything stale. A job is only declared finished
+after its learners' followers have drained their logs, so a finished job always has its full log.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from django.db import close_old_connections, connection
+
+from clusterio.client import Cluster
+from clusterio.logs import LogCursor, LogFollower, LogRecord
+from clusterio.reflector import PodReflector
+from jobs import cluster as jobs_cluster
+from jobs.lifecycle import job_apply_verdict, job_pods_gone, learner_update, logs_append
+from jobs.models import Job, Learner, LogLine
+from jobs.podstate import judge, view_from_pod
+from jobs.states import ACTIVE, JobStatus
+
+log = logging.getLogger(__name__)
+DRAIN_TIMEOUT = 15.0
+TAIL_LINES = 20
+Key = tuple[str, int]
+
+
+class Watcher:
+    """Keeps job states and stored logs in step with the cluster's pods."""
+
+    def __init__(self, cluster: Cluster, *, follow_logs: bool = True) -> None:
+        self.cluster = cluster
+        self.follow_logs = follow_logs
+        self.pods: dict[Key, dict[str, dict[str, Any]]] = defaultdict(dict)
+        self.followers: dict[tuple[str, int, int], threading.Thread] = {}
+        self.stop_event = threading.Event()
+        self.lock = threading.RLock()
+        self.reflector = PodReflector(cluster, on_sync=self.on_sync, on_event=self.on_event)
+
+    def run(self) -> None:
+        """Watch until `stop()`; then stop every follower."""
+        try:
+            self.reflector.run(self.stop_event)
+        finally:
+            for thread in list(self.followers.values()):
+                thread.join(timeout=5)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def on_sync(self, pods: list[dict[str, Any]]) -> None:
+        """After a (re)list: replace the cache and re-judge every attempt with pods or an active job."""
+        with self.lock:
+            self.pods.clear()
+            for pod in pods:
+                self._remember("ADDED", pod)
+            keys = set(self.pods)
+        close_old_connections()
+        keys |= set(Job.objects.filter(status__in=ACTIVE).values_list("pk", "attempt"))
+        for key in sorted(keys):
+            self._evaluate(key)
+
+    def on_event(self, kind: str, pod: dict[str, Any]) -> None:
+        """One pod changed: update the cache and re-judge its job's attempt."""
+        with self.lock:
+            key = self._remember(kind, pod)
+        if key is not None:
+            close_old_connections()
+            self._evaluate(key)
+
+    def _remember(self, kind: str, pod: dict[str, Any]) -> Key | None:
+        key = jobs_cluster.pod_owner(pod)
+        if key is None:
+            return None
+        name = pod["metadata"]["name"]
+        if kind == "DELETED":
+            self.pods[key].pop(name, None)
+        else:
+            self.pods[key][name] = pod
+        return key
+
+    def _evaluate(self, key: Key) -> None:
+        job_id, attempt = key
+        job = Job.objects.select_related("tenant").filter(pk=job_id).first()
+        if job is None or job.attempt != attempt or job.status not in ACTIVE:
+            return
+        with self.lock:
+            pods = list(self.pods.get(key, {}).values())
+        views = []
+        for pod in pods:
+            index = jobs_cluster.pod_learner(pod)
+            if index is None:
+                continue
+            view = view_from_pod(pod, index)
+            views.append(view)
+            learner_update(job_id=job_id, attempt=attempt, view=view)
+            if self.follow_logs and view.phase in ("Running", "Succeeded", "Failed"):
+                self._ensure_follower(job, index, pod["metadata"]["name"])
+        if job.status == JobStatus.CANCELLING and not views:
+            job_pods_gone(job_id=job_id, attempt=attempt)
+            return
+        verdict = judge(views, job.learners)
+        tail: list[str] = []
+        if verdict.state in ("succeeded", "failed"):
+            self._drain(job_id, attempt)
+            if verdict.state == "failed" and verdict.learner is not None:
+                tail = log_tail(job_id, verdict.learner)
+        job_apply_verdict(job_id=job_id, attempt=attempt, verdict=verdict, log_tail=tail)
+
+    def _ensure_follower(self, job: Job, index: int, pod_name: str) -> None:
+        key = (job.pk, job.attempt, index)
+        with self.lock:
+            if key in self.followers:
+                return
+            learner = Learner.objects.filter(job=job, attempt=job.attempt, index=index).first()
+            if learner is None or learner.log_done:
+                return
+            thread = threading.Thread(
+                target=self._follow,
+                args=(job.pk, job.attempt, index, jobs_cluster.namespace_for(job.tenant), pod_name, learner),
+                name=f"logs-{job.pk}-{job.attempt}-{index}",
+                daemon=True,
+            )
+            self.followers[key] = thread
+        thread.start()
+
+    def _follow(
+        self, job_id: str, attempt: int, index: int, namespace: str, pod: str, learner: Learner
+    ) -> None:
+        def store(records: list[LogRecord], cursor: LogCursor) -> None:
+            logs_append(
+                job_id=job_id,
+                attempt=attempt,
+                learner=index,
+                records=[(r.ts, r.text) for r in records],
+                cursor=(cursor.ts, cursor.seen_at_ts),
+            )
+
+        start = LogCursor(ts=learner.log_cursor_ts, seen_at_ts=learner.log_cursor_seen)
+        try:
+            follower = LogFollower(self.cluster, namespace=namespace, pod=pod, cursor=start, on_batch=store)
+            end = follower.run(self.stop_event)
+            if not self.stop_event.is_set():
+                logs_append(
+                    job_id=job_id,
+                    attempt=attempt,
+                    learner=index,
+                    records=[],
+                    cursor=(end.ts, end.seen_at_ts),
+                    done=True,
+                )
+        except Exception:
+            log.exception("log follower for %s/%s learner %s failed", job_id, attempt, index)
+            with self.lock:
+                self.followers.pop((job_id, attempt, index), None)
+        finally:
+            connection.close()
+
+    def _drain(self, job_id: str, attempt: int) -> None:
+        """Wait (bounded) for the attempt's followers to reach the end of their logs."""
+        with self.lock:
+            threads = [t for (j, a, _), t in self.followers.items() if (j, a) == (job_id, attempt)]
+        deadline = datetime.now().timestamp() + DRAIN_TIMEOUT
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - datetime.now().timestamp()))
+        with self.lock:
+            for key in [
+                k for k, t in self.followers.items() if k[:2] == (job_id, attempt) and not t.is_alive()
+            ]:
+                del self.followers[key]
+
+
+def log_tail(job_id: str, learner: int, lines: int = TAIL_LINES) -> list[str]:
+    """The last lines a learner printed, as stored."""
+    rows = LogLine.objects.filter(job_id=job_id, learner=learner).order_by("-seq")[:lines]
+    return [row.text for row in reversed(rows)]
