@@ -26,8 +26,19 @@ MAX_LOG_LINE = 8192
 
 
 def enqueue(task: str, *args: Any, countdown: float = 0) -> None:
-    """Queue a Celery task by name once the current transaction commits (never before the rows exist)."""
-    transaction.on_commit(lambda: current_app.tasks[task].apply_async(args=args, countdown=countdown))
+    """Queue a Celery task by name once the current transaction commits (never before the rows exist).
+
+    A broker that is down loses nothing: the rows are committed and beat's cycles (schedule, reconcile)
+    pick the work up; so the failure is logged, not raised into the request that caused it.
+    """
+
+    def send() -> None:
+        try:
+            current_app.send_task(task, args=args, countdown=countdown)
+        except Exception:
+            log.warning("could not queue %s%r; the periodic cycles will catch up", task, args, exc_info=True)
+
+    transaction.on_commit(send)
 
 
 def transition(

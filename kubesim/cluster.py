@@ -53,7 +53,7 @@ class Cluster:
         bookmark_interval: float = 5.0,
     ):
         self.log = logging.getLogger("kubesim")
-        self.state_dir = Path(state_dir)
+        self.state_dir = Path(state_dir).resolve()  # pods run in their own folders: no relative paths
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.store = Store(history_size)
         self.api = Api(self.store)
