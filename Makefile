@@ -29,7 +29,7 @@ seed: migrate
 up: seed
 	@mkdir -p var
 	@echo
-	@echo "Trainyard is starting:  http://127.0.0.1:$${PORT:-8000}/   admin console: http://127.0.0.1:$${PORT:-8000}/admin/"
+	@echo "Trainyard is starting:  http://127.0.0.1:$${WEB_PORT:-8000}/   admin console: http://127.0.0.1:$${WEB_PORT:-8000}/admin/"
 	@echo "Logins: admin / admin (superuser), demo / demo (member of tenant 'demo'). Ctrl-C stops everything."
 	@echo
 	$(VENV)/bin/honcho start -f Procfile
