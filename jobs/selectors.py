@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
-from jobs.models import Job, JobEvent
+from jobs.models import Job, JobEvent, LogLine, MetricSample
 from tenants.models import Tenant
 from tenants.scoping import Perm, restrict
 
@@ -41,3 +41,24 @@ def job_get(*, user: AnyUser, job_id: str) -> Job:
 def job_events(*, job: Job) -> QuerySet[JobEvent]:
     """A job's events in order (the caller already got `job` through job_get)."""
     return job.events.all()
+
+
+def job_logs(
+    *, job: Job, learner: int | None = None, after: int = 0, limit: int = 1000, tail: int | None = None
+) -> list[LogLine]:
+    """Log lines in sequence order: after a sequence number (backfill), or the last `tail` lines."""
+    lines = job.log_lines.all()
+    if learner is not None:
+        lines = lines.filter(learner=learner)
+    if tail is not None:
+        newest = list(lines.order_by("-ts", "-learner", "-seq")[:tail])
+        return newest[::-1]
+    return list(lines.filter(seq__gt=after).order_by("learner", "seq")[:limit])
+
+
+def job_metrics(*, job: Job, name: str | None = None, limit: int = 10000) -> list[MetricSample]:
+    """A job's metric points, oldest first, optionally of one metric."""
+    samples = job.metric_samples.all()
+    if name:
+        samples = samples.filter(name=name)
+    return list(samples.order_by("name", "log_seq")[:limit])

@@ -133,3 +133,16 @@ def job_cancel(*, job: Job, user: User) -> Job:
             reason="CancelledByUser",
             message=f"cancelled by {user.get_username()}",
         )
+
+
+def job_retry(*, job: Job, user: User) -> Job:
+    """Submit a finished job's spec again as a new job (terminal states are final, so no job is reused)."""
+    if not can_manage_owned(user, job):
+        raise PermissionDenied("you may not retry this job")
+    if job.status not in TERMINAL:
+        raise JobRejected({"": [f"job {job.pk} is still {job.status}; cancel it first"]}, status=409)
+    new = job_submit(tenant=job.tenant, user=user, document=job.spec)
+    JobEvent.objects.create(
+        job=new, kind="retry", reason="RetryOf", message=f"retry of {job.pk}", data={"retry_of": job.pk}
+    )
+    return new

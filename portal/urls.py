@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
-from django.urls import path
+from django.urls import include, path
 from django.views.generic import RedirectView
 
 
@@ -14,5 +14,6 @@ def healthz(request: HttpRequest) -> HttpResponse:
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False), name="home"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("portal.api_urls")),
     path("healthz", healthz, name="healthz"),
 ]

@@ -1,0 +1,68 @@
+"""How jobs, events, logs and metrics look in the REST API (read-only shapes; writes go through services)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from jobs.models import Job, JobEvent, Learner, LogLine, MetricSample
+
+
+class LearnerSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Learner
+        fields = ["attempt", "index", "pod_name", "node", "phase", "exit_code", "reason"]
+
+
+class JobSerializer(serializers.ModelSerializer):
+    tenant: serializers.SlugRelatedField[Job] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+    owner: serializers.SlugRelatedField[Job] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
+    resources = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "name", "tenant", "owner", "status", "reason", "message", "priority", "attempt",
+            "max_retries", "queue_position", "resources", "source", "created_at", "admitted_at",
+            "started_at", "finished_at",
+        ]  # fmt: skip
+
+    def get_resources(self, job: Job) -> dict[str, int]:
+        return {
+            "learners": job.learners,
+            "gpus": job.gpus,
+            "cpu_millis": job.cpu_millis,
+            "memory_mib": job.memory_mib,
+        }
+
+
+class JobDetailSerializer(JobSerializer):
+    learners = serializers.SerializerMethodField()
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "spec", "placements", "learners"]
+
+    def get_learners(self, job: Job) -> list[dict[str, object]]:
+        rows = job.learner_set.filter(attempt=job.attempt)
+        return list(LearnerSerializer(rows, many=True).data)
+
+
+class JobEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = JobEvent
+        fields = ["created_at", "kind", "from_status", "to_status", "reason", "message", "data"]
+
+
+class LogLineSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = LogLine
+        fields = ["learner", "attempt", "seq", "ts", "text"]
+
+
+class MetricSampleSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = MetricSample
+        fields = ["name", "learner", "attempt", "step", "value", "ts", "log_seq"]

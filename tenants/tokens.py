@@ -1,0 +1,74 @@
+"""API tokens: creation (the secret is returned once), lookup by digest, revocation; and the DRF
+authentication class that reads `Authorization: Bearer ty_...`."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime
+
+from django.contrib.auth.models import User
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from tenants.models import ApiToken
+
+TOKEN_PREFIX = "ty_"  # noqa: S105 - a public marker, not a secret
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def token_create(*, user: User, name: str, expires_at: datetime | None = None) -> tuple[ApiToken, str]:
+    """A new token for `user`; returns the row and the secret, which is never stored or shown again."""
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        user=user, name=name, prefix=secret[:10], digest=_digest(secret), expires_at=expires_at
+    )
+    return token, secret
+
+
+def token_revoke(*, token: ApiToken) -> None:
+    """Revoke a token at once; revoking twice is harmless."""
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+
+
+def token_user(secret: str) -> User | None:
+    """The active user a live token belongs to, or None (unknown, revoked, expired or inactive user)."""
+    token = ApiToken.objects.select_related("user").filter(digest=_digest(secret)).first()
+    now = timezone.now()
+    if token is None or token.revoked_at is not None or (token.expires_at and token.expires_at <= now):
+        return None
+    if not token.user.is_active:
+        return None
+    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token.user
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    """DRF authentication by `Authorization: Bearer <token>`."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[User, None] | None:
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        if not header:
+            return None
+        scheme, _, secret = header.partition(" ")
+        if scheme.lower() != self.keyword.lower():
+            return None
+        secret = secret.strip()
+        if not secret:
+            raise exceptions.AuthenticationFailed("empty bearer token")
+        user = token_user(secret)
+        if user is None:
+            raise exceptions.AuthenticationFailed("invalid, expired or revoked token")
+        return user, None
+
+    def authenticate_header(self, request: Request) -> str:
+        return self.keyword
