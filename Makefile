@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE ?= portal.settings.local
 
-.PHONY: up test install services db migrate seed lint typecheck pytest clean
+.PHONY: up test install services browser db migrate seed lint typecheck pytest clean
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -16,6 +16,10 @@ install: $(VENV)/.installed
 
 services:
 	@bash deploy/local/services.sh
+
+# Browser tests drive Debian's Chromium through Playwright (never a downloaded browser build).
+browser:
+	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
 db: services
 	@psql -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='trainyard'" | grep -q 1 || createdb trainyard
@@ -41,7 +45,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy .
 
-pytest: install services
+pytest: install services browser
 	DJANGO_SETTINGS_MODULE=portal.settings.test $(VENV)/bin/pytest
 
 test: lint typecheck pytest

@@ -7,7 +7,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from jobs.models import Job, JobEvent, Learner
-from jobs.services import JobRejected, job_cancel
+from jobs.services import JobRejected, job_cancel, job_requeue
 from jobs.states import TERMINAL
 
 
@@ -45,7 +45,7 @@ class JobAdmin(admin.ModelAdmin):
     ]  # fmt: skip
     fields = [*readonly_fields[:10], "priority", "max_retries", *readonly_fields[10:]]
     inlines = [LearnerInline, JobEventInline]
-    actions = ["cancel_jobs"]
+    actions = ["cancel_jobs", "requeue_jobs"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -61,3 +61,14 @@ class JobAdmin(admin.ModelAdmin):
                 skipped += 1
                 self.message_user(request, f"{job.pk}: {exc}", messages.WARNING)
         self.message_user(request, f"{cancelled} job(s) cancelled, {skipped} skipped.", messages.SUCCESS)
+
+    @admin.action(description="Requeue selected jobs (resume from checkpoint; no retry used)")
+    def requeue_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        done = 0
+        for job in queryset:
+            try:
+                job_requeue(job=job, user=request.user)  # type: ignore[arg-type]
+                done += 1
+            except JobRejected as exc:
+                self.message_user(request, f"{job.pk}: {exc}", messages.WARNING)
+        self.message_user(request, f"{done} job(s) requeued.", messages.SUCCESS)

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from jobs.lifecycle import enqueue, transition
+from jobs.lifecycle import enqueue, job_requeue_or_fail, transition
 from jobs.models import Job, JobEvent
 from jobs.spec import Demand, SpecError, parse_spec, spec_demand
 from jobs.states import TERMINAL, WAITING, JobStatus
@@ -146,3 +146,20 @@ def job_retry(*, job: Job, user: User) -> Job:
         job=new, kind="retry", reason="RetryOf", message=f"retry of {job.pk}", data={"retry_of": job.pk}
     )
     return new
+
+
+def job_requeue(*, job: Job, user: User) -> Job:
+    """Send an admitted job back to the queue (an operator's move, e.g. to drain a node): its pods are
+    deleted and it resumes from its checkpoint on the next admission; it does not use up a retry."""
+    if not has_perm(user, job.tenant, Perm.MANAGE_JOBS):
+        raise PermissionDenied("you may not requeue this job")
+    with transaction.atomic():
+        current = Job.objects.select_for_update().select_related("tenant").get(pk=job.pk)
+        if current.status not in (JobStatus.STARTING, JobStatus.RUNNING):
+            raise JobRejected(
+                {"": [f"only a starting or running job can be requeued; {job.pk} is {current.status}"]},
+                status=409,
+            )
+        return job_requeue_or_fail(
+            current, reason="RequeuedByAdmin", message=f"requeued by {user.get_username()}", counts=False
+        )

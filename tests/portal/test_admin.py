@@ -4,7 +4,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from jobs.services import job_submit
+from jobs.services import job_submit, job_transition
 from tenants.models import Membership
 from tests.factories import make_tenant, make_user, member
 
@@ -93,3 +93,26 @@ def test_member_without_staff_status_is_refused(client: Client) -> None:
 def test_staff_without_model_permissions_gets_403(client: Client) -> None:
     client.force_login(make_user(is_staff=True))
     assert client.get(reverse("admin:tenants_tenant_changelist")).status_code == 403
+
+
+def test_requeue_action_sends_a_running_job_back_without_using_a_retry(
+    admin_client_logged_in: Client,
+) -> None:
+    tenant = make_tenant()
+    job = job_submit(tenant=tenant, user=member(tenant), document=SPEC)
+    job_transition(job_id=job.pk, to="starting", reason="Admitted")
+    job_transition(job_id=job.pk, to="running", reason="Running")
+    url = reverse("admin:jobs_job_changelist")
+    admin_client_logged_in.post(url, {"action": "requeue_jobs", "_selected_action": [job.pk]})
+    job.refresh_from_db()
+    assert job.status == "requeued" and job.reason == "RequeuedByAdmin"
+    assert job.events.get(to_status="requeued").data == {"counts": False}
+
+
+def test_requeue_action_refuses_a_queued_job(admin_client_logged_in: Client) -> None:
+    tenant = make_tenant()
+    job = job_submit(tenant=tenant, user=member(tenant), document=SPEC)
+    url = reverse("admin:jobs_job_changelist")
+    admin_client_logged_in.post(url, {"action": "requeue_jobs", "_selected_action": [job.pk]})
+    job.refresh_from_db()
+    assert job.status == "queued"
