@@ -1,0 +1,368 @@
+"""The `trainyard` CLI against a real server (pytest-django's live_server over HTTP): login and config,
+submit, list/show/events/cancel/retry, logs (paged, tail, follow), tenant isolation, tokens, and the
+one-line message when the server cannot be reached."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.utils import timezone
+from typer.testing import CliRunner, Result
+
+from jobs.models import Job, Learner, LogLine, MetricSample
+from jobs.services import job_cancel, job_submit
+from kubesim.testing import KubeSim
+from tenants.models import ApiToken, Tenant
+from tenants.tokens import token_create
+from tests.factories import make_tenant, member
+from trainyard import cli, config
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = {"name": "mnist", "image": "pytorch/pytorch:2.3", "command": ["python", "train.py"]}
+YAML = "name: mnist\nimage: pytorch/pytorch:2.3\ncommand: [python, train.py]\nresources: {cpu: 2}\n"
+
+
+@dataclass
+class Account:
+    """A member of one tenant, with an API token, and the server's URL."""
+
+    url: str
+    tenant: Tenant
+    user: User
+    token: str
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh HOME (so a fresh config file), no Trainyard variables, and quick log polling."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv(config.URL_ENV, raising=False)
+    monkeypatch.delenv(config.TOKEN_ENV, raising=False)
+    monkeypatch.setattr(cli, "POLL_SECONDS", 0.1)
+    return tmp_path
+
+
+@pytest.fixture
+def account(live_server: Any, home: Path, monkeypatch: pytest.MonkeyPatch) -> Account:
+    """A user and tenant on the live server; the CLI finds them through TRAINYARD_URL/TRAINYARD_TOKEN."""
+    tenant = make_tenant()
+    user = member(tenant)
+    _, secret = token_create(user=user, name="cli-tests")
+    monkeypatch.setenv(config.URL_ENV, live_server.url)
+    monkeypatch.setenv(config.TOKEN_ENV, secret)
+    return Account(url=live_server.url, tenant=tenant, user=user, token=secret)
+
+
+def run(*args: str) -> Result:
+    """Invoke the CLI in-process with a wide terminal."""
+    return CliRunner().invoke(cli.app, list(args), env={"COLUMNS": "200"})
+
+
+def add_lines(job: Job, learner: int, seqs: range) -> None:
+    """Store log lines `seqs` of one learner, as the log follower would."""
+    now = timezone.now()
+    LogLine.objects.bulk_create(
+        LogLine(job=job, learner=learner, attempt=1, seq=i, ts=now, text=f"L{learner} line {i}") for i in seqs
+    )
+
+
+def with_learners(job: Job) -> Job:
+    """Learner rows for the job's first attempt."""
+    for index in range(job.learners):
+        Learner.objects.create(job=job, attempt=1, index=index, pod_name=f"{job.pk}-{index}", phase="Running")
+    return job
+
+
+@contextmanager
+def in_thread(work: Callable[[], None]) -> Iterator[threading.Thread]:
+    """Run `work` in a thread with its own database connection, closed afterwards."""
+
+    def body() -> None:
+        try:
+            work()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    yield thread
+    thread.join(timeout=30)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_login_checks_the_token_and_stores_it_owner_only(live_server: Any, home: Path) -> None:
+    user = member(make_tenant(slug="vision"))
+    _, secret = token_create(user=user, name="laptop")
+
+    refused = run("login", "--url", live_server.url, "--token", "ty_not-a-real-token")
+    assert refused.exit_code == 1
+    assert "login failed" in refused.stderr and "invalid, expired or revoked token" in refused.stderr
+    assert not config.config_path().exists()
+
+    result = run("login", "--url", live_server.url + "/", "--token", secret)
+    assert result.exit_code == 0, result.output
+    assert "vision" in result.stdout
+    path = home / ".config" / "trainyard" / "config.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert json.loads(path.read_text()) == {"url": live_server.url, "token": secret}
+
+    listed = run("tenants")  # from the stored config alone
+    assert listed.exit_code == 0 and "vision" in listed.stdout
+
+    assert run("logout").exit_code == 0
+    assert json.loads(path.read_text()) == {"url": live_server.url, "token": None}
+    after = run("tenants")
+    assert after.exit_code == 2 and "no API token configured" in after.stderr
+
+
+def test_submit_yaml_prints_the_job_and_stores_it(account: Account, tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(YAML)
+    result = run("submit", str(spec), "--tenant", account.tenant.slug)
+    assert result.exit_code == 0, result.output
+    job = Job.objects.get()
+    assert f"submitted job {job.pk} (mnist)" in result.stdout and "queued" in result.stdout
+    assert job.owner == account.user and job.cpu_millis == 2000
+
+    as_json = run("submit", str(spec), "--json")  # one tenant: it may be left out
+    assert as_json.exit_code == 0
+    assert json.loads(as_json.stdout)["tenant"] == account.tenant.slug
+
+
+def test_bad_spec_exits_1_with_each_field_message(account: Account, tmp_path: Path) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(YAML + "learners: 1.5\ncolour: red\n")
+    result = run("submit", str(spec))
+    assert result.exit_code == 1
+    assert "[400 Bad Request]" in result.stderr
+    lines = result.stderr.splitlines()
+    assert any(line.startswith("  learners: ") for line in lines)
+    assert any(line.startswith("  colour: ") for line in lines)
+    assert "Traceback" not in result.output and not Job.objects.exists()
+
+    other = run("submit", str(tmp_path / "job.yaml"), "--tenant", "nope")
+    assert other.exit_code == 2 and "cannot read" in other.stderr  # a missing file is a usage error
+    spec.write_text(YAML)
+    wrong = run("submit", str(spec), "--tenant", "nope")
+    assert wrong.exit_code == 1 and "tenant: no tenant 'nope' you may submit to" in wrong.stderr
+
+
+def test_list_show_events_cancel_retry(account: Account) -> None:
+    job = job_submit(tenant=account.tenant, user=account.user, document=SPEC)
+    other = job_submit(tenant=account.tenant, user=member(account.tenant), document={**SPEC, "name": "other"})
+
+    listed = run("list")
+    assert listed.exit_code == 0 and job.pk in listed.stdout and other.pk in listed.stdout
+    assert "2 job(s), page 1" in listed.stdout
+    mine = json.loads(run("list", "--owner", "me", "--json").stdout)
+    assert [j["id"] for j in mine["results"]] == [job.pk]
+    assert run("list", "--status", "bogus").exit_code == 2
+
+    shown = run("show", job.pk)
+    assert shown.exit_code == 0 and "mnist" in shown.stdout and "pytorch/pytorch:2.3" in shown.stdout
+    assert json.loads(run("show", job.pk, "--json").stdout)["spec"]["image"] == "pytorch/pytorch:2.3"
+
+    cancelled = run("cancel", job.pk)
+    assert cancelled.exit_code == 0 and f"job {job.pk}: cancelled" in cancelled.stdout
+    again = run("cancel", job.pk)
+    assert again.exit_code == 1 and "already finished" in again.stderr and "409" in again.stderr
+
+    history = run("events", job.pk)
+    assert (
+        history.exit_code == 0
+        and "queued -> cancelled" in history.stdout
+        and "CancelledByUser" in history.stdout
+    )
+    first = json.loads(run("events", job.pk, "--json").stdout)[0]
+    assert first["kind"] == "submitted" and first["to_status"] == "queued"
+
+    retried = run("retry", job.pk)
+    assert retried.exit_code == 0
+    assert Job.objects.filter(tenant=account.tenant).count() == 3 and "queued" in retried.stdout
+
+
+def test_logs_all_one_learner_and_tail(account: Account) -> None:
+    job = with_learners(
+        job_submit(tenant=account.tenant, user=account.user, document={**SPEC, "learners": 2})
+    )
+    add_lines(job, 0, range(1, 1206))  # more than one page of 1000
+    add_lines(job, 1, range(1, 4))
+
+    everything = run("logs", job.pk)
+    assert everything.exit_code == 0
+    lines = everything.stdout.splitlines()
+    assert len(lines) == 1208 and len(set(lines)) == 1208
+    assert "[0] L0 line 1205" in lines and "[1] L1 line 3" in lines
+
+    one = run("logs", job.pk, "--learner", "1")
+    assert one.stdout.splitlines() == ["L1 line 1", "L1 line 2", "L1 line 3"]
+
+    tail = run("logs", job.pk, "--learner", "0", "--tail", "2", "--json")
+    assert [json.loads(line)["seq"] for line in tail.stdout.splitlines()] == [1204, 1205]
+
+
+def test_logs_follow_ends_with_the_job_and_prints_each_line_once(account: Account) -> None:
+    job = with_learners(job_submit(tenant=account.tenant, user=account.user, document=SPEC))
+    add_lines(job, 0, range(1, 4))
+
+    def finish() -> None:
+        time.sleep(0.5)
+        add_lines(job, 0, range(4, 6))
+        time.sleep(0.3)
+        add_lines(job, 0, range(6, 7))
+        job_cancel(job=job, user=account.user)
+
+    started = time.monotonic()
+    with in_thread(finish):
+        result = run("logs", job.pk, "-f")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [f"L0 line {i}" for i in range(1, 7)]
+    assert time.monotonic() - started < 20
+
+
+def test_logs_follow_with_tail_starts_at_the_end(account: Account) -> None:
+    job = with_learners(job_submit(tenant=account.tenant, user=account.user, document=SPEC))
+    add_lines(job, 0, range(1, 11))
+    job_cancel(job=job, user=account.user)
+    result = run("logs", job.pk, "-f", "--tail", "3")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == ["L0 line 8", "L0 line 9", "L0 line 10"]
+
+
+def test_submit_follow_exits_1_when_the_job_does_not_succeed(account: Account, tmp_path: Path) -> None:
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps(SPEC))
+
+    def cancel_when_submitted() -> None:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            job = Job.objects.first()
+            if job is not None:
+                add_lines(job, 0, range(1, 3))
+                job_cancel(job=job, user=account.user)
+                return
+            time.sleep(0.05)
+
+    with in_thread(cancel_when_submitted):
+        result = run("submit", str(spec), "--follow")
+    assert result.exit_code == 1
+    assert "L0 line 1\nL0 line 2\n" in result.stdout
+    assert "cancelled" in result.stderr
+
+
+def test_another_tenants_job_is_not_found(account: Account) -> None:
+    other = make_tenant()
+    job = job_submit(tenant=other, user=member(other), document=SPEC)
+    for command in ("show", "events", "logs", "metrics", "cancel", "retry"):
+        result = run(command, job.pk)
+        assert result.exit_code == 1, command
+        assert "no such job" in result.stderr and "404 not found" in result.stderr.lower(), command
+    job.refresh_from_db()
+    assert job.status == "queued"
+
+
+def test_metrics_and_tenants(account: Account) -> None:
+    job = job_submit(tenant=account.tenant, user=account.user, document=SPEC)
+    now = timezone.now()
+    for step, loss in enumerate([0.9, 0.5, 0.25], start=1):
+        MetricSample.objects.create(
+            job=job, learner=0, attempt=1, name="loss", step=step, value=loss, ts=now, log_seq=step
+        )
+    MetricSample.objects.create(
+        job=job, learner=0, attempt=1, name="acc", step=3, value=0.8, ts=now, log_seq=3
+    )
+    table = run("metrics", job.pk)
+    assert table.exit_code == 0 and "0.25" in table.stdout and "acc" in table.stdout
+    only = json.loads(run("metrics", job.pk, "--name", "loss", "--json").stdout)
+    assert [p["value"] for p in only] == [0.9, 0.5, 0.25]
+
+    tenants = run("tenants")
+    assert tenants.exit_code == 0 and account.tenant.slug in tenants.stdout and "0/8" in tenants.stdout
+    assert json.loads(run("tenants", "--json").stdout)[0]["usage"]["queued_jobs"] == 1
+
+
+def test_tokens_create_list_revoke(account: Account) -> None:
+    created = run("tokens", "create", "ci")
+    assert created.exit_code == 0
+    secret = created.stdout.splitlines()[-1]
+    assert secret.startswith("ty_")
+    token = ApiToken.objects.get(name="ci")
+
+    listed = run("tokens", "list")
+    assert listed.exit_code == 0 and "ci" in listed.stdout and secret not in listed.stdout
+    assert run("--token", secret, "tenants").exit_code == 0  # the new token works
+
+    revoked = run("tokens", "revoke", str(token.pk))
+    assert revoked.exit_code == 0 and f"revoked token {token.pk}" in revoked.stdout
+    rows = {t["name"]: t for t in json.loads(run("tokens", "list", "--json").stdout)}
+    assert rows["ci"]["revoked_at"] is not None
+    refused = run("--token", secret, "tenants")
+    assert refused.exit_code == 1 and "401" in refused.stderr
+    assert run("tokens", "revoke", "999999").exit_code == 1
+
+
+def test_cluster_shows_the_nodes(account: Account, kubesim_cluster: KubeSim, settings: Any) -> None:
+    settings.KUBECONFIG = str(kubesim_cluster.kubeconfig_path)
+    result = run("cluster")
+    assert result.exit_code == 0, result.output
+    nodes = json.loads(run("cluster", "--json").stdout)["nodes"]
+    assert nodes and all(node["name"] in result.stdout for node in nodes)
+    assert any(node["allocatable"]["gpus"] == 4 for node in nodes)
+
+
+def test_unreachable_server_is_one_line_without_traceback(home: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(cli.app, ["--url", url, "--token", "ty_x", "list"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"cannot reach {url}: ") and len(result.stderr.splitlines()) == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
+
+
+def test_no_server_configured_is_a_usage_error(home: Path) -> None:
+    result = run("list")
+    assert result.exit_code == 2 and "trainyard login" in result.stderr
+
+
+def test_python_dash_m_entry_point(account: Account) -> None:
+    job = job_submit(tenant=account.tenant, user=account.user, document=SPEC)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "trainyard", "list", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [j["id"] for j in json.loads(done.stdout)["results"]] == [job.pk]
+    missing = subprocess.run(
+        [sys.executable, "-m", "trainyard", "show", "nope"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr and "no such job" in missing.stderr

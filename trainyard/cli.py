@@ -1,0 +1,323 @@
+"""The `trainyard` command: submit and watch training jobs from a terminal (a client of the REST API).
+
+Exit codes: 0 success; 1 the server refused the request, could not be reached, or (with `--follow`)
+the job did not succeed; 2 a usage error (bad option, no server configured).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from trainyard import config
+from trainyard.client import Client, LogLine, TrainyardError
+from trainyard.output import (
+    console,
+    emit_json,
+    events_table,
+    job_panel,
+    jobs_table,
+    metrics_table,
+    nodes_table,
+    print_logs,
+    report,
+    tenants_table,
+    tokens_table,
+)
+
+STATES = ("queued", "starting", "running", "cancelling", "requeued", "succeeded", "failed", "cancelled")
+POLL_SECONDS = 1.0
+"""How often `logs -f` and `submit --follow` ask for new lines."""
+
+
+class ApiGroup(TyperGroup):
+    """Turns a TrainyardError raised by any command into a readable message and exit code 1."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TrainyardError as exc:
+            report(exc)
+            raise typer.Exit(1) from None
+
+
+app = typer.Typer(
+    cls=ApiGroup,
+    name="trainyard",
+    help="Submit, watch and manage Trainyard training jobs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+tokens_app = typer.Typer(help="Your API tokens.", no_args_is_help=True)
+app.add_typer(tokens_app, name="tokens")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the raw JSON answer (for scripts).")]
+JobArg = Annotated[str, typer.Argument(metavar="JOB", help="The job id.", show_default=False)]
+
+
+def client(ctx: typer.Context) -> Client:
+    """A client of the configured server (options, then environment, then the config file)."""
+    options = ctx.find_root().obj or {}
+    settings = config.resolve(options.get("url"), options.get("token"))
+    if not settings.url or not settings.token:
+        missing = "server URL" if not settings.url else "API token"
+        typer.echo(
+            f"no {missing} configured: run `trainyard login --url URL --token TOKEN` "
+            f"or set {config.URL_ENV} and {config.TOKEN_ENV}",
+            err=True,
+        )
+        raise typer.Exit(2)
+    api = Client(settings.url, settings.token)
+    ctx.call_on_close(api.close)
+    return api
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    url: Annotated[str | None, typer.Option("--url", help=f"Server URL (else ${config.URL_ENV}).")] = None,
+    token: Annotated[
+        str | None, typer.Option("--token", help=f"API token (else ${config.TOKEN_ENV}).")
+    ] = None,
+) -> None:
+    """Submit, watch and manage Trainyard training jobs."""
+    ctx.obj = {"url": url, "token": token}
+
+
+@app.command()
+def login(
+    ctx: typer.Context,
+    url: Annotated[
+        str | None, typer.Option("--url", help="The Trainyard server, e.g. https://ty.example.com")
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option("--token", help="An API token (ty_...); asked for if left out.")
+    ] = None,
+) -> None:
+    """Check a token against the server and store the URL and token in the config file (mode 0600)."""
+    options = ctx.find_root().obj or {}
+    chosen = url or options.get("url") or config.resolve().url
+    if not chosen:
+        raise typer.BadParameter("name the server", param_hint="--url")
+    secret = token or options.get("token") or typer.prompt("API token", hide_input=True)
+    server = config.normalize_url(chosen)
+    with Client(server, secret) as api:
+        try:
+            tenants = api.tenants()
+        except TrainyardError as exc:
+            if exc.status in (401, 403):
+                typer.echo(f"login failed: {server} refused the token ({exc.detail})", err=True)
+                raise typer.Exit(1) from None
+            raise
+    path = config.save(config.Settings(url=server, token=secret))
+    names = ", ".join(t["slug"] for t in tenants) or "none yet"
+    typer.echo(f"logged in to {server} (tenants: {names}); saved to {path}")
+
+
+@app.command()
+def logout() -> None:
+    """Forget the stored token (it stays valid on the server: `trainyard tokens revoke ID` ends it)."""
+    if config.forget_token():
+        typer.echo(f"logged out: token removed from {config.config_path()}")
+    else:
+        typer.echo("no stored token")
+
+
+def follow_to_end(api: Client, job_id: str, *, as_json: bool) -> None:
+    """Stream a job's log until it ends; exit 0 if it succeeded, 1 otherwise."""
+    job = api.job(job_id)
+    multi = int(job["resources"]["learners"]) > 1
+    print_logs(api.follow_logs(job_id, interval=POLL_SECONDS), prefix=multi, as_json=as_json)
+    job = api.job(job_id)
+    ending = f"job {job_id} {job['status']}" + (f": {job['reason']}" if job.get("reason") else "")
+    typer.echo(ending, err=True)
+    raise typer.Exit(0 if job["status"] == "succeeded" else 1)
+
+
+@app.command()
+def submit(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="A job spec or FfDL manifest (YAML or JSON); - for stdin.")],
+    tenant: Annotated[str | None, typer.Option(help="Tenant slug (needed if you belong to several).")] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Stream the logs until the job ends.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Submit a job and print its id and status."""
+    try:
+        text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise typer.BadParameter(f"cannot read {file}: {exc}", param_hint="FILE") from None
+    api = client(ctx)
+    job = api.submit(text, tenant=tenant)
+    if as_json:
+        emit_json(job)
+    else:
+        where = f", position {job['queue_position']} in the queue" if job.get("queue_position") else ""
+        typer.echo(f"submitted job {job['id']} ({job['name']}) to {job['tenant']}: {job['status']}{where}")
+    if follow:
+        follow_to_end(api, job["id"], as_json=as_json)
+
+
+@app.command("list")
+def list_jobs(
+    ctx: typer.Context,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's jobs.")] = None,
+    status: Annotated[
+        str | None, typer.Option(help=f"Only jobs in this state ({', '.join(STATES)}).")
+    ] = None,
+    owner: Annotated[str | None, typer.Option(help="Only jobs of this user (`me` for yours).")] = None,
+    search: Annotated[str | None, typer.Option(help="Jobs whose name or id contains this.")] = None,
+    page: Annotated[int, typer.Option(min=1, help="Page of 50 jobs.")] = 1,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the jobs you may see, newest first."""
+    if status and status not in STATES:
+        raise typer.BadParameter(f"use one of {', '.join(STATES)}", param_hint="--status")
+    body = client(ctx).jobs(tenant=tenant, status=status, owner=owner, search=search, page=page)
+    if as_json:
+        emit_json(body)
+        return
+    console().print(jobs_table(body["results"]))
+    more = f"; next: --page {page + 1}" if body.get("next") else ""
+    console().print(f"{body['count']} job(s), page {page}{more}", markup=False)
+
+
+@app.command()
+def show(ctx: typer.Context, job_id: JobArg, as_json: JsonOpt = False) -> None:
+    """Show one job: state, resources, timing and learners."""
+    job = client(ctx).job(job_id)
+    if as_json:
+        emit_json(job)
+        return
+    out = console()
+    for part in job_panel(job):
+        out.print(part)
+
+
+@app.command()
+def events(ctx: typer.Context, job_id: JobArg, as_json: JsonOpt = False) -> None:
+    """Show a job's history: each state change and why it happened."""
+    rows = client(ctx).events(job_id)
+    if as_json:
+        emit_json(rows)
+    else:
+        console().print(events_table(rows))
+
+
+@app.command()
+def cancel(ctx: typer.Context, job_id: JobArg) -> None:
+    """Cancel a job (a running one stops once its pods are gone)."""
+    job = client(ctx).cancel(job_id)
+    typer.echo(f"job {job['id']}: {job['status']}")
+
+
+@app.command()
+def retry(ctx: typer.Context, job_id: JobArg) -> None:
+    """Submit a finished job again, as a new job."""
+    job = client(ctx).retry(job_id)
+    typer.echo(f"retried job {job_id} as {job['id']}: {job['status']}")
+
+
+@app.command()
+def logs(
+    ctx: typer.Context,
+    job_id: JobArg,
+    learner: Annotated[int | None, typer.Option(min=0, help="Only this learner (0, 1, ...).")] = None,
+    tail: Annotated[int | None, typer.Option(min=1, max=10000, help="Only the last N lines.")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+) -> None:
+    """Print a job's log (with `-f`, follow it until the job ends and its log is read)."""
+    api = client(ctx)
+    job = api.job(job_id)
+    prefix = learner is None and int(job["resources"]["learners"]) > 1
+    lines: Iterator[LogLine]
+    if follow:
+        lines = api.follow_logs(job_id, learner=learner, tail=tail, interval=POLL_SECONDS)
+    elif tail is not None:
+        lines = iter(api.logs(job_id, learner=learner, tail=tail)["lines"])
+    else:
+        lines = api.iter_logs(job_id, learner=learner)
+    print_logs(lines, prefix=prefix, as_json=as_json)
+
+
+@app.command()
+def metrics(
+    ctx: typer.Context,
+    job_id: JobArg,
+    name: Annotated[str | None, typer.Option(help="Only this metric (e.g. loss).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a job's training metrics, as parsed from its log."""
+    rows = client(ctx).metrics(job_id, name=name)
+    if as_json:
+        emit_json(rows)
+    else:
+        console().print(metrics_table(rows))
+
+
+@app.command()
+def tenants(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Show your tenants: your role, quota and what is in use."""
+    rows = client(ctx).tenants()
+    if as_json:
+        emit_json(rows)
+    else:
+        console().print(tenants_table(rows))
+
+
+@app.command()
+def cluster(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Show the cluster's nodes with free/allocatable resources."""
+    body = client(ctx).cluster()
+    if as_json:
+        emit_json(body)
+    else:
+        console().print(nodes_table(body["nodes"]))
+
+
+@tokens_app.command("list")
+def tokens_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List your API tokens (never their secrets)."""
+    rows = client(ctx).tokens()
+    if as_json:
+        emit_json(rows)
+    else:
+        console().print(tokens_table(rows))
+
+
+@tokens_app.command("create")
+def tokens_create(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="What the token is for, e.g. laptop or ci.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Create an API token; its secret is printed this once."""
+    token = client(ctx).token_create(name)
+    if as_json:
+        emit_json(token)
+        return
+    typer.echo(f"created token {token['id']} ({token['name']}); copy the secret now, it is not shown again:")
+    typer.echo(token["token"])
+
+
+@tokens_app.command("revoke")
+def tokens_revoke(
+    ctx: typer.Context, token_id: Annotated[int, typer.Argument(metavar="ID", help="The token's id.")]
+) -> None:
+    """Revoke one of your API tokens at once."""
+    client(ctx).token_revoke(token_id)
+    typer.echo(f"revoked token {token_id}")
+
+
+def main() -> None:
+    """Entry point of the `trainyard` script and of `python -m trainyard`."""
+    app(prog_name="trainyard")

@@ -1,0 +1,304 @@
+"""The Trainyard Python SDK: a small typed client of the REST API (`/api/v1/`).
+
+    from trainyard.client import Client, TrainyardError
+
+    with Client("https://trainyard.example.com", "ty_...") as api:
+        job = api.submit(open("job.yaml").read(), tenant="vision")
+        for line in api.follow_logs(job["id"]):
+            print(line["text"])
+
+Every failure is a `TrainyardError`: an answer of the server (4xx/5xx; `status`, `detail` and the
+per-field `errors`) or no answer at all (`status` 0, the server could not be reached).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from types import TracebackType
+from typing import Any, TypedDict, cast
+
+import httpx
+
+FINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
+"""Job states nothing moves a job out of."""
+
+LOG_PAGE = 1000
+
+
+class LogLine(TypedDict):
+    """One line a learner printed; `seq` counts 1, 2, 3, ... per job and learner."""
+
+    learner: int
+    attempt: int
+    seq: int
+    ts: str | None
+    text: str
+
+
+class LogPage(TypedDict):
+    """An answer of the logs endpoint."""
+
+    lines: list[LogLine]
+    last_seq: int | None
+
+
+class JobPage(TypedDict):
+    """One page of the job list."""
+
+    count: int
+    next: str | None
+    previous: str | None
+    results: list[dict[str, Any]]
+
+
+class TrainyardError(Exception):
+    """The API refused a request (`status` 4xx/5xx) or could not be reached (`status` 0).
+
+    `detail` is the server's message; `errors` maps a field (or "" for the request as a whole) to its
+    messages.
+    """
+
+    def __init__(self, status: int, detail: str, errors: Mapping[str, list[str]] | None = None) -> None:
+        self.status = status
+        self.detail = detail
+        self.errors = dict(errors or {})
+        super().__init__(detail)
+
+    @property
+    def unreachable(self) -> bool:
+        """True when no answer came from the server at all."""
+        return self.status == 0
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested error shapes (`{"a": {"b": ["msg"]}}`, `["msg"]`, "msg") as `{"a.b": ["msg"]}`."""
+    if isinstance(value, Mapping):
+        out: dict[str, list[str]] = {}
+        for key, inner in value.items():
+            for name, msgs in _flatten(inner, f"{prefix}.{key}" if prefix else str(key)).items():
+                out.setdefault(name, []).extend(msgs)
+        return out
+    if isinstance(value, list):
+        plain: list[str] = []
+        nested: dict[str, list[str]] = {}
+        for item in value:
+            if isinstance(item, Mapping | list):
+                for name, inner in _flatten(item, prefix).items():
+                    nested.setdefault(name, []).extend(inner)
+            else:
+                plain.append(str(item))
+        return ({prefix: plain} if plain else {}) | nested
+    return {prefix: [str(value)]}
+
+
+def error_from_response(response: httpx.Response) -> TrainyardError:
+    """A TrainyardError from a 4xx/5xx answer, whatever shape its body has."""
+    try:
+        body = response.json()
+    except ValueError:
+        hint = " (see the server's log)" if response.status_code >= 500 else " (is this a Trainyard server?)"
+        return TrainyardError(response.status_code, f"{response.url} answered without a JSON body{hint}")
+    if isinstance(body, Mapping) and ("detail" in body or "errors" in body):
+        errors = _flatten(body.get("errors") or {})
+        detail = str(body.get("detail") or "")
+    else:
+        errors = _flatten(body)
+        detail = ""
+    if not detail:
+        detail = "; ".join(m for msgs in errors.values() for m in msgs) or f"HTTP {response.status_code}"
+    return TrainyardError(response.status_code, detail, errors)
+
+
+class Client:
+    """A client of one Trainyard server, authenticated by an API token (`ty_...`)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        headers = {"Accept": "application/json", "User-Agent": "trainyard-cli"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(
+            base_url=self.base_url + "/api/v1/", headers=headers, timeout=timeout, transport=transport
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One API call; returns the decoded JSON body (None when empty), raises TrainyardError."""
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise TrainyardError(0, f"cannot reach {self.base_url}: {exc or type(exc).__name__}") from exc
+        if response.status_code >= 400:
+            raise error_from_response(response)
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise TrainyardError(
+                response.status_code, f"{self.base_url} answered {path} with something other than JSON"
+            ) from exc
+
+    # Tenants, cluster, tokens
+
+    def tenants(self) -> list[dict[str, Any]]:
+        """The tenants you belong to, with quota, usage and your role."""
+        return cast(list[dict[str, Any]], self.request("GET", "tenants/"))
+
+    def tenant(self, slug: str) -> dict[str, Any]:
+        """One tenant by slug."""
+        return cast(dict[str, Any], self.request("GET", f"tenants/{slug}/"))
+
+    def cluster(self) -> dict[str, Any]:
+        """The cluster's nodes with allocatable and free resources."""
+        return cast(dict[str, Any], self.request("GET", "cluster/"))
+
+    def tokens(self) -> list[dict[str, Any]]:
+        """Your API tokens (never their secrets)."""
+        return cast(list[dict[str, Any]], self.request("GET", "tokens/"))
+
+    def token_create(self, name: str) -> dict[str, Any]:
+        """A new token; its secret is in `token`, shown this once."""
+        return cast(dict[str, Any], self.request("POST", "tokens/", json={"name": name}))
+
+    def token_revoke(self, token_id: int) -> None:
+        """Revoke one of your tokens."""
+        self.request("DELETE", f"tokens/{token_id}/")
+
+    # Jobs
+
+    def jobs(
+        self,
+        *,
+        tenant: str | None = None,
+        status: str | None = None,
+        owner: str | None = None,
+        search: str | None = None,
+        page: int = 1,
+    ) -> JobPage:
+        """A page of the jobs you may see, newest first; `owner="me"` for your own."""
+        params = {"tenant": tenant, "status": status, "owner": owner, "search": search, "page": page}
+        query = {k: v for k, v in params.items() if v not in (None, "")}
+        return cast(JobPage, self.request("GET", "jobs/", params=query))
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        """One job with its spec, placements and current learners."""
+        return cast(dict[str, Any], self.request("GET", f"jobs/{job_id}/"))
+
+    def submit(self, spec: str | Mapping[str, Any], tenant: str | None = None) -> dict[str, Any]:
+        """Submit a Trainyard spec or FfDL manifest (YAML/JSON text or a mapping); returns the new job."""
+        body: dict[str, Any] = {"spec": spec if isinstance(spec, str) else dict(spec)}
+        if tenant:
+            body["tenant"] = tenant
+        return cast(dict[str, Any], self.request("POST", "jobs/", json=body))
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        """Cancel a job (a waiting one at once, a running one once its pods are gone)."""
+        return cast(dict[str, Any], self.request("POST", f"jobs/{job_id}/cancel/"))
+
+    def retry(self, job_id: str) -> dict[str, Any]:
+        """Submit a finished job again; returns the new job."""
+        return cast(dict[str, Any], self.request("POST", f"jobs/{job_id}/retry/"))
+
+    def events(self, job_id: str) -> list[dict[str, Any]]:
+        """A job's history: state changes and what caused them."""
+        return cast(list[dict[str, Any]], self.request("GET", f"jobs/{job_id}/events/"))
+
+    def metrics(self, job_id: str, name: str | None = None) -> list[dict[str, Any]]:
+        """A job's metric points, optionally of one metric."""
+        params = {"name": name} if name else {}
+        return cast(list[dict[str, Any]], self.request("GET", f"jobs/{job_id}/metrics/", params=params))
+
+    def logs(
+        self,
+        job_id: str,
+        *,
+        learner: int | None = None,
+        after: int = 0,
+        limit: int = LOG_PAGE,
+        tail: int | None = None,
+    ) -> LogPage:
+        """One page of log lines: after a sequence number (give `learner` to page), or the last `tail`."""
+        params: dict[str, int] = {"after": after, "limit": limit}
+        if learner is not None:
+            params["learner"] = learner
+        if tail is not None:
+            params = {"tail": tail} | ({"learner": learner} if learner is not None else {})
+        return cast(LogPage, self.request("GET", f"jobs/{job_id}/logs/", params=params))
+
+    def _learners(self, job: Mapping[str, Any], cursors: Mapping[int, int]) -> list[int]:
+        count = int((job.get("resources") or {}).get("learners") or 1)
+        return sorted(set(range(count)) | set(cursors))
+
+    def _drain(self, job_id: str, learners: list[int], cursors: dict[int, int]) -> Iterator[LogLine]:
+        """Every line after each learner's cursor, one page per learner a round, merged by time."""
+        pending = list(learners)
+        while pending:
+            batch: list[LogLine] = []
+            more: list[int] = []
+            for index in pending:
+                page = self.logs(job_id, learner=index, after=cursors.get(index, 0))
+                fresh = [line for line in page["lines"] if line["seq"] > cursors.get(index, 0)]
+                if fresh:
+                    cursors[index] = max(line["seq"] for line in fresh)
+                    batch.extend(fresh)
+                if len(page["lines"]) >= LOG_PAGE:
+                    more.append(index)
+            batch.sort(key=lambda line: (line["ts"] or "", line["learner"], line["seq"]))
+            yield from batch
+            pending = more
+
+    def iter_logs(self, job_id: str, *, learner: int | None = None) -> Iterator[LogLine]:
+        """All stored lines of a job (or of one learner), paged forward per learner."""
+        learners = [learner] if learner is not None else self._learners(self.job(job_id), {})
+        yield from self._drain(job_id, learners, {})
+
+    def follow_logs(
+        self,
+        job_id: str,
+        *,
+        learner: int | None = None,
+        tail: int | None = None,
+        interval: float = 1.0,
+    ) -> Iterator[LogLine]:
+        """Yield a job's lines as they come (each once), until it is in a final state and drained.
+
+        With `tail`, start from the last `tail` lines instead of the beginning. The job's state is read
+        before each drain, so a job seen final is left only after its log was read once more.
+        """
+        cursors: dict[int, int] = {}
+        if tail is not None:
+            job = self.job(job_id)
+            learners = [learner] if learner is not None else self._learners(job, {})
+            for index in learners:  # each learner's position first, so nothing falls between the two reads
+                last = self.logs(job_id, learner=index, tail=1)["lines"]
+                cursors[index] = last[-1]["seq"] if last else 0
+            for line in self.logs(job_id, learner=learner, tail=tail)["lines"]:
+                if line["seq"] <= cursors.get(line["learner"], 0):
+                    yield line
+        while True:
+            job = self.job(job_id)
+            learners = [learner] if learner is not None else self._learners(job, cursors)
+            yield from self._drain(job_id, learners, cursors)
+            if job["status"] in FINAL_STATES:
+                return
+            time.sleep(interval)

@@ -1,0 +1,184 @@
+"""How the CLI prints: API errors on stderr, rich tables for lists, raw JSON for scripts, log lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from http import HTTPStatus
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from trainyard.client import LogLine, TrainyardError
+
+
+def console() -> Console:
+    """A console on the current stdout (looked up at each call, so test runners can capture it)."""
+    return Console(highlight=False, soft_wrap=False)
+
+
+def report(exc: TrainyardError) -> None:
+    """Print an API error readably on stderr: the message, then one line per field error."""
+    if exc.unreachable:
+        typer.echo(exc.detail.splitlines()[0] if exc.detail else "cannot reach the server", err=True)
+        return
+    try:
+        label = f"{exc.status} {HTTPStatus(exc.status).phrase}"
+    except ValueError:
+        label = str(exc.status)
+    fields = dict(exc.errors)
+    general = fields.pop("", [])
+    headline = "; ".join(general) or (exc.detail if not fields else "the server refused the request")
+    typer.echo(f"error: {headline} [{label}]", err=True)
+    for field, messages in fields.items():
+        for message in messages:
+            typer.echo(f"  {field}: {message}", err=True)
+
+
+def emit_json(data: Any) -> None:
+    """Print `data` as indented JSON."""
+    typer.echo(json.dumps(data, indent=2))
+
+
+def print_logs(lines: Iterable[LogLine], *, prefix: bool, as_json: bool) -> None:
+    """Print log lines as they arrive: the text (after `[learner]` with `prefix`), or one JSON object each."""
+    for line in lines:
+        if as_json:
+            typer.echo(json.dumps(line))
+        else:
+            typer.echo(f"[{line['learner']}] {line['text']}" if prefix else line["text"])
+
+
+def when(stamp: str | None) -> str:
+    """An API timestamp shortened for a table: `2026-01-02 10:11:12`."""
+    return stamp[:19].replace("T", " ") if stamp else "-"
+
+
+def expired(stamp: str | None) -> bool:
+    """Whether an API timestamp lies in the past (False for none or an unreadable one)."""
+    if not stamp:
+        return False
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return False
+    return moment.tzinfo is not None and moment <= datetime.now(UTC)
+
+
+def table(*columns: str, title: str | None = None) -> Table:
+    """A plain table whose first column (an id) never wraps."""
+    grid = Table(*columns, title=title, box=None, header_style="bold", pad_edge=False)
+    grid.columns[0].no_wrap = True
+    return grid
+
+
+def jobs_table(jobs: Iterable[dict[str, Any]]) -> Table:
+    """A row per job."""
+    grid = table("ID", "NAME", "TENANT", "OWNER", "STATUS", "LEARNERS", "GPUS", "CREATED")
+    for job in jobs:
+        res = job["resources"]
+        grid.add_row(
+            job["id"], job["name"], job["tenant"], job["owner"], job["status"],
+            str(res["learners"]), str(res["learners"] * res["gpus"]), when(job["created_at"]),
+        )  # fmt: skip
+    return grid
+
+
+def job_panel(job: dict[str, Any]) -> list[Table]:
+    """One job as a key/value grid, and its current learners as a table when it has any."""
+    res, spec = job["resources"], job.get("spec") or {}
+    state = job["status"] + (f" ({job['reason']})" if job.get("reason") else "")
+    rows = [
+        ("job", f"{job['id']}  {job['name']}"),
+        ("tenant", job["tenant"]),
+        ("owner", job["owner"]),
+        ("status", state + (f": {job['message']}" if job.get("message") else "")),
+        ("queue position", str(job["queue_position"]) if job.get("queue_position") else "-"),
+        ("priority", str(job["priority"])),
+        ("attempt", f"{job['attempt']} (retries allowed: {job['max_retries']})"),
+        ("image", str(spec.get("image", "-"))),
+        ("command", " ".join(map(str, spec.get("command") or [])) or "-"),
+        ("resources", f"{res['learners']} learner(s) x {res['gpus']} GPU, {res['cpu_millis']}m CPU, "
+                      f"{res['memory_mib']} MiB"),
+        ("source", str(job.get("source") or "-")),
+        ("created", when(job["created_at"])),
+        ("admitted", when(job.get("admitted_at"))),
+        ("started", when(job.get("started_at"))),
+        ("finished", when(job.get("finished_at"))),
+    ]  # fmt: skip
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    for key, value in rows:
+        grid.add_row(key, value)
+    if not job.get("learners"):
+        return [grid]
+    learners = table("LEARNER", "POD", "NODE", "PHASE", "EXIT", "REASON", title="learners")
+    for row in job["learners"]:
+        exit_code = "-" if row["exit_code"] is None else str(row["exit_code"])
+        learners.add_row(
+            str(row["index"]), row["pod_name"], row["node"] or "-", row["phase"], exit_code, row["reason"]
+        )
+    return [grid, learners]
+
+
+def events_table(events: Iterable[dict[str, Any]]) -> Table:
+    """A row per job event."""
+    grid = table("TIME", "EVENT", "CHANGE", "REASON", "MESSAGE")
+    for event in events:
+        change = f"{event['from_status'] or '-'} -> {event['to_status']}" if event.get("to_status") else ""
+        grid.add_row(when(event["created_at"]), event["kind"], change, event["reason"], event["message"])
+    return grid
+
+
+def metrics_table(points: Iterable[dict[str, Any]]) -> Table:
+    """A row per metric point."""
+    grid = table("NAME", "LEARNER", "ATTEMPT", "STEP", "VALUE", "TIME")
+    for point in points:
+        step = "-" if point["step"] is None else str(point["step"])
+        grid.add_row(
+            point["name"], str(point["learner"]), str(point["attempt"]), step, f"{point['value']:g}",
+            when(point["ts"]),
+        )  # fmt: skip
+    return grid
+
+
+def tenants_table(tenants: Iterable[dict[str, Any]]) -> Table:
+    """A row per tenant: role, then used/quota of each resource."""
+    grid = table("TENANT", "NAME", "ROLE", "GPUS", "CPU (m)", "MEMORY (MiB)", "RUNNING", "QUEUED")
+    for t in tenants:
+        q, u = t["quota"], t["usage"]
+        grid.add_row(
+            t["slug"], t["name"], t["role"] or "-", f"{u['gpus']}/{q['gpus']}",
+            f"{u['cpu_millis']}/{q['cpu_millis']}", f"{u['memory_mib']}/{q['memory_mib']}",
+            f"{u['running_jobs']}/{q['max_running_jobs']}", f"{u['queued_jobs']}/{q['max_queued_jobs']}",
+        )  # fmt: skip
+    return grid
+
+
+def nodes_table(nodes: Iterable[dict[str, Any]]) -> Table:
+    """A row per cluster node: free/allocatable of each resource."""
+    grid = table("NODE", "READY", "GPU TYPE", "GPUS free/all", "CPU (m) free/all", "MEMORY (MiB) free/all")
+    for n in nodes:
+        free, alloc = n["free"], n["allocatable"]
+        grid.add_row(
+            n["name"], "yes" if n["ready"] else "NO", n["gpu_type"] or "-",
+            f"{free['gpus']}/{alloc['gpus']}", f"{free['cpu_millis']}/{alloc['cpu_millis']}",
+            f"{free['memory_mib']}/{alloc['memory_mib']}",
+        )  # fmt: skip
+    return grid
+
+
+def tokens_table(tokens: Iterable[dict[str, Any]]) -> Table:
+    """A row per API token (prefix only, never the secret)."""
+    grid = table("ID", "NAME", "PREFIX", "CREATED", "LAST USED", "EXPIRES", "STATE")
+    for t in tokens:
+        state = "revoked" if t["revoked_at"] else "expired" if expired(t["expires_at"]) else "active"
+        grid.add_row(
+            str(t["id"]), t["name"], t["prefix"] + "...", when(t["created_at"]), when(t["last_used_at"]),
+            when(t["expires_at"]), state,
+        )  # fmt: skip
+    return grid
