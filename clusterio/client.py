@@ -81,15 +81,19 @@ class Cluster:
         backoff: float = 0.2,
     ) -> None:
         configuration = client.Configuration()
-        if kubeconfig:
-            config.load_kube_config(
-                config_file=kubeconfig,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        else:
-            config.load_incluster_config(client_configuration=configuration)
+        try:
+            if kubeconfig:
+                config.load_kube_config(
+                    config_file=kubeconfig,
+                    context=context,
+                    client_configuration=configuration,
+                    persist_config=False,
+                )
+            else:
+                config.load_incluster_config(client_configuration=configuration)
+        except (config.ConfigException, OSError, ValueError) as exc:
+            where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster service account"
+            raise Unavailable(f"no usable cluster configuration ({where}): {exc}") from exc
         configuration.retries = False
         configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
         self.request_timeout = request_timeout
@@ -103,6 +107,16 @@ class Cluster:
     def close(self) -> None:
         """Close the connection pool."""
         self.api_client.close()
+
+    def ping(self, timeout: float = 3.0) -> str:
+        """The API server's version: a cheap reachability check for readiness probes (one try, no retry)."""
+        try:
+            info = client.VersionApi(self.api_client).get_code(_request_timeout=timeout)
+        except ApiException as exc:
+            raise error_from_api_exception(exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise Unavailable(f"{type(exc).__name__}: {exc}") from exc
+        return str(info.git_version)
 
     # -- the one call path -------------------------------------------------------------------------
 

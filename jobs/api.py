@@ -186,7 +186,8 @@ class ClusterView(APIView):
             nodes = cluster.nodes()
         except ClusterError as exc:
             return Response(
-                {"detail": f"cluster unreachable: {exc}"}, status=status.HTTP_503_SERVICE_UNAVAILABLE
+                {"detail": f"cluster unreachable: {exc}", "errors": {}},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
             )
         return Response(
             {

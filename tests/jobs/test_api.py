@@ -97,7 +97,7 @@ def test_submitting_into_someone_elses_tenant_is_refused() -> None:
     response = api(member(mine)).post(
         "/api/v1/jobs/", {"tenant": other.slug, "spec": SPEC}, content_type="application/json"
     )
-    assert response.status_code == 400 and "tenant" in response.json()
+    assert response.status_code == 400 and "tenant" in response.json()["errors"]
     assert not Job.objects.exists()
 
 
@@ -124,7 +124,9 @@ def test_list_shows_only_my_tenants_jobs_with_filters() -> None:
     job_submit(tenant=other, user=member(other), document=SPEC)
     body = api(user).get("/api/v1/jobs/?status=queued&owner=me").json()
     assert body["count"] == 1 and body["results"][0]["id"] == mine_job.pk
-    assert api(user).get("/api/v1/jobs/?status=nonsense").status_code == 400
+    bad = api(user).get("/api/v1/jobs/?status=nonsense")
+    assert bad.status_code == 400
+    assert "unknown status" in bad.json()["detail"] and "status" in bad.json()["errors"]
 
 
 def test_viewer_cannot_cancel_but_the_owner_can() -> None:
@@ -200,3 +202,10 @@ def test_token_of_another_user_cannot_be_revoked() -> None:
     tenant = make_tenant()
     token, _ = token_create(user=member(tenant), name="mine")
     assert api(member(tenant)).delete(f"/api/v1/tokens/{token.pk}/").status_code == 404
+
+
+def test_cluster_without_configuration_is_a_503_not_a_crash(settings: Any, tmp_path: Any) -> None:
+    settings.KUBECONFIG = str(tmp_path / "missing-kubeconfig")
+    tenant = make_tenant()
+    response = api(member(tenant)).get("/api/v1/cluster/")
+    assert response.status_code == 503 and "cluster unreachable" in response.json()["detail"]
