@@ -1,5 +1,9 @@
 """WebSocket URL routes; the consumers themselves live with their apps."""
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-websocket_urlpatterns: list[URLPattern] = []
+from jobs.consumers import LiveConsumer
+
+websocket_urlpatterns: list[URLPattern] = [
+    path("ws/", LiveConsumer.as_asgi()),
+]

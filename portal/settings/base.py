@@ -99,7 +99,9 @@ LOGOUT_REDIRECT_URL = "/login/"
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        # A viewer's channel holds at most 1,000 messages for 30 s; past that the consumer sees a gap in
+        # the sequence numbers and tells the browser to backfill from the database (docs/streaming.md).
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
     },
 }
 

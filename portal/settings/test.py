@@ -11,7 +11,7 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/15")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": "ty-test"},
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": "ty-test", "capacity": 1000, "expiry": 30},
     },
 }
 CELERY_BROKER_URL = REDIS_URL
