@@ -2,10 +2,18 @@
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.local")
 
 app = Celery("trainyard")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.task_failure.connect
+def _count_failure(sender: object = None, **_: object) -> None:
+    """Every failed task shows in /metrics as trainyard_task_failures."""
+    from portal.telemetry import count
+
+    count("task_failures")

@@ -1,19 +1,28 @@
-"""Top-level URL routes."""
+"""Top-level URL routes: the browser pages, the admin console, the REST API, probes and metrics."""
 
 from django.contrib import admin
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from django.views.generic import RedirectView
 
-
-def healthz(request: HttpRequest) -> HttpResponse:
-    """The process is alive; says nothing about its dependencies."""
-    return HttpResponse("ok", content_type="text/plain")
-
+from portal import views
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/admin/", permanent=False), name="home"),
+    path("", views.dashboard, name="home"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(template_name="portal/login.html", redirect_authenticated_user=True),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("tenant/switch/", views.tenant_switch, name="tenant-switch"),
+    path("jobs/", views.jobs_page, name="jobs"),
+    path("jobs/new/", views.job_new, name="job-new"),
+    path("jobs/<str:job_id>/", views.job_detail, name="job-detail"),
+    path("jobs/<str:job_id>/cancel/", views.job_cancel_view, name="job-cancel"),
+    path("jobs/<str:job_id>/retry/", views.job_retry_view, name="job-retry"),
+    path("jobs/<str:job_id>/log.txt", views.job_log_download, name="job-log"),
+    path("tenants/<slug:slug>/", views.tenant_page, name="tenant"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api_urls")),
-    path("healthz", healthz, name="healthz"),
+    path("", include("portal.ops_urls")),
 ]

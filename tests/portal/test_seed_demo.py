@@ -42,9 +42,9 @@ def test_seed_demo_refuses_outside_local_settings() -> None:
     assert not Tenant.objects.exists()
 
 
-def test_home_sends_people_to_the_console(client: Client) -> None:
+def test_home_is_the_dashboard_behind_the_login(client: Client) -> None:
     response = client.get("/")
-    assert response.status_code == 302 and response["Location"] == "/admin/"
+    assert response.status_code == 302 and response["Location"] == "/login/?next=/"
 
 
 def test_healthz_answers_ok(client: Client) -> None:

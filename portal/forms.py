@@ -1,0 +1,80 @@
+"""Forms of the browser pages: the jobs-list filters and the submit editor, with its example templates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.db.models import QuerySet
+
+from jobs.states import JobStatus
+from tenants.models import Tenant
+
+ROOT = Path(settings.BASE_DIR)
+
+
+@dataclass(frozen=True)
+class SpecTemplate:
+    """An example spec the submit page offers to start from."""
+
+    key: str
+    label: str
+    path: Path
+
+    def text(self) -> str | None:
+        """The file's text, or None when it is missing (the FfDL manifests live outside the repository)."""
+        try:
+            return self.path.read_text(encoding="utf-8")
+        except OSError:
+            return None
+
+
+TEMPLATES = (
+    SpecTemplate("pytorch", "PyTorch, single learner", ROOT / "examples/specs/demo-train.yaml"),
+    SpecTemplate(
+        "two-learners", "PyTorch, two learners (DDP)", ROOT / "examples/specs/pytorch-two-learners.yaml"
+    ),
+    SpecTemplate(
+        "ffdl",
+        "FfDL manifest (PyTorch MNIST)",
+        (ROOT / "../shared/data/ffdl-manifests/pytorch-model-manifest.yml").resolve(),
+    ),
+)
+
+
+def spec_templates() -> dict[str, tuple[str, str]]:
+    """The templates that can be read now: key → (label, text); missing files are left out."""
+    found = {}
+    for template in TEMPLATES:
+        text = template.text()
+        if text is not None:
+            found[template.key] = (template.label, text)
+    return found
+
+
+class JobFilterForm(forms.Form):
+    """The jobs list's filters; every field is optional and a bad value is simply ignored."""
+
+    status = forms.ChoiceField(required=False, choices=[("", "Any status"), *JobStatus.choices])
+    owner = forms.ChoiceField(required=False, choices=[("", "Anyone"), ("me", "Me")])
+    q = forms.CharField(required=False, max_length=100, label="Name")
+
+
+class SubmitForm(forms.Form):
+    """The submit editor: the tenant to submit to and the YAML text (validated by the spec parser, not here)."""
+
+    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), to_field_name="slug", empty_label=None)
+    spec = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 28, "spellcheck": "false", "class": "editor"}),
+        max_length=settings.SPEC_MAX_BYTES,
+        strip=False,
+    )
+
+    def __init__(self, *args: Any, tenants: QuerySet[Tenant], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        tenant_field = self.fields["tenant"]
+        assert isinstance(tenant_field, forms.ModelChoiceField)
+        tenant_field.queryset = tenants

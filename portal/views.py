@@ -1,0 +1,419 @@
+"""Browser pages: server-rendered, thin views over the scoping helper, the selectors and the services.
+
+Every page needs a login and reads only through `tenants.scoping` and `jobs.selectors`, so another tenant's
+job or tenant answers 404 exactly like one that does not exist. The tenant the pages show is kept in the
+session (the header's switcher) and defaults to the user's first tenant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+import yaml
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.core.paginator import Paginator
+from django.db.models import F
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+from kubernetes.config import ConfigException
+
+from clusterio.client import NodeInfo
+from clusterio.errors import ClusterError
+from jobs import admission, cluster
+from jobs.models import Job
+from jobs.scheduling import build_snapshot
+from jobs.selectors import job_events, job_get, job_list, job_logs
+from jobs.services import JobRejected, PermissionDenied, job_cancel, job_retry, job_submit, quota_problems
+from jobs.spec import SpecError, parse_spec, spec_demand
+from jobs.states import ACTIVE, WAITING, JobStatus
+from portal.forms import JobFilterForm, SubmitForm, spec_templates
+from tenants.models import Tenant
+from tenants.scoping import Perm, can_manage_owned, has_perm, tenants_for
+from tenants.usage import tenant_usage
+
+SESSION_TENANT = "tenant"
+JOBS_PER_PAGE = 25
+GPU_HOURS_DAYS = 14
+LOG_PAGE = 5000
+
+
+# --- the page shell -------------------------------------------------------------------------------------
+
+
+def current_tenant(request: HttpRequest) -> Tenant | None:
+    """The tenant the pages show: the one chosen in the switcher if the user still sees it, else the first."""
+    tenants = tenants_for(request.user)
+    chosen = request.session.get(SESSION_TENANT)
+    if chosen:
+        tenant = tenants.filter(slug=chosen).first()
+        if tenant is not None:
+            return tenant
+    return tenants.first()
+
+
+def render_page(
+    request: HttpRequest, template: str, context: dict[str, Any] | None = None, *, status: int = 200
+) -> HttpResponse:
+    """Render a page inside the shell: the header needs the user's tenants and the current one."""
+    shell = {"my_tenants": list(tenants_for(request.user)), "tenant": current_tenant(request)}
+    return render(request, template, shell | (context or {}), status=status)
+
+
+def forbidden(request: HttpRequest, message: str) -> HttpResponse:
+    """The 403 page, for an action the user may see but not do."""
+    return render_page(request, "portal/403.html", {"message": message}, status=403)
+
+
+def _job_or_404(request: HttpRequest, job_id: str) -> Job:
+    try:
+        return job_get(user=request.user, job_id=job_id)
+    except Job.DoesNotExist as exc:
+        raise Http404("no such job") from exc
+
+
+def _user(request: HttpRequest) -> User:
+    assert isinstance(request.user, User)
+    return request.user
+
+
+@require_POST
+@login_required
+def tenant_switch(request: HttpRequest) -> HttpResponse:
+    """Choose the tenant the pages show (only one the user may see), then go back where they were."""
+    slug = request.POST.get("tenant", "")
+    if not tenants_for(request.user).filter(slug=slug).exists():
+        raise Http404("no such tenant")
+    request.session[SESSION_TENANT] = slug
+    back = request.POST.get("next", "/")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = "/"
+    return HttpResponseRedirect(back)
+
+
+# --- dashboard ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Meter:
+    """One usage bar: how much of a quota is in use."""
+
+    label: str
+    used: int
+    limit: int
+    unit: str = ""
+
+    @property
+    def percent(self) -> int:
+        if self.limit <= 0:
+            return 100 if self.used else 0
+        return min(100, round(100 * self.used / self.limit))
+
+
+def usage_meters(tenant: Tenant) -> list[Meter]:
+    """The tenant's usage against each quota, as bars."""
+    usage, quota = tenant_usage(tenant), tenant.quota
+    return [
+        Meter("GPUs", usage.gpus, quota.gpus),
+        Meter("CPU", usage.cpu_millis // 1000, quota.cpu_millis // 1000, "cores"),
+        Meter("Memory", usage.memory_mib // 1024, quota.memory_mib // 1024, "GiB"),
+        Meter("Running jobs", usage.running_jobs, quota.max_running_jobs),
+        Meter("Queued jobs", usage.queued_jobs, quota.max_queued_jobs),
+    ]
+
+
+def cluster_nodes() -> tuple[list[NodeInfo] | None, str]:
+    """The cluster's nodes, or None and why when the cluster cannot be reached (pages still render)."""
+    try:
+        return cluster.nodes(), ""
+    except (ClusterError, ConfigException) as exc:
+        return None, str(exc)
+
+
+@require_GET
+@login_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    """My running and queued jobs, the current tenant's usage against its quota, the cluster's free room."""
+    tenant = current_tenant(request)
+    mine = job_list(user=request.user, tenant=tenant, owner=_user(request)).filter(
+        status__in=ACTIVE | WAITING
+    )
+    nodes, cluster_error = cluster_nodes()
+    return render_page(
+        request,
+        "portal/dashboard.html",
+        {
+            "jobs": mine[:50] if tenant else [],
+            "meters": usage_meters(tenant) if tenant else [],
+            "nodes": nodes,
+            "cluster_error": cluster_error,
+        },
+    )
+
+
+# --- jobs -----------------------------------------------------------------------------------------------
+
+
+@require_GET
+@login_required
+def jobs_page(request: HttpRequest) -> HttpResponse:
+    """The current tenant's jobs with filters (status, owner, name) and pages."""
+    tenant = current_tenant(request)
+    form = JobFilterForm(request.GET)
+    filters = form.cleaned_data if form.is_valid() else {}
+    jobs = job_list(
+        user=request.user,
+        tenant=tenant,
+        status=filters.get("status") or None,
+        owner=_user(request) if filters.get("owner") == "me" else None,
+        search=filters.get("q") or None,
+    )
+    page = Paginator(jobs if tenant else Job.objects.none(), JOBS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render_page(request, "portal/jobs.html", {"form": form, "page": page, "query": query.urlencode()})
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What the scheduler would do with a spec now: start it (on which nodes) or queue it (where, why)."""
+
+    starts: bool
+    nodes: list[str] = dataclasses.field(default_factory=list)
+    position: int | None = None
+    reason: str = ""
+
+
+def job_dry_run(*, tenant: Tenant, user: User, document: str) -> DryRun:
+    """Validate `document` as a submission to `tenant` and run one admission cycle with it added; stores
+    nothing. Raises JobRejected like `job_submit` for a spec that would be refused."""
+    if not has_perm(user, tenant, Perm.SUBMIT):
+        raise PermissionDenied(f"you may not submit jobs to tenant {tenant.slug}")
+    if not tenant.active:
+        raise JobRejected({"": [f"tenant {tenant.slug} is inactive and accepts no jobs"]})
+    try:
+        spec = parse_spec(document, max_bytes=settings.SPEC_MAX_BYTES).spec
+    except SpecError as exc:
+        raise JobRejected(exc.errors) from exc
+    demand = spec_demand(spec)
+    problems = quota_problems(demand=demand, quota=tenant.quota)
+    if problems:
+        raise JobRejected({"resources": [f"can never run: {p}" for p in problems]})
+    nodes, cluster_error = cluster_nodes()
+    if nodes is None:
+        return DryRun(starts=False, reason=f"cluster unreachable, cannot tell ({cluster_error})")
+    now = timezone.now().timestamp()
+    snapshot = build_snapshot(nodes=nodes, now=now)
+    candidate = admission.QueuedJob(
+        id="(this job)",
+        tenant=tenant.slug,
+        priority=spec["priority"],
+        submitted_at=now,
+        learners=demand.learners,
+        gpus=demand.gpus,
+        cpu_millis=demand.cpu_millis,
+        memory_mib=demand.memory_mib,
+        gpu_type=spec["resources"].get("gpu_type"),
+        expected_duration=spec.get("max_runtime_seconds"),
+    )
+    decision = admission.admit(dataclasses.replace(snapshot, jobs=[*snapshot.jobs, candidate]))
+    for admitted in decision.admitted:
+        if admitted.job_id == candidate.id:
+            return DryRun(starts=True, nodes=list(admitted.placements))
+    pending = next((p for p in decision.pending if p.job_id == candidate.id), None)
+    if pending is None:
+        return DryRun(starts=False, reason="the scheduler did not consider it")
+    return DryRun(starts=False, position=pending.position, reason=pending.reason)
+
+
+@login_required
+def job_new(request: HttpRequest) -> HttpResponse:
+    """The YAML editor: submit a job, or dry-run it; errors come back inline and the text is kept."""
+    user = _user(request)
+    allowed = tenants_for(user, Perm.SUBMIT)
+    templates = spec_templates()
+    tenant = current_tenant(request)
+    initial: dict[str, Any] = {"tenant": tenant if tenant and allowed.filter(pk=tenant.pk).exists() else None}
+    chosen = request.GET.get("template", "pytorch")
+    clone_of = None
+    if request.GET.get("clone"):
+        clone_of = _job_or_404(request, request.GET["clone"])
+        initial |= {"tenant": clone_of.tenant, "spec": yaml.safe_dump(clone_of.spec, sort_keys=False)}
+        chosen = ""
+    elif chosen in templates:
+        initial["spec"] = templates[chosen][1]
+    form = SubmitForm(request.POST or None, tenants=allowed, initial=initial)
+    errors: dict[str, list[str]] = {}
+    dry_run = None
+    if request.method == "POST":
+        if not allowed.exists():
+            return forbidden(request, "You may not submit jobs in any of your tenants.")
+        if form.is_valid():
+            target, document = form.cleaned_data["tenant"], form.cleaned_data["spec"]
+            try:
+                if "dry_run" in request.POST:
+                    dry_run = job_dry_run(tenant=target, user=user, document=document)
+                else:
+                    job = job_submit(tenant=target, user=user, document=document)
+                    messages.success(request, f"Job {job.name} ({job.pk}) submitted.")
+                    return redirect("job-detail", job_id=job.pk)
+            except PermissionDenied as exc:
+                return forbidden(request, str(exc))
+            except JobRejected as exc:
+                errors = exc.errors
+        else:
+            errors = {name: [str(e) for e in errs] for name, errs in form.errors.items()}
+    return render_page(
+        request,
+        "portal/job_new.html",
+        {
+            "form": form,
+            "can_submit": allowed.exists(),
+            "templates": templates,
+            "template_texts": {key: text for key, (_, text) in templates.items()},
+            "chosen": chosen,
+            "clone_of": clone_of,
+            "errors": sorted(errors.items()),
+            "dry_run": dry_run,
+        },
+        status=400 if errors else 200,
+    )
+
+
+@require_GET
+@login_required
+def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
+    """One job: status, events, learners, resources, actions, logs and metric charts."""
+    job = _job_or_404(request, job_id)
+    learners = job.learner_set.order_by("-attempt", "index")
+    indexes = sorted(
+        set(range(job.learners)) | set(job.log_lines.values_list("learner", flat=True).distinct())
+    )
+    return render_page(
+        request,
+        "portal/job_detail.html",
+        {
+            "job": job,
+            "events": job_events(job=job),
+            "learners": learners,
+            "learner_indexes": indexes,
+            "can_manage": can_manage_owned(request.user, job),
+            "live": {"job": job.pk, "learners": indexes, "terminal": job.is_terminal},
+        },
+    )
+
+
+def _job_action(request: HttpRequest, job_id: str, action: str) -> HttpResponse:
+    job = _job_or_404(request, job_id)
+    try:
+        if action == "cancel":
+            job = job_cancel(job=job, user=_user(request))
+            messages.success(request, f"Job {job.pk} is {job.status}.")
+        else:
+            job = job_retry(job=job, user=_user(request))
+            messages.success(request, f"Submitted {job.pk} as a retry.")
+    except PermissionDenied as exc:
+        return forbidden(request, str(exc))
+    except JobRejected as exc:
+        messages.error(request, str(exc))
+    return redirect("job-detail", job_id=job.pk)
+
+
+@require_POST
+@login_required
+def job_cancel_view(request: HttpRequest, job_id: str) -> HttpResponse:
+    """Cancel a job (the service checks the permission again; 403 page otherwise)."""
+    return _job_action(request, job_id, "cancel")
+
+
+@require_POST
+@login_required
+def job_retry_view(request: HttpRequest, job_id: str) -> HttpResponse:
+    """Submit a finished job again (the service checks the permission again; 403 page otherwise)."""
+    return _job_action(request, job_id, "retry")
+
+
+def _log_text(job: Job, learners: list[int]) -> Iterator[str]:
+    for learner in learners:
+        after = 0
+        while True:
+            lines = job_logs(job=job, learner=learner, after=after, limit=LOG_PAGE)
+            for line in lines:
+                yield f"[learner {learner}] {line.text}\n"
+            if len(lines) < LOG_PAGE:
+                break
+            after = lines[-1].seq
+
+
+@require_GET
+@login_required
+def job_log_download(request: HttpRequest, job_id: str) -> StreamingHttpResponse:
+    """The whole log of a job as plain text, learner by learner, streamed page by page."""
+    job = _job_or_404(request, job_id)
+    learners = sorted(set(job.log_lines.values_list("learner", flat=True).distinct()))
+    response = StreamingHttpResponse(_log_text(job, learners), content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{job.pk}.log.txt"'
+    return response
+
+
+# --- tenants --------------------------------------------------------------------------------------------
+
+
+def tenant_gpu_hours_by_day(*, tenant: Tenant, days: int = GPU_HOURS_DAYS) -> list[tuple[date, float]]:
+    """GPU-hours the tenant's jobs used per day (UTC) over the last `days` days, oldest first: each job's
+    run time (started → finished, or now) within the day, times learners times GPUs per learner."""
+    now = timezone.now()
+    today = now.date()
+    first = today - timedelta(days=days - 1)
+    start = datetime.combine(first, datetime.min.time(), tzinfo=now.tzinfo)
+    hours = {first + timedelta(days=i): 0.0 for i in range(days)}
+    jobs = tenant.jobs.filter(started_at__isnull=False, gpus__gt=0).exclude(finished_at__lt=start)
+    for began, ended, gpus in jobs.values_list("started_at", "finished_at", F("learners") * F("gpus")):
+        began, ended = max(began, start), min(ended or now, now)
+        while began < ended:
+            next_day = datetime.combine(
+                began.date() + timedelta(days=1), datetime.min.time(), tzinfo=now.tzinfo
+            )
+            part = min(ended, next_day) - began
+            hours[began.date()] += gpus * part.total_seconds() / 3600
+            began = next_day
+    return sorted(hours.items())
+
+
+@require_GET
+@login_required
+def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """A tenant: members and roles, quota and usage, GPU-hours per day, and its queue in order."""
+    tenant = tenants_for(request.user).filter(slug=slug).select_related("quota").first()
+    if tenant is None:
+        raise Http404("no such tenant")
+    gpu_hours = tenant_gpu_hours_by_day(tenant=tenant)
+    peak = max((h for _, h in gpu_hours), default=0.0) or 1.0
+    queue = (
+        tenant.jobs.waiting()
+        .select_related("owner")
+        .order_by(F("queue_position").asc(nulls_last=True), "created_at")
+    )
+    return render_page(
+        request,
+        "portal/tenant.html",
+        {
+            "shown": tenant,
+            "members": tenant.memberships.select_related("user").order_by("role", "user__username"),
+            "meters": usage_meters(tenant),
+            "quota": tenant.quota,
+            "gpu_hours": [(day, hours, round(100 * hours / peak)) for day, hours in gpu_hours],
+            "gpu_hours_total": sum(h for _, h in gpu_hours),
+            "queue": queue,
+            "statuses": JobStatus,
+        },
+    )

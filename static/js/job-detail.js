@@ -1,0 +1,382 @@
+// The job page: log viewer (tabs per learner, ANSI colours, search, follow), metric charts, live status.
+// History comes from the REST API; live frames from /ws/ (see live.js). Lines are deduplicated by
+// (learner, seq), so a reconnect, a gap backfill or a poll never shows a line twice.
+import { AnsiUp } from "../vendor/ansi_up-6.0.6/ansi_up.js";
+import { LiveSocket, setBadge } from "./live.js";
+
+const config = JSON.parse(document.getElementById("job-live").textContent);
+const API = `/api/v1/jobs/${encodeURIComponent(config.job)}`;
+const PAGE = 1000;
+const MAX_HISTORY_PAGES = 20;
+const POLL_MS = 4000;
+
+const ansi = new AnsiUp();
+ansi.escape_html = true;
+
+const logBox = document.getElementById("log");
+const logStatus = document.getElementById("log-status");
+const searchBox = document.getElementById("log-search");
+const followBox = document.getElementById("log-follow");
+const tabs = [...document.querySelectorAll(".tab[data-learner]")];
+
+// learner -> sorted array of seqs shown; (learner:seq) -> line record
+const seqs = new Map();
+const lines = new Map();
+let activeLearner = "all";
+let query = "";
+let terminal = config.terminal;
+
+function key(learner, seq) {
+  return `${learner}:${seq}`;
+}
+
+function lastSeq(learner) {
+  const list = seqs.get(learner);
+  return list && list.length ? list[list.length - 1] : 0;
+}
+
+function stripAnsi(text) {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/\x1b\[[0-9;?]*[ -/]*[@-~]/g, "");
+}
+
+function escapeHtml(text) {
+  return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+
+function renderLine(record) {
+  const prefix = `<span class="lr">[${record.learner}]</span>`;
+  if (!query) {
+    record.el.innerHTML = prefix + ansi.ansi_to_html(record.text);
+    return;
+  }
+  const plain = stripAnsi(record.text);
+  const lower = plain.toLowerCase();
+  let html = "";
+  let at = 0;
+  for (let hit = lower.indexOf(query); hit !== -1; hit = lower.indexOf(query, at)) {
+    html += escapeHtml(plain.slice(at, hit)) + "<mark>" + escapeHtml(plain.slice(hit, hit + query.length)) + "</mark>";
+    at = hit + query.length;
+  }
+  record.el.innerHTML = prefix + html + escapeHtml(plain.slice(at));
+}
+
+function visible(record) {
+  if (activeLearner !== "all" && String(record.learner) !== activeLearner) return false;
+  return !query || record.lower.includes(query);
+}
+
+// Insert lines of one learner, skipping any already shown; returns how many were new.
+function addLines(learner, batch) {
+  let list = seqs.get(learner);
+  if (!list) seqs.set(learner, (list = []));
+  let added = 0;
+  for (const [seq, text, ts] of batch) {
+    if (lines.has(key(learner, seq))) continue;
+    const el = document.createElement("span");
+    el.className = "ln";
+    el.dataset.learner = learner;
+    const record = { learner, seq, text, ts: ts || "", lower: stripAnsi(text).toLowerCase(), el };
+    lines.set(key(learner, seq), record);
+    renderLine(record);
+    el.hidden = !visible(record);
+    el.appendChild(document.createTextNode("\n"));
+    if (!list.length || seq > list[list.length - 1]) {
+      list.push(seq);
+      logBox.appendChild(el);
+    } else {
+      let lo = 0;
+      let hi = list.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (list[mid] < seq) lo = mid + 1;
+        else hi = mid;
+      }
+      const next = lines.get(key(learner, list[lo])).el;
+      list.splice(lo, 0, seq);
+      logBox.insertBefore(el, next);
+    }
+    added += 1;
+  }
+  if (added) afterAppend();
+  return added;
+}
+
+function afterAppend() {
+  const placeholder = logBox.querySelector(":scope > .muted");
+  if (placeholder) placeholder.remove();
+  if (followBox.checked) logBox.scrollTop = logBox.scrollHeight;
+}
+
+function applyFilter() {
+  for (const record of lines.values()) {
+    renderLine(record);
+    record.el.hidden = !visible(record);
+  }
+  const shown = [...lines.values()].filter((r) => !r.el.hidden).length;
+  logStatus.textContent = query ? `${shown} matching line${shown === 1 ? "" : "s"}` : "";
+  if (followBox.checked) logBox.scrollTop = logBox.scrollHeight;
+}
+
+async function getJson(url) {
+  const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  if (!response.ok) throw new Error(`${response.status} ${url}`);
+  return response.json();
+}
+
+// Fetch a learner's lines after `after` (up to `until`, when backfilling a gap), page by page.
+async function fetchLines(learner, after, until = Infinity, maxPages = MAX_HISTORY_PAGES) {
+  for (let page = 0; page < maxPages; page += 1) {
+    const body = await getJson(`${API}/logs/?learner=${learner}&after=${after}&limit=${PAGE}`);
+    const batch = body.lines.filter((l) => l.seq <= until).map((l) => [l.seq, l.text, l.ts]);
+    addLines(learner, batch);
+    if (body.lines.length < PAGE || !body.lines.length || body.lines[body.lines.length - 1].seq >= until) return true;
+    after = body.lines[body.lines.length - 1].seq;
+  }
+  return false;
+}
+
+async function loadHistory() {
+  let complete = true;
+  for (const learner of config.learners) {
+    try {
+      complete = (await fetchLines(learner, 0)) && complete;
+    } catch (error) {
+      logStatus.textContent = "Could not load the log history; retrying on the next refresh.";
+    }
+  }
+  // Interleave the learners' histories by time once, so "All" reads in order.
+  if (config.learners.length > 1) {
+    const ordered = [...lines.values()].sort(
+      (a, b) => a.ts.localeCompare(b.ts) || a.learner - b.learner || a.seq - b.seq,
+    );
+    const fragment = document.createDocumentFragment();
+    for (const record of ordered) fragment.appendChild(record.el);
+    logBox.appendChild(fragment);
+  }
+  if (!lines.size) {
+    logBox.innerHTML = `<span class="muted">${terminal ? "This job printed nothing." : "No log lines yet."}</span>`;
+  }
+  if (!complete) logStatus.textContent = "Showing the first part of a long log; download it for the rest.";
+  if (followBox.checked) logBox.scrollTop = logBox.scrollHeight;
+}
+
+tabs.forEach((tab) =>
+  tab.addEventListener("click", () => {
+    activeLearner = tab.dataset.learner;
+    tabs.forEach((t) => t.setAttribute("aria-selected", String(t === tab)));
+    applyFilter();
+  }),
+);
+
+let searchTimer = 0;
+searchBox.addEventListener("input", () => {
+  window.clearTimeout(searchTimer);
+  searchTimer = window.setTimeout(() => {
+    query = searchBox.value.trim().toLowerCase();
+    applyFilter();
+  }, 150);
+});
+
+// Follow pauses when the reader scrolls up and resumes when they scroll back to the bottom.
+logBox.addEventListener("scroll", () => {
+  const atBottom = logBox.scrollTop + logBox.clientHeight >= logBox.scrollHeight - 24;
+  if (followBox.checked !== atBottom) followBox.checked = atBottom;
+});
+followBox.addEventListener("change", () => {
+  if (followBox.checked) logBox.scrollTop = logBox.scrollHeight;
+});
+
+// --- metrics -----------------------------------------------------------------------------------------
+
+const chartsBox = document.getElementById("charts");
+const metrics = new Map(); // name -> Map(learner -> Map(x -> y))
+const seenPoints = new Set();
+const charts = new Map(); // name -> {plot, el}
+let redrawQueued = false;
+
+function addPoint(name, learner, step, value, logSeq) {
+  const id = `${learner}:${name}:${logSeq}`;
+  if (seenPoints.has(id) || typeof value !== "number") return;
+  seenPoints.add(id);
+  if (!metrics.has(name)) metrics.set(name, new Map());
+  const byLearner = metrics.get(name);
+  if (!byLearner.has(learner)) byLearner.set(learner, new Map());
+  byLearner.get(learner).set(step ?? logSeq, value);
+  queueRedraw();
+}
+
+function queueRedraw() {
+  if (redrawQueued) return;
+  redrawQueued = true;
+  window.setTimeout(() => {
+    redrawQueued = false;
+    drawCharts();
+  }, 250);
+}
+
+const COLOURS = ["#2458d6", "#d9480f", "#2b8a3e", "#9c36b5", "#c2255c", "#0b7285"];
+
+function chartData(byLearner) {
+  const learners = [...byLearner.keys()].sort((a, b) => a - b);
+  const xs = [...new Set(learners.flatMap((l) => [...byLearner.get(l).keys()]))].sort((a, b) => a - b);
+  return { learners, data: [xs, ...learners.map((l) => xs.map((x) => byLearner.get(l).get(x) ?? null))] };
+}
+
+function drawCharts() {
+  if (!metrics.size || typeof window.uPlot === "undefined") return;
+  const placeholder = chartsBox.querySelector(":scope > p");
+  if (placeholder) placeholder.remove();
+  for (const name of [...metrics.keys()].sort()) {
+    const { learners, data } = chartData(metrics.get(name));
+    const existing = charts.get(name);
+    if (existing && existing.series === learners.length) {
+      existing.plot.setData(data);
+      continue;
+    }
+    if (existing) existing.el.remove();
+    const el = document.createElement("div");
+    el.className = "chart";
+    el.innerHTML = `<h3></h3>`;
+    el.querySelector("h3").textContent = name;
+    chartsBox.appendChild(el);
+    const options = {
+      width: chartWidth(el),
+      height: 220,
+      scales: { x: { time: false } },
+      axes: [{ label: "step" }, {}],
+      series: [
+        { label: "step" },
+        ...learners.map((l, i) => ({ label: `learner ${l}`, stroke: COLOURS[i % COLOURS.length], width: 1.5, spanGaps: true })),
+      ],
+      legend: { show: learners.length > 1 },
+    };
+    charts.set(name, { plot: new window.uPlot(options, data, el), el, series: learners.length });
+  }
+}
+
+function chartWidth(el) {
+  return Math.max(240, el.clientWidth || 400);
+}
+
+let resizeTimer = 0;
+window.addEventListener("resize", () => {
+  window.clearTimeout(resizeTimer);
+  resizeTimer = window.setTimeout(() => {
+    for (const { plot, el } of charts.values()) plot.setSize({ width: chartWidth(el), height: 220 });
+  }, 150);
+});
+
+async function loadMetrics() {
+  try {
+    const samples = await getJson(`${API}/metrics/`);
+    for (const s of samples) addPoint(s.name, s.learner, s.step, s.value, s.log_seq);
+  } catch (error) {
+    /* charts stay empty; the next refresh tries again */
+  }
+}
+
+// --- status ------------------------------------------------------------------------------------------
+
+const badge = document.querySelector("#job-status [data-status]");
+const reasonBox = document.getElementById("job-reason");
+const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+let shownStatus = badge ? badge.textContent.trim().toLowerCase() : "";
+
+function showStatus(status, reason, message) {
+  if (!status) return;
+  const changed = status !== shownStatus;
+  shownStatus = status;
+  setBadge(badge, status);
+  reasonBox.textContent = "";
+  if (reason) {
+    const strong = document.createElement("strong");
+    strong.textContent = reason;
+    reasonBox.appendChild(strong);
+  }
+  if (message) reasonBox.appendChild(document.createTextNode((reason ? " — " : "") + message));
+  if (changed) {
+    const link = document.createElement("a");
+    link.href = window.location.pathname;
+    link.textContent = " Reload for the full timeline.";
+    reasonBox.appendChild(link);
+  }
+  terminal = TERMINAL.has(status);
+}
+
+// --- live --------------------------------------------------------------------------------------------
+
+const socket = new LiveSocket({
+  onFrame(frame) {
+    if (frame.job && frame.job !== config.job) return;
+    if (frame.type === "logs") {
+      const learner = Number(frame.learner);
+      const batch = frame.lines || [];
+      const first = batch.length ? batch[0][0] : 0;
+      const last = lastSeq(learner);
+      if (last && first > last + 1) fetchLines(learner, last, first - 1).catch(() => {});
+      addLines(learner, batch);
+      if (!tabs.some((t) => t.dataset.learner === String(learner))) addTab(learner);
+    } else if (frame.type === "metrics") {
+      const learner = frame.learner ?? 0;
+      for (const [name, step, value, logSeq] of frame.points || []) addPoint(name, learner, step, value, logSeq);
+    } else if (frame.type === "status") {
+      showStatus(frame.status, frame.reason, frame.message);
+    } else if (frame.type === "gap") {
+      fetchLines(Number(frame.learner), Math.max(0, frame.from_seq - 1), frame.to_seq).catch(() => {});
+    }
+  },
+});
+
+function addTab(learner) {
+  const tab = document.createElement("button");
+  tab.className = "tab";
+  tab.setAttribute("role", "tab");
+  tab.setAttribute("aria-selected", "false");
+  tab.dataset.learner = String(learner);
+  tab.textContent = `Learner ${learner}`;
+  tab.addEventListener("click", () => {
+    activeLearner = tab.dataset.learner;
+    tabs.forEach((t) => t.setAttribute("aria-selected", String(t === tab)));
+    applyFilter();
+  });
+  tabs.push(tab);
+  document.querySelector(".tabs").appendChild(tab);
+}
+
+function subscription() {
+  const after = {};
+  for (const [learner] of seqs) after[String(learner)] = lastSeq(learner);
+  for (const learner of config.learners) if (!(String(learner) in after)) after[String(learner)] = 0;
+  return { action: "subscribe", job: config.job, after };
+}
+
+// Without a live socket: poll for new lines, metrics and status until the job is finished.
+async function poll() {
+  if (socket.live || document.hidden) return;
+  try {
+    const job = await getJson(`${API}/`);
+    showStatus(job.status, job.reason, job.message);
+    for (const learner of config.learners) await fetchLines(learner, lastSeq(learner), Infinity, 5);
+    await loadMetrics();
+  } catch (error) {
+    /* try again on the next tick */
+  }
+}
+
+async function start() {
+  await loadHistory();
+  await loadMetrics();
+  drawCharts();
+  socket.subscribe("job", subscription);
+  socket.connect();
+  const timer = window.setInterval(() => {
+    if (terminal && !socket.live) {
+      poll().finally(() => window.clearInterval(timer));
+    } else {
+      poll();
+    }
+  }, POLL_MS);
+}
+
+start();

@@ -1,0 +1,47 @@
+// Live status badges in a jobs table: tenant status frames over the socket, else a periodic refresh.
+import { LiveSocket, setBadge } from "./live.js";
+
+const holder = document.querySelector("[data-tenant]");
+const tenant = holder ? holder.dataset.tenant : "";
+const POLL_MS = 10000;
+
+function update(jobId, status, message, position) {
+  const row = document.querySelector(`tr[data-job-id="${CSS.escape(jobId)}"]`);
+  if (!row) return;
+  setBadge(row.querySelector("[data-status]"), status);
+  const reason = row.querySelector("[data-reason]");
+  if (reason && message !== undefined) {
+    const waiting = status === "queued" || status === "requeued";
+    reason.textContent = (waiting && position ? `#${position} · ` : "") + (message || "");
+  }
+}
+
+async function refresh() {
+  if (document.hidden) return;
+  const ids = [...document.querySelectorAll("tr[data-job-id]")].map((row) => row.dataset.jobId);
+  if (!ids.length) return;
+  try {
+    const response = await fetch(`/api/v1/jobs/?tenant=${encodeURIComponent(tenant)}&page_size=200`, {
+      credentials: "same-origin",
+      headers: { Accept: "application/json" },
+    });
+    if (!response.ok) return;
+    const body = await response.json();
+    for (const job of body.results || []) update(job.id, job.status, job.message, job.queue_position);
+  } catch (error) {
+    /* offline for a moment: the next tick tries again */
+  }
+}
+
+if (tenant) {
+  const socket = new LiveSocket({
+    onFrame(frame) {
+      if (frame.type === "status") update(frame.job, frame.status, frame.message, frame.queue_position);
+    },
+  });
+  socket.subscribe("tenant", () => ({ action: "subscribe_tenant", tenant }));
+  socket.connect();
+  window.setInterval(() => {
+    if (!socket.live) refresh();
+  }, POLL_MS);
+}

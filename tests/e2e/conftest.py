@@ -1,0 +1,143 @@
+"""One server (daphne, against the test database) and one headless Chromium for all browser tests.
+
+Tests use `transactional_db`, so what they create is committed where the server process reads it, and it is
+flushed after each test (the server clears its content-type caches per request: see `tests/e2e/asgi.py`).
+Chromium is Debian's (/usr/bin/chromium); Playwright never downloads a browser.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = ROOT / "tmp"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the test server exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 (a local URL)
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"the test server did not answer {url} within {timeout}s")
+
+
+@pytest.fixture(scope="session")
+def server_url(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A daphne server (HTTP + WebSockets) on a free port, serving the test database."""
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        name = connection.settings_dict["NAME"]
+    if not str(name).startswith("test_"):
+        raise RuntimeError(f"refusing to serve {name!r} to browser tests: not a test database")
+    port = _free_port()
+    env = os.environ | {"DJANGO_SETTINGS_MODULE": "tests.e2e.settings", "E2E_DATABASE_NAME": name}
+    log = (tmp_path_factory.mktemp("e2e-server") / "daphne.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "tests.e2e.asgi:application"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(f"{url}/healthz", process)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the session; skipped, with the reason, where Debian's chromium is absent."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed (`make browser` installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an asyncio loop on this thread; the tests' own ORM calls are plain
+    # synchronous code between browser steps, so Django's async-safety guard does not apply to them.
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                yield chromium
+            finally:
+                chromium.close()
+    finally:
+        if before is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+
+
+@pytest.fixture
+def page(browser: Any, server_url: str, transactional_db: None) -> Iterator[Any]:
+    """A fresh browser context (no cookies) per test, with the server's URL as its base."""
+    context = browser.new_context(base_url=server_url, viewport={"width": 1360, "height": 900})
+    context.set_default_timeout(10000)
+    page = context.new_page()
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def login(page: Any, username: str, password: str = "pw") -> None:  # noqa: S107 (the factories' password)
+    """Log in through the login page."""
+    page.goto("/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: url.endswith("/") and "/login/" not in url)
+
+
+def screenshot(page: Any, name: str) -> Path:
+    """Save a full-page screenshot under tmp/ for a person to look at."""
+    SCREENSHOTS.mkdir(exist_ok=True)
+    path = SCREENSHOTS / name
+    page.screenshot(path=str(path), full_page=True)
+    return path

@@ -1,0 +1,334 @@
+"""The browser pages over Django's test client: login, tenant scoping (404), permissions (403), submit."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from clusterio.capacity import NodeInfo, Resources
+from clusterio.errors import Unavailable
+from jobs.models import Job, JobEvent, LogLine
+from jobs.spec import parse_spec
+from portal.forms import spec_templates
+from portal.views import tenant_gpu_hours_by_day
+from tenants.models import Tenant
+from tests.factories import make_job, make_tenant, member
+
+pytestmark = pytest.mark.django_db
+
+GOOD_SPEC = "name: hello\nimage: python:3.11\ncommand: [python, -c, 'print(1)']\n"
+BAD_SPEC = "name: hello\ncommand: [python]\nresources:\n  gpus: many\n"
+NODES = [
+    NodeInfo(
+        name="gpu-node-0",
+        ready=True,
+        gpu_type="A100",
+        allocatable=Resources(4, 16000, 65536),
+        free=Resources(4, 16000, 65536),
+    )
+]
+
+
+@pytest.fixture(autouse=True)
+def cluster_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No cluster unless a test provides one: pages must still render."""
+
+    def unreachable() -> list[NodeInfo]:
+        raise Unavailable("connection refused")
+
+    monkeypatch.setattr("jobs.cluster.nodes", unreachable)
+
+
+@pytest.fixture
+def cluster_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("jobs.cluster.nodes", lambda: list(NODES))
+
+
+@pytest.fixture
+def team() -> Tenant:
+    return make_tenant("alpha")
+
+
+@pytest.fixture
+def alice(team: Tenant) -> User:
+    return member(team, "member", username="alice")
+
+
+@pytest.fixture
+def signed_in(client: Client, alice: User) -> Client:
+    client.force_login(alice)
+    return client
+
+
+def named_job(tenant: Tenant, owner: User, name: str, **fields: Any) -> Job:
+    """A queued job with a name of its own (the shared factory names every job "train")."""
+    job = make_job(tenant, owner, **fields)
+    Job.objects.filter(pk=job.pk).update(name=name)
+    job.name = name
+    return job
+
+
+def _html(response: Any) -> str:
+    return str(response.content.decode())
+
+
+def test_every_page_renders_for_a_member(signed_in: Client, team: Tenant, alice: User) -> None:
+    job = make_job(team, alice)
+    for url in [
+        "/",
+        "/jobs/",
+        "/jobs/new/",
+        f"/jobs/{job.pk}/",
+        f"/jobs/{job.pk}/log.txt",
+        "/tenants/alpha/",
+    ]:
+        assert signed_in.get(url).status_code == 200, url
+
+
+@pytest.mark.parametrize(
+    "url", ["/", "/jobs/", "/jobs/new/", "/jobs/abc/", "/jobs/abc/log.txt", "/tenants/x/"]
+)
+def test_pages_require_login(client: Client, url: str) -> None:
+    response = client.get(url)
+    assert response.status_code == 302 and response["Location"].startswith(f"/login/?next={url}")
+
+
+def test_login_page_logs_in_and_logout_logs_out(client: Client, alice: User) -> None:
+    assert client.get("/login/").status_code == 200
+    response = client.post("/login/", {"username": "alice", "password": "pw"})
+    assert response.status_code == 302 and response["Location"] == "/"
+    assert client.get("/").status_code == 200
+    assert client.post("/logout/").status_code == 302
+    assert client.get("/").status_code == 302
+
+
+def test_other_tenant_gets_404_on_job_pages_and_actions(signed_in: Client) -> None:
+    other = make_tenant("beta")
+    job = make_job(other, member(other))
+    assert signed_in.get(f"/jobs/{job.pk}/").status_code == 404
+    assert signed_in.get(f"/jobs/{job.pk}/log.txt").status_code == 404
+    assert signed_in.get(f"/jobs/new/?clone={job.pk}").status_code == 404
+    assert signed_in.post(f"/jobs/{job.pk}/cancel/").status_code == 404
+    job.status = "failed"
+    job.save()
+    assert signed_in.post(f"/jobs/{job.pk}/retry/").status_code == 404
+    assert signed_in.get("/tenants/beta/").status_code == 404
+    assert Job.objects.count() == 1 and Job.objects.get().status == "failed"
+
+
+def test_viewer_sees_no_cancel_or_retry_and_gets_403_on_post(
+    client: Client, team: Tenant, alice: User
+) -> None:
+    job = make_job(team, alice)
+    client.force_login(member(team, "viewer"))
+    page = _html(client.get(f"/jobs/{job.pk}/"))
+    assert 'data-action="cancel"' not in page and 'data-action="clone"' not in page
+    assert client.post(f"/jobs/{job.pk}/cancel/").status_code == 403
+    job.refresh_from_db()
+    assert job.status == "queued"
+    Job.objects.filter(pk=job.pk).update(status="failed")
+    assert client.post(f"/jobs/{job.pk}/retry/").status_code == 403
+    assert Job.objects.count() == 1
+
+
+def test_viewer_gets_a_read_only_notice_instead_of_the_editor(client: Client, team: Tenant) -> None:
+    client.force_login(member(team, "viewer"))
+    page = _html(client.get("/jobs/new/"))
+    assert "read-only access" in page and "<textarea" not in page
+    assert client.post("/jobs/new/", {"tenant": "alpha", "spec": GOOD_SPEC}).status_code == 403
+    assert not Job.objects.exists()
+
+
+def test_member_cancels_own_job_but_not_a_colleagues(signed_in: Client, team: Tenant, alice: User) -> None:
+    mine, theirs = make_job(team, alice), make_job(team, member(team))
+    assert 'data-action="cancel"' in _html(signed_in.get(f"/jobs/{mine.pk}/"))
+    assert 'data-action="cancel"' not in _html(signed_in.get(f"/jobs/{theirs.pk}/"))
+    response = signed_in.post(f"/jobs/{mine.pk}/cancel/")
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{mine.pk}/"
+    mine.refresh_from_db()
+    assert mine.status == "cancelled"
+    assert signed_in.post(f"/jobs/{theirs.pk}/cancel/").status_code == 403
+
+
+def test_retry_of_a_finished_job_submits_a_new_one(signed_in: Client, team: Tenant, alice: User) -> None:
+    job = make_job(team, alice, status="failed")
+    assert 'data-action="retry"' in _html(signed_in.get(f"/jobs/{job.pk}/"))
+    response = signed_in.post(f"/jobs/{job.pk}/retry/")
+    new = Job.objects.exclude(pk=job.pk).get()
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{new.pk}/"
+
+
+def test_bad_spec_shows_the_field_error_keeps_the_text_and_stores_nothing(signed_in: Client) -> None:
+    response = signed_in.post("/jobs/new/", {"tenant": "alpha", "spec": BAD_SPEC, "submit": "1"})
+    page = _html(response)
+    assert response.status_code == 400
+    assert '<code class="field">image</code>' in page
+    assert '<code class="field">resources.gpus</code>' in page
+    assert "gpus: many" in page  # the editor keeps the text
+    assert not Job.objects.exists() and not JobEvent.objects.exists()
+
+
+def test_good_spec_redirects_to_the_new_job(signed_in: Client) -> None:
+    response = signed_in.post("/jobs/new/", {"tenant": "alpha", "spec": GOOD_SPEC, "submit": "1"})
+    job = Job.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
+    assert job.name == "hello" and job.tenant.slug == "alpha"
+    assert "submitted" in _html(signed_in.get(response["Location"]))
+
+
+def test_submit_to_a_tenant_i_am_not_in_is_refused(signed_in: Client) -> None:
+    make_tenant("beta")
+    response = signed_in.post("/jobs/new/", {"tenant": "beta", "spec": GOOD_SPEC, "submit": "1"})
+    assert response.status_code == 400 and not Job.objects.exists()
+
+
+def test_dry_run_says_where_it_would_start_and_stores_nothing(signed_in: Client, cluster_up: None) -> None:
+    response = signed_in.post("/jobs/new/", {"tenant": "alpha", "spec": GOOD_SPEC, "dry_run": "1"})
+    assert response.status_code == 200
+    assert "Would start now on <strong>gpu-node-0</strong>" in _html(response)
+    assert not Job.objects.exists() and not JobEvent.objects.exists()
+
+
+def test_dry_run_says_why_it_would_wait(signed_in: Client, cluster_up: None) -> None:
+    big = GOOD_SPEC + "resources:\n  gpus: 4\nlearners: 2\n"
+    page = _html(signed_in.post("/jobs/new/", {"tenant": "alpha", "spec": big, "dry_run": "1"}))
+    assert "Would wait: position 1 — " in page
+    assert not Job.objects.exists()
+
+
+def test_dry_run_with_the_cluster_down_says_so(signed_in: Client) -> None:
+    page = _html(signed_in.post("/jobs/new/", {"tenant": "alpha", "spec": GOOD_SPEC, "dry_run": "1"}))
+    assert "Cluster unreachable" in page and not Job.objects.exists()
+
+
+def test_dry_run_of_a_bad_spec_shows_the_field_error(signed_in: Client, cluster_up: None) -> None:
+    response = signed_in.post("/jobs/new/", {"tenant": "alpha", "spec": BAD_SPEC, "dry_run": "1"})
+    assert response.status_code == 400 and '<code class="field">image</code>' in _html(response)
+
+
+def test_every_offered_template_is_a_valid_spec(signed_in: Client) -> None:
+    templates = spec_templates()
+    assert {"pytorch", "two-learners"} <= set(templates)
+    for key, (_, text) in templates.items():
+        parse_spec(text)
+        assert signed_in.get(f"/jobs/new/?template={key}").status_code == 200
+
+
+def test_clone_prefills_the_editor_with_the_jobs_spec(signed_in: Client, team: Tenant, alice: User) -> None:
+    job = make_job(team, alice)
+    page = _html(signed_in.get(f"/jobs/new/?clone={job.pk}"))
+    assert "pytorch/pytorch:2.3" in page and "Clone train" in page
+
+
+def test_tenant_switcher_offers_only_my_tenants(signed_in: Client, alice: User) -> None:
+    from tenants.services import membership_set
+
+    gamma = make_tenant("gamma")
+    make_tenant("beta")
+    membership_set(tenant=gamma, user=alice, role="member")
+    named_job(gamma, alice, "gamma-job")
+    page = _html(signed_in.get("/"))
+    assert 'value="alpha"' in page and 'value="gamma"' in page and 'value="beta"' not in page
+    assert signed_in.post("/tenant/switch/", {"tenant": "beta"}).status_code == 404
+    response = signed_in.post("/tenant/switch/", {"tenant": "gamma", "next": "/jobs/"})
+    assert response.status_code == 302 and response["Location"] == "/jobs/"
+    assert "gamma-job" in _html(signed_in.get("/jobs/"))
+    evil = signed_in.post("/tenant/switch/", {"tenant": "gamma", "next": "https://evil.example/"})
+    assert evil["Location"] == "/"
+
+
+def test_jobs_list_filters_and_pages(signed_in: Client, team: Tenant, alice: User) -> None:
+    colleague = member(team)
+    for i in range(30):
+        named_job(team, alice, f"mine-{i}")
+    named_job(team, colleague, "theirs", status="failed")
+    first = _html(signed_in.get("/jobs/"))
+    assert "Page 1 of 2" in first
+    assert "theirs" not in _html(signed_in.get("/jobs/?owner=me"))
+    failed = _html(signed_in.get("/jobs/?status=failed"))
+    assert "theirs" in failed and "mine-1" not in failed
+    assert "mine-12" in _html(signed_in.get("/jobs/?q=mine-12"))
+
+
+def test_dashboard_shows_usage_my_jobs_and_the_cluster(signed_in: Client, team: Tenant, alice: User) -> None:
+    named_job(team, alice, "waiting-one")
+    down = _html(signed_in.get("/"))
+    assert "Cluster unreachable" in down and "waiting-one" in down and "Queued jobs" in down
+
+
+def test_dashboard_lists_the_nodes_free_capacity(signed_in: Client, cluster_up: None) -> None:
+    page = _html(signed_in.get("/"))
+    assert "gpu-node-0" in page and "4 / 4" in page
+
+
+def test_job_page_shows_events_and_a_failures_log_tail(signed_in: Client, team: Tenant, alice: User) -> None:
+    job = make_job(team, alice, status="failed")
+    JobEvent.objects.create(
+        job=job,
+        kind="transition",
+        from_status="running",
+        to_status="failed",
+        reason="Error",
+        message="exit code 1",
+        data={"learner": 0, "log_tail": ["Traceback <boom>", "ValueError: bad"]},
+    )
+    page = _html(signed_in.get(f"/jobs/{job.pk}/"))
+    assert "running → failed" in page and "exit code 1" in page
+    assert "Traceback &lt;boom&gt;" in page and "ValueError: bad" in page
+
+
+def test_log_txt_streams_every_line_of_every_learner(signed_in: Client, team: Tenant, alice: User) -> None:
+    job = make_job(team, alice)
+    LogLine.objects.bulk_create(
+        [
+            LogLine(job=job, learner=learner, attempt=1, seq=s, text=f"l{learner}-{s}")
+            for learner in (0, 1)
+            for s in (1, 2)
+        ]
+    )
+    response = signed_in.get(f"/jobs/{job.pk}/log.txt")
+    body = b"".join(response.streaming_content).decode()  # type: ignore[attr-defined]
+    assert response["Content-Type"].startswith("text/plain")
+    assert body.splitlines() == [
+        "[learner 0] l0-1",
+        "[learner 0] l0-2",
+        "[learner 1] l1-1",
+        "[learner 1] l1-2",
+    ]
+
+
+def test_tenant_page_shows_members_queue_and_gpu_hours(signed_in: Client, team: Tenant, alice: User) -> None:
+    named_job(team, alice, "second", queue_position=2, message="waits for GPUs")
+    named_job(team, alice, "first", queue_position=1, message="quota full")
+    page = _html(signed_in.get("/tenants/alpha/"))
+    assert "alice" in page and "Member" in page
+    assert page.index("first") < page.index("second") and "waits for GPUs" in page
+    assert "GPU-hours per day" in page
+
+
+def test_gpu_hours_count_learners_times_gpus_over_the_run(team: Tenant, alice: User) -> None:
+    now = timezone.now()
+    make_job(
+        team,
+        alice,
+        learners=2,
+        gpus=3,
+        started_at=now - timedelta(hours=2),
+        finished_at=now - timedelta(hours=1),
+    )
+    make_job(
+        team,
+        alice,
+        learners=1,
+        gpus=1,
+        started_at=now - timedelta(days=30),
+        finished_at=now - timedelta(days=29),
+    )
+    days = tenant_gpu_hours_by_day(tenant=team)
+    assert len(days) == 14 and days[-1][0] == now.date()
+    assert sum(h for _, h in days) == pytest.approx(6.0)
