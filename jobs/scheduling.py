@@ -10,8 +10,9 @@ import logging
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -19,6 +20,7 @@ from clusterio.client import NodeInfo
 from jobs import admission
 from jobs.lifecycle import job_admit
 from jobs.models import Job, JobEvent
+from jobs.services import job_validate
 from jobs.states import ACTIVE, JobStatus
 from tenants.models import Tenant
 
@@ -71,7 +73,7 @@ def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapsh
     return admission.Snapshot(
         jobs=[_queued(job) for job in waiting],
         tenants=[_tenant_state(t, used[slug]) for slug, t in tenants.items()],
-        nodes=[_node(n, planned[n.name]) for n in nodes if n.ready],
+        nodes=[_node(n, planned[n.name]) for n in nodes if n.ready and not n.unschedulable],
         now=now,
         running=running,
     )
@@ -156,3 +158,50 @@ def _record_pending(pending: Iterable[admission.Pending]) -> None:
         changed.append(job)
     Job.objects.bulk_update(changed, ["queue_position", "message", "reason"])
     JobEvent.objects.bulk_create(events)
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What the scheduler would do with a spec now: start it (on which nodes) or queue it (where, why)."""
+
+    starts: bool
+    nodes: list[str] = field(default_factory=list)
+    position: int | None = None
+    reason: str = ""
+
+
+def job_dry_run(
+    *, tenant: Tenant, user: User, document: str, nodes: tuple[list[NodeInfo] | None, str]
+) -> DryRun:
+    """Validate `document` as `job_submit` would and run one admission cycle with it added; stores nothing.
+
+    `nodes` is the cluster's nodes, or None and why it could not be reached. Raises JobRejected for a spec
+    that would be refused.
+    """
+    parsed, demand = job_validate(tenant=tenant, user=user, document=document)
+    found, cluster_error = nodes
+    if found is None:
+        return DryRun(starts=False, reason=f"cluster unreachable, cannot tell ({cluster_error})")
+    now = timezone.now().timestamp()
+    snapshot = build_snapshot(nodes=found, now=now)
+    spec = parsed.spec
+    candidate = admission.QueuedJob(
+        id="(this job)",
+        tenant=tenant.slug,
+        priority=spec["priority"],
+        submitted_at=now,
+        learners=demand.learners,
+        gpus=demand.gpus,
+        cpu_millis=demand.cpu_millis,
+        memory_mib=demand.memory_mib,
+        gpu_type=spec["resources"].get("gpu_type"),
+        expected_duration=spec.get("max_runtime_seconds"),
+    )
+    decision = admission.admit(replace(snapshot, jobs=[*snapshot.jobs, candidate]))
+    for admitted in decision.admitted:
+        if admitted.job_id == candidate.id:
+            return DryRun(starts=True, nodes=list(admitted.placements))
+    pending = next((p for p in decision.pending if p.job_id == candidate.id), None)
+    if pending is None:
+        return DryRun(starts=False, reason="the scheduler did not consider it")
+    return DryRun(starts=False, position=pending.position, reason=pending.reason)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import date, datetime, timedelta
+
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
+from django.utils import timezone
 
 from jobs.models import Job, JobEvent, LogLine, MetricSample
 from tenants.models import Tenant
@@ -62,3 +65,24 @@ def job_metrics(*, job: Job, name: str | None = None, limit: int = 10000) -> lis
     if name:
         samples = samples.filter(name=name)
     return list(samples.order_by("name", "log_seq")[:limit])
+
+
+def tenant_gpu_hours_by_day(*, tenant: Tenant, days: int = 14) -> list[tuple[date, float]]:
+    """GPU-hours the tenant's jobs used per day (UTC) over the last `days` days, oldest first: each job's
+    run time (started → finished, or now) within the day, times learners times GPUs per learner."""
+    now = timezone.now()
+    today = now.date()
+    first = today - timedelta(days=days - 1)
+    start = datetime.combine(first, datetime.min.time(), tzinfo=now.tzinfo)
+    hours = {first + timedelta(days=i): 0.0 for i in range(days)}
+    jobs = tenant.jobs.filter(started_at__isnull=False, gpus__gt=0).exclude(finished_at__lt=start)
+    for began, ended, gpus in jobs.values_list("started_at", "finished_at", F("learners") * F("gpus")):
+        began, ended = max(began, start), min(ended or now, now)
+        while began < ended:
+            next_day = datetime.combine(
+                began.date() + timedelta(days=1), datetime.min.time(), tzinfo=now.tzinfo
+            )
+            part = min(ended, next_day) - began
+            hours[began.date()] += gpus * part.total_seconds() / 3600
+            began = next_day
+    return sorted(hours.items())

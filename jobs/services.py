@@ -11,7 +11,7 @@ from django.db import transaction
 
 from jobs.lifecycle import enqueue, job_requeue_or_fail, transition
 from jobs.models import Job, JobEvent
-from jobs.spec import Demand, SpecError, parse_spec, spec_demand
+from jobs.spec import Demand, ParsedSpec, SpecError, parse_spec, spec_demand
 from jobs.states import TERMINAL, WAITING, JobStatus
 from tenants.models import Quota, Tenant
 from tenants.scoping import Perm, can_manage_owned, has_perm
@@ -52,12 +52,11 @@ def quota_problems(*, demand: Demand, quota: Quota) -> list[str]:
     return problems
 
 
-def job_submit(*, tenant: Tenant, user: User, document: str | bytes | Mapping[str, Any]) -> Job:
-    """Validate a Trainyard spec or FfDL manifest and queue it for `tenant`.
-
-    Raises JobRejected (nothing stored) on a bad spec, a job that can never fit the tenant's quota, a full
-    queue, an inactive tenant, or a user who may not submit there.
-    """
+def job_validate(
+    *, tenant: Tenant, user: User, document: str | bytes | Mapping[str, Any]
+) -> tuple[ParsedSpec, Demand]:
+    """Everything `job_submit` checks before it stores anything: the user may submit to the tenant, the
+    tenant is active, the spec is valid, and the job could ever fit the tenant's quota."""
     if not has_perm(user, tenant, Perm.SUBMIT):
         raise PermissionDenied(f"you may not submit jobs to tenant {tenant.slug}")
     if not tenant.active:
@@ -67,11 +66,21 @@ def job_submit(*, tenant: Tenant, user: User, document: str | bytes | Mapping[st
     except SpecError as exc:
         raise JobRejected(exc.errors) from exc
     demand = spec_demand(parsed.spec)
+    problems = quota_problems(demand=demand, quota=Quota.objects.get(tenant=tenant))
+    if problems:
+        raise JobRejected({"resources": [f"can never run: {p}" for p in problems]})
+    return parsed, demand
+
+
+def job_submit(*, tenant: Tenant, user: User, document: str | bytes | Mapping[str, Any]) -> Job:
+    """Validate a Trainyard spec or FfDL manifest and queue it for `tenant`.
+
+    Raises JobRejected (nothing stored) on a bad spec, a job that can never fit the tenant's quota, a full
+    queue, an inactive tenant, or a user who may not submit there.
+    """
+    parsed, demand = job_validate(tenant=tenant, user=user, document=document)
     with transaction.atomic():
         quota = Quota.objects.select_for_update().get(tenant=tenant)
-        problems = quota_problems(demand=demand, quota=quota)
-        if problems:
-            raise JobRejected({"resources": [f"can never run: {p}" for p in problems]})
         queued = tenant_usage(tenant).queued_jobs
         if queued >= quota.max_queued_jobs:
             full = f"tenant {tenant.slug} already has {queued} jobs waiting (limit {quota.max_queued_jobs})"

@@ -7,14 +7,11 @@ session (the header's switcher) and defaults to the user's first tenant.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
 from typing import Any
 
 import yaml
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
@@ -22,23 +19,20 @@ from django.core.paginator import Paginator
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
-from kubernetes.config import ConfigException
 
 from clusterio.client import NodeInfo
 from clusterio.errors import ClusterError
-from jobs import admission, cluster
+from jobs import cluster
 from jobs.models import Job
-from jobs.scheduling import build_snapshot
-from jobs.selectors import job_events, job_get, job_list, job_logs
-from jobs.services import JobRejected, PermissionDenied, job_cancel, job_retry, job_submit, quota_problems
-from jobs.spec import SpecError, parse_spec, spec_demand
+from jobs.scheduling import job_dry_run
+from jobs.selectors import job_events, job_get, job_list, job_logs, tenant_gpu_hours_by_day
+from jobs.services import JobRejected, PermissionDenied, job_cancel, job_retry, job_submit
 from jobs.states import ACTIVE, WAITING, JobStatus
 from portal.forms import JobFilterForm, SubmitForm, spec_templates
 from tenants.models import Tenant
-from tenants.scoping import Perm, can_manage_owned, has_perm, tenants_for
+from tenants.scoping import Perm, can_manage_owned, tenants_for
 from tenants.usage import tenant_usage
 
 SESSION_TENANT = "tenant"
@@ -135,7 +129,7 @@ def cluster_nodes() -> tuple[list[NodeInfo] | None, str]:
     """The cluster's nodes, or None and why when the cluster cannot be reached (pages still render)."""
     try:
         return cluster.nodes(), ""
-    except (ClusterError, ConfigException) as exc:
+    except ClusterError as exc:
         return None, str(exc)
 
 
@@ -183,58 +177,6 @@ def jobs_page(request: HttpRequest) -> HttpResponse:
     return render_page(request, "portal/jobs.html", {"form": form, "page": page, "query": query.urlencode()})
 
 
-@dataclass(frozen=True)
-class DryRun:
-    """What the scheduler would do with a spec now: start it (on which nodes) or queue it (where, why)."""
-
-    starts: bool
-    nodes: list[str] = dataclasses.field(default_factory=list)
-    position: int | None = None
-    reason: str = ""
-
-
-def job_dry_run(*, tenant: Tenant, user: User, document: str) -> DryRun:
-    """Validate `document` as a submission to `tenant` and run one admission cycle with it added; stores
-    nothing. Raises JobRejected like `job_submit` for a spec that would be refused."""
-    if not has_perm(user, tenant, Perm.SUBMIT):
-        raise PermissionDenied(f"you may not submit jobs to tenant {tenant.slug}")
-    if not tenant.active:
-        raise JobRejected({"": [f"tenant {tenant.slug} is inactive and accepts no jobs"]})
-    try:
-        spec = parse_spec(document, max_bytes=settings.SPEC_MAX_BYTES).spec
-    except SpecError as exc:
-        raise JobRejected(exc.errors) from exc
-    demand = spec_demand(spec)
-    problems = quota_problems(demand=demand, quota=tenant.quota)
-    if problems:
-        raise JobRejected({"resources": [f"can never run: {p}" for p in problems]})
-    nodes, cluster_error = cluster_nodes()
-    if nodes is None:
-        return DryRun(starts=False, reason=f"cluster unreachable, cannot tell ({cluster_error})")
-    now = timezone.now().timestamp()
-    snapshot = build_snapshot(nodes=nodes, now=now)
-    candidate = admission.QueuedJob(
-        id="(this job)",
-        tenant=tenant.slug,
-        priority=spec["priority"],
-        submitted_at=now,
-        learners=demand.learners,
-        gpus=demand.gpus,
-        cpu_millis=demand.cpu_millis,
-        memory_mib=demand.memory_mib,
-        gpu_type=spec["resources"].get("gpu_type"),
-        expected_duration=spec.get("max_runtime_seconds"),
-    )
-    decision = admission.admit(dataclasses.replace(snapshot, jobs=[*snapshot.jobs, candidate]))
-    for admitted in decision.admitted:
-        if admitted.job_id == candidate.id:
-            return DryRun(starts=True, nodes=list(admitted.placements))
-    pending = next((p for p in decision.pending if p.job_id == candidate.id), None)
-    if pending is None:
-        return DryRun(starts=False, reason="the scheduler did not consider it")
-    return DryRun(starts=False, position=pending.position, reason=pending.reason)
-
-
 @login_required
 def job_new(request: HttpRequest) -> HttpResponse:
     """The YAML editor: submit a job, or dry-run it; errors come back inline and the text is kept."""
@@ -261,7 +203,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
             target, document = form.cleaned_data["tenant"], form.cleaned_data["spec"]
             try:
                 if "dry_run" in request.POST:
-                    dry_run = job_dry_run(tenant=target, user=user, document=document)
+                    dry_run = job_dry_run(tenant=target, user=user, document=document, nodes=cluster_nodes())
                 else:
                     job = job_submit(tenant=target, user=user, document=document)
                     messages.success(request, f"Job {job.name} ({job.pk}) submitted.")
@@ -368,27 +310,6 @@ def job_log_download(request: HttpRequest, job_id: str) -> StreamingHttpResponse
 # --- tenants --------------------------------------------------------------------------------------------
 
 
-def tenant_gpu_hours_by_day(*, tenant: Tenant, days: int = GPU_HOURS_DAYS) -> list[tuple[date, float]]:
-    """GPU-hours the tenant's jobs used per day (UTC) over the last `days` days, oldest first: each job's
-    run time (started → finished, or now) within the day, times learners times GPUs per learner."""
-    now = timezone.now()
-    today = now.date()
-    first = today - timedelta(days=days - 1)
-    start = datetime.combine(first, datetime.min.time(), tzinfo=now.tzinfo)
-    hours = {first + timedelta(days=i): 0.0 for i in range(days)}
-    jobs = tenant.jobs.filter(started_at__isnull=False, gpus__gt=0).exclude(finished_at__lt=start)
-    for began, ended, gpus in jobs.values_list("started_at", "finished_at", F("learners") * F("gpus")):
-        began, ended = max(began, start), min(ended or now, now)
-        while began < ended:
-            next_day = datetime.combine(
-                began.date() + timedelta(days=1), datetime.min.time(), tzinfo=now.tzinfo
-            )
-            part = min(ended, next_day) - began
-            hours[began.date()] += gpus * part.total_seconds() / 3600
-            began = next_day
-    return sorted(hours.items())
-
-
 @require_GET
 @login_required
 def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
@@ -396,7 +317,7 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     tenant = tenants_for(request.user).filter(slug=slug).select_related("quota").first()
     if tenant is None:
         raise Http404("no such tenant")
-    gpu_hours = tenant_gpu_hours_by_day(tenant=tenant)
+    gpu_hours = tenant_gpu_hours_by_day(tenant=tenant, days=GPU_HOURS_DAYS)
     peak = max((h for _, h in gpu_hours), default=0.0) or 1.0
     queue = (
         tenant.jobs.waiting()

@@ -13,9 +13,9 @@ from django.utils import timezone
 from clusterio.capacity import NodeInfo, Resources
 from clusterio.errors import Unavailable
 from jobs.models import Job, JobEvent, LogLine
+from jobs.selectors import tenant_gpu_hours_by_day
 from jobs.spec import parse_spec
 from portal.forms import spec_templates
-from portal.views import tenant_gpu_hours_by_day
 from tenants.models import Tenant
 from tests.factories import make_job, make_tenant, member
 
