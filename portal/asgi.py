@@ -1,4 +1,4 @@
-"""ASGI entry point: Django for HTTP, Channels for WebSockets (session-authenticated)."""
+"""ASGI entry point: Django for HTTP, Channels for WebSockets (session, else bearer-token authenticated)."""
 
 import os
 
@@ -16,13 +16,17 @@ if settings.DEBUG:
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from portal.routing import websocket_urlpatterns  # noqa: E402
+from tenants.ws_auth import AllowedHostsOrTokenValidator, TokenAuthMiddleware  # noqa: E402
 
+# Origin must match ALLOWED_HOSTS when sent (browsers always send it); a handshake without one (the CLI)
+# must carry a bearer token. The session is tried first, the token second: see tenants/ws_auth.py.
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": AllowedHostsOrTokenValidator(
+            AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))
+        ),
     }
 )

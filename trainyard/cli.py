@@ -1,4 +1,5 @@
-"""The `trainyard` command: submit and watch training jobs from a terminal (a client of the REST API).
+"""The `trainyard` command: submit and watch training jobs from a terminal (a client of the REST API and
+of the `/ws/` WebSocket, for following logs).
 
 Exit codes: 0 success; 1 the server refused the request, could not be reached, or (with `--follow`)
 the job did not succeed; 2 a usage error (bad option, no server configured).
@@ -7,7 +8,8 @@ the job did not succeed; 2 a usage error (bad option, no server configured).
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,12 +21,14 @@ from trainyard.client import Client, LogLine, TrainyardError
 from trainyard.output import (
     console,
     emit_json,
+    emit_yaml,
     events_table,
     job_panel,
     jobs_table,
     metrics_table,
     nodes_table,
     print_logs,
+    quota_table,
     report,
     tenants_table,
     tokens_table,
@@ -32,7 +36,22 @@ from trainyard.output import (
 
 STATES = ("queued", "starting", "running", "cancelling", "requeued", "succeeded", "failed", "cancelled")
 POLL_SECONDS = 1.0
-"""How often `logs -f` and `submit --follow` ask for new lines."""
+"""How often `logs -f` and `submit --follow` ask for new lines when they poll REST (no WebSocket)."""
+
+
+class Output(StrEnum):
+    """How a read command prints: a table for people, JSON or YAML (the server's answer) for scripts."""
+
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+class LogOutput(StrEnum):
+    """How log lines print: the text, or one JSON object a line."""
+
+    text = "text"
+    json = "json"
 
 
 class ApiGroup(TyperGroup):
@@ -54,10 +73,16 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+jobs_app = typer.Typer(help="List, inspect, cancel and retry jobs.", no_args_is_help=True)
+app.add_typer(jobs_app, name="jobs")
 tokens_app = typer.Typer(help="Your API tokens.", no_args_is_help=True)
 app.add_typer(tokens_app, name="tokens")
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the raw JSON answer (for scripts).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Same as -o json.")]
+OutputOpt = Annotated[
+    Output | None,
+    typer.Option("--output", "-o", help="table (default), or the server's answer as json or yaml."),
+]
 JobArg = Annotated[str, typer.Argument(metavar="JOB", help="The job id.", show_default=False)]
 
 
@@ -76,6 +101,23 @@ def client(ctx: typer.Context) -> Client:
     api = Client(settings.url, settings.token)
     ctx.call_on_close(api.close)
     return api
+
+
+def output_format(output: Output | None, as_json: bool) -> Output:
+    """The chosen format: `-o`, else `--json`, else a table."""
+    if as_json and output not in (None, Output.json):
+        raise typer.BadParameter(f"--json contradicts -o {output}", param_hint="--json")
+    return output or (Output.json if as_json else Output.table)
+
+
+def emit(data: Any, fmt: Output, render: Callable[[], None]) -> None:
+    """Print `data` as JSON or YAML, or call `render` for the table."""
+    if fmt is Output.json:
+        emit_json(data)
+    elif fmt is Output.yaml:
+        emit_yaml(data)
+    else:
+        render()
 
 
 @app.callback()
@@ -133,11 +175,25 @@ def follow_to_end(api: Client, job_id: str, *, as_json: bool) -> None:
     """Stream a job's log until it ends; exit 0 if it succeeded, 1 otherwise."""
     job = api.job(job_id)
     multi = int(job["resources"]["learners"]) > 1
-    print_logs(api.follow_logs(job_id, interval=POLL_SECONDS), prefix=multi, as_json=as_json)
+    lines = api.follow_logs(job_id, interval=POLL_SECONDS, exact=as_json)
+    print_logs(lines, prefix=multi, as_json=as_json)
     job = api.job(job_id)
     ending = f"job {job_id} {job['status']}" + (f": {job['reason']}" if job.get("reason") else "")
     typer.echo(ending, err=True)
     raise typer.Exit(0 if job["status"] == "succeeded" else 1)
+
+
+def next_commands(job_id: str) -> None:
+    """What one usually does next with a job, on stderr (stdout stays the answer)."""
+    hints = [
+        (f"trainyard logs {job_id} -f", "follow its log until it ends"),
+        (f"trainyard jobs show {job_id}", "state, learners and timing"),
+        (f"trainyard jobs cancel {job_id}", "stop it"),
+    ]
+    width = max(len(command) for command, _ in hints)
+    typer.echo("next:", err=True)
+    for command, why in hints:
+        typer.echo(f"  {command.ljust(width)}  # {why}", err=True)
 
 
 @app.command()
@@ -148,25 +204,29 @@ def submit(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Stream the logs until the job ends.")
     ] = False,
+    output: OutputOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Submit a job and print its id and status."""
+    """Submit a job and print its id and status (and the commands to follow, show or cancel it)."""
+    fmt = output_format(output, as_json)
     try:
         text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise typer.BadParameter(f"cannot read {file}: {exc}", param_hint="FILE") from None
     api = client(ctx)
     job = api.submit(text, tenant=tenant)
-    if as_json:
-        emit_json(job)
-    else:
+
+    def render() -> None:
         where = f", position {job['queue_position']} in the queue" if job.get("queue_position") else ""
         typer.echo(f"submitted job {job['id']} ({job['name']}) to {job['tenant']}: {job['status']}{where}")
+        if not follow:
+            next_commands(job["id"])
+
+    emit(job, fmt, render)
     if follow:
-        follow_to_end(api, job["id"], as_json=as_json)
+        follow_to_end(api, job["id"], as_json=fmt is not Output.table)
 
 
-@app.command("list")
 def list_jobs(
     ctx: typer.Context,
     tenant: Annotated[str | None, typer.Option(help="Only this tenant's jobs.")] = None,
@@ -176,54 +236,66 @@ def list_jobs(
     owner: Annotated[str | None, typer.Option(help="Only jobs of this user (`me` for yours).")] = None,
     search: Annotated[str | None, typer.Option(help="Jobs whose name or id contains this.")] = None,
     page: Annotated[int, typer.Option(min=1, help="Page of 50 jobs.")] = 1,
+    output: OutputOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List the jobs you may see, newest first."""
+    fmt = output_format(output, as_json)
     if status and status not in STATES:
         raise typer.BadParameter(f"use one of {', '.join(STATES)}", param_hint="--status")
     body = client(ctx).jobs(tenant=tenant, status=status, owner=owner, search=search, page=page)
-    if as_json:
-        emit_json(body)
-        return
-    console().print(jobs_table(body["results"]))
-    more = f"; next: --page {page + 1}" if body.get("next") else ""
-    console().print(f"{body['count']} job(s), page {page}{more}", markup=False)
+
+    def render() -> None:
+        console().print(jobs_table(body["results"]))
+        more = f"; next: --page {page + 1}" if body.get("next") else ""
+        console().print(f"{body['count']} job(s), page {page}{more}", markup=False)
+
+    emit(body, fmt, render)
 
 
-@app.command()
-def show(ctx: typer.Context, job_id: JobArg, as_json: JsonOpt = False) -> None:
+def show(ctx: typer.Context, job_id: JobArg, output: OutputOpt = None, as_json: JsonOpt = False) -> None:
     """Show one job: state, resources, timing and learners."""
+    fmt = output_format(output, as_json)
     job = client(ctx).job(job_id)
-    if as_json:
-        emit_json(job)
-        return
-    out = console()
-    for part in job_panel(job):
-        out.print(part)
+
+    def render() -> None:
+        out = console()
+        for part in job_panel(job):
+            out.print(part)
+
+    emit(job, fmt, render)
 
 
-@app.command()
-def events(ctx: typer.Context, job_id: JobArg, as_json: JsonOpt = False) -> None:
+def events(ctx: typer.Context, job_id: JobArg, output: OutputOpt = None, as_json: JsonOpt = False) -> None:
     """Show a job's history: each state change and why it happened."""
+    fmt = output_format(output, as_json)
     rows = client(ctx).events(job_id)
-    if as_json:
-        emit_json(rows)
-    else:
-        console().print(events_table(rows))
+    emit(rows, fmt, lambda: console().print(events_table(rows)))
 
 
-@app.command()
 def cancel(ctx: typer.Context, job_id: JobArg) -> None:
     """Cancel a job (a running one stops once its pods are gone)."""
     job = client(ctx).cancel(job_id)
     typer.echo(f"job {job['id']}: {job['status']}")
 
 
-@app.command()
 def retry(ctx: typer.Context, job_id: JobArg) -> None:
     """Submit a finished job again, as a new job."""
     job = client(ctx).retry(job_id)
     typer.echo(f"retried job {job_id} as {job['id']}: {job['status']}")
+    typer.echo(f"next: trainyard logs {job['id']} -f", err=True)
+
+
+# `trainyard jobs list|show|events|cancel|retry`, and the same at the top level (hidden), as before.
+for _name, _command in (
+    ("list", list_jobs),
+    ("show", show),
+    ("events", events),
+    ("cancel", cancel),
+    ("retry", retry),
+):
+    jobs_app.command(_name)(_command)
+    app.command(_name, hidden=True)(_command)
 
 
 @app.command()
@@ -233,15 +305,21 @@ def logs(
     learner: Annotated[int | None, typer.Option(min=0, help="Only this learner (0, 1, ...).")] = None,
     tail: Annotated[int | None, typer.Option(min=1, max=10000, help="Only the last N lines.")] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    output: Annotated[
+        LogOutput | None, typer.Option("--output", "-o", help="text (default), or json: an object a line.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Same as -o json.")] = False,
 ) -> None:
-    """Print a job's log (with `-f`, follow it until the job ends and its log is read)."""
+    """Print a job's log (with `-f`, follow it live until the job ends and its log is read)."""
+    if as_json and output is LogOutput.text:
+        raise typer.BadParameter("--json contradicts -o text", param_hint="--json")
+    as_json = as_json or output is LogOutput.json
     api = client(ctx)
     job = api.job(job_id)
     prefix = learner is None and int(job["resources"]["learners"]) > 1
     lines: Iterator[LogLine]
     if follow:
-        lines = api.follow_logs(job_id, learner=learner, tail=tail, interval=POLL_SECONDS)
+        lines = api.follow_logs(job_id, learner=learner, tail=tail, interval=POLL_SECONDS, exact=as_json)
     elif tail is not None:
         lines = iter(api.logs(job_id, learner=learner, tail=tail)["lines"])
     else:
@@ -254,44 +332,65 @@ def metrics(
     ctx: typer.Context,
     job_id: JobArg,
     name: Annotated[str | None, typer.Option(help="Only this metric (e.g. loss).")] = None,
+    output: OutputOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show a job's training metrics, as parsed from its log."""
+    fmt = output_format(output, as_json)
     rows = client(ctx).metrics(job_id, name=name)
-    if as_json:
-        emit_json(rows)
-    else:
-        console().print(metrics_table(rows))
+    emit(rows, fmt, lambda: console().print(metrics_table(rows)))
 
 
 @app.command()
-def tenants(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def tenants(ctx: typer.Context, output: OutputOpt = None, as_json: JsonOpt = False) -> None:
     """Show your tenants: your role, quota and what is in use."""
+    fmt = output_format(output, as_json)
     rows = client(ctx).tenants()
-    if as_json:
-        emit_json(rows)
-    else:
-        console().print(tenants_table(rows))
+    emit(rows, fmt, lambda: console().print(tenants_table(rows)))
 
 
 @app.command()
-def cluster(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def quota(
+    ctx: typer.Context,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant (slug).")] = None,
+    output: OutputOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show each of your tenants' quota against what is in use, as bars."""
+    fmt = output_format(output, as_json)
+    rows = client(ctx).tenants()
+    if tenant is not None:
+        rows = [row for row in rows if row["slug"] == tenant]
+        if not rows:
+            typer.echo(f"error: no tenant {tenant!r} among yours", err=True)
+            raise typer.Exit(1)
+
+    def render() -> None:
+        out = console()
+        if not rows:
+            out.print("you belong to no tenant yet")
+        for index, row in enumerate(rows):
+            if index:
+                out.print()
+            out.print(quota_table(row))
+
+    emit(rows, fmt, render)
+
+
+@app.command()
+def cluster(ctx: typer.Context, output: OutputOpt = None, as_json: JsonOpt = False) -> None:
     """Show the cluster's nodes with free/allocatable resources."""
+    fmt = output_format(output, as_json)
     body = client(ctx).cluster()
-    if as_json:
-        emit_json(body)
-    else:
-        console().print(nodes_table(body["nodes"]))
+    emit(body, fmt, lambda: console().print(nodes_table(body["nodes"])))
 
 
 @tokens_app.command("list")
-def tokens_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def tokens_list(ctx: typer.Context, output: OutputOpt = None, as_json: JsonOpt = False) -> None:
     """List your API tokens (never their secrets)."""
+    fmt = output_format(output, as_json)
     rows = client(ctx).tokens()
-    if as_json:
-        emit_json(rows)
-    else:
-        console().print(tokens_table(rows))
+    emit(rows, fmt, lambda: console().print(tokens_table(rows)))
 
 
 @tokens_app.command("create")

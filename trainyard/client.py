@@ -27,10 +27,14 @@ LOG_PAGE = 1000
 
 
 class LogLine(TypedDict):
-    """One line a learner printed; `seq` counts 1, 2, 3, ... per job and learner."""
+    """One line a learner printed; `seq` counts 1, 2, 3, ... per job and learner.
+
+    Lines that came over the WebSocket carry no `ts` and no `attempt` (None), unless they were followed
+    with `exact=True`.
+    """
 
     learner: int
-    attempt: int
+    attempt: int | None
     seq: int
     ts: str | None
     text: str
@@ -122,6 +126,7 @@ class Client:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.token = token
         headers = {"Accept": "application/json", "User-Agent": "trainyard-cli"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -267,6 +272,14 @@ class Client:
             yield from batch
             pending = more
 
+    def drain(
+        self, job_id: str, cursors: dict[int, int], *, learners: list[int] | None = None
+    ) -> Iterator[LogLine]:
+        """Every stored line after each learner's cursor (`cursors` is moved on); all learners by default."""
+        if learners is None:
+            learners = self._learners(self.job(job_id), cursors)
+        yield from self._drain(job_id, learners, cursors)
+
     def iter_logs(self, job_id: str, *, learner: int | None = None) -> Iterator[LogLine]:
         """All stored lines of a job (or of one learner), paged forward per learner."""
         learners = [learner] if learner is not None else self._learners(self.job(job_id), {})
@@ -279,11 +292,15 @@ class Client:
         learner: int | None = None,
         tail: int | None = None,
         interval: float = 1.0,
+        live: bool = True,
+        exact: bool = False,
     ) -> Iterator[LogLine]:
         """Yield a job's lines as they come (each once), until it is in a final state and drained.
 
-        With `tail`, start from the last `tail` lines instead of the beginning. The job's state is read
-        before each drain, so a job seen final is left only after its log was read once more.
+        With `tail`, start from the last `tail` lines instead of the beginning. With `live` (the default)
+        the lines come over the `/ws/` WebSocket when it can be opened (needs the `websockets` package);
+        otherwise, or if it drops, the REST log is polled every `interval` seconds from where the socket
+        stopped. `exact` reads the lines of each live frame from REST, so they carry `ts` and `attempt`.
         """
         cursors: dict[int, int] = {}
         if tail is not None:
@@ -295,6 +312,22 @@ class Client:
             for line in self.logs(job_id, learner=learner, tail=tail)["lines"]:
                 if line["seq"] <= cursors.get(line["learner"], 0):
                     yield line
+        if live:
+            from trainyard.live import LiveFollower, LiveUnavailable
+
+            try:
+                yield from LiveFollower(self, job_id, cursors, learner=learner, exact=exact)
+                return
+            except LiveUnavailable:
+                pass  # on over REST, from the same cursors
+        yield from self.poll_logs(job_id, cursors, learner=learner, interval=interval)
+
+    def poll_logs(
+        self, job_id: str, cursors: dict[int, int], *, learner: int | None = None, interval: float = 1.0
+    ) -> Iterator[LogLine]:
+        """Follow over REST: read on from `cursors` every `interval` seconds until the job is final and
+        drained. The job's state is read before each drain, so a job seen final is left only after its
+        log was read once more."""
         while True:
             job = self.job(job_id)
             learners = [learner] if learner is not None else self._learners(job, cursors)

@@ -1,4 +1,4 @@
-"""How the CLI prints: API errors on stderr, rich tables for lists, raw JSON for scripts, log lines."""
+"""How the CLI prints: API errors on stderr, rich tables for lists, raw JSON/YAML for scripts, log lines."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from trainyard.client import LogLine, TrainyardError
 
@@ -41,6 +42,16 @@ def report(exc: TrainyardError) -> None:
 def emit_json(data: Any) -> None:
     """Print `data` as indented JSON."""
     typer.echo(json.dumps(data, indent=2))
+
+
+def emit_yaml(data: Any) -> None:
+    """Print `data` as YAML (block style, keys in the server's order)."""
+    try:
+        import yaml
+    except ImportError:  # PyYAML is only needed for -o yaml
+        typer.echo("-o yaml needs PyYAML: pip install pyyaml", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False), nl=False)
 
 
 def print_logs(lines: Iterable[LogLine], *, prefix: bool, as_json: bool) -> None:
@@ -181,4 +192,34 @@ def tokens_table(tokens: Iterable[dict[str, Any]]) -> Table:
             str(t["id"]), t["name"], t["prefix"] + "...", when(t["created_at"]), when(t["last_used_at"]),
             when(t["expires_at"]), state,
         )  # fmt: skip
+    return grid
+
+
+QUOTA_ROWS = (
+    ("GPUs", "gpus", "gpus", ""),
+    ("CPU", "cpu_millis", "cpu_millis", "m"),
+    ("memory", "memory_mib", "memory_mib", " MiB"),
+    ("running jobs", "running_jobs", "max_running_jobs", ""),
+    ("queued jobs", "queued_jobs", "max_queued_jobs", ""),
+)
+BAR_WIDTH = 24
+
+
+def bar(used: float, limit: float, width: int = BAR_WIDTH) -> Text:
+    """A usage bar: green below 70%, yellow below 90%, red from there (and over the quota)."""
+    share = used / limit if limit > 0 else (1.0 if used > 0 else 0.0)
+    filled = min(width, round(min(share, 1.0) * width))
+    style = "green" if share < 0.7 else "yellow" if share < 0.9 else "red"
+    return Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim")
+
+
+def quota_table(tenant: dict[str, Any]) -> Table:
+    """One tenant's quota against its usage: a row per resource with a bar."""
+    role = f", you are {tenant['role']}" if tenant.get("role") else ""
+    grid = table("RESOURCE", "USED", "QUOTA", "", "USE", title=f"{tenant['slug']} ({tenant['name']}{role})")
+    grid.title_justify = "left"
+    for label, used_key, quota_key, unit in QUOTA_ROWS:
+        used, limit = tenant["usage"][used_key], tenant["quota"][quota_key]
+        share = f"{used / limit:.0%}" if limit else ("-" if not used else "over")
+        grid.add_row(label, f"{used}{unit}", f"{limit}{unit}", bar(used, limit), share)
     return grid

@@ -1,6 +1,8 @@
-"""The `trainyard` CLI against a real server (pytest-django's live_server over HTTP): login and config,
-submit, list/show/events/cancel/retry, logs (paged, tail, follow), tenant isolation, tokens, and the
-one-line message when the server cannot be reached."""
+"""The `trainyard` CLI against a real server: pytest-django's live_server (WSGI, so no `/ws/`: following
+logs falls back to REST polling) for login and config, submit, `jobs list|show|events|cancel|retry`, output
+formats, quota, logs (paged, tail, follow), tenant isolation, tokens and the one-line message when the
+server cannot be reached; and daphne (HTTP + WebSocket, the portal's real ASGI app) for following logs
+live over the WebSocket with a bearer token."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,18 +22,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from django.contrib.auth.models import User
 from django.db import connection
 from django.utils import timezone
 from typer.testing import CliRunner, Result
 
+from jobs.lifecycle import logs_append
 from jobs.models import Job, Learner, LogLine, MetricSample
 from jobs.services import job_cancel, job_submit
 from kubesim.testing import KubeSim
 from tenants.models import ApiToken, Tenant
+from tenants.services import membership_set
 from tenants.tokens import token_create
 from tests.factories import make_tenant, member
 from trainyard import cli, config
+from trainyard.client import Client
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -145,10 +152,17 @@ def test_submit_yaml_prints_the_job_and_stores_it(account: Account, tmp_path: Pa
     job = Job.objects.get()
     assert f"submitted job {job.pk} (mnist)" in result.stdout and "queued" in result.stdout
     assert job.owner == account.user and job.cpu_millis == 2000
+    hints = result.stderr.splitlines()  # what to do next, on stderr so stdout stays the answer
+    assert hints[0] == "next:"
+    assert any(f"trainyard logs {job.pk} -f" in line for line in hints)
+    assert any(f"trainyard jobs show {job.pk}" in line for line in hints)
+    assert any(f"trainyard jobs cancel {job.pk}" in line for line in hints)
 
     as_json = run("submit", str(spec), "--json")  # one tenant: it may be left out
-    assert as_json.exit_code == 0
+    assert as_json.exit_code == 0 and as_json.stderr == ""
     assert json.loads(as_json.stdout)["tenant"] == account.tenant.slug
+    as_yaml = run("submit", str(spec), "-o", "yaml")
+    assert yaml.safe_load(as_yaml.stdout)["name"] == "mnist"
 
 
 def test_bad_spec_exits_1_with_each_field_message(account: Account, tmp_path: Path) -> None:
@@ -173,34 +187,89 @@ def test_list_show_events_cancel_retry(account: Account) -> None:
     job = job_submit(tenant=account.tenant, user=account.user, document=SPEC)
     other = job_submit(tenant=account.tenant, user=member(account.tenant), document={**SPEC, "name": "other"})
 
-    listed = run("list")
+    listed = run("jobs", "list")
     assert listed.exit_code == 0 and job.pk in listed.stdout and other.pk in listed.stdout
     assert "2 job(s), page 1" in listed.stdout
-    mine = json.loads(run("list", "--owner", "me", "--json").stdout)
+    mine = json.loads(run("jobs", "list", "--owner", "me", "--json").stdout)
     assert [j["id"] for j in mine["results"]] == [job.pk]
-    assert run("list", "--status", "bogus").exit_code == 2
+    assert run("jobs", "list", "--status", "bogus").exit_code == 2
 
-    shown = run("show", job.pk)
+    shown = run("jobs", "show", job.pk)
     assert shown.exit_code == 0 and "mnist" in shown.stdout and "pytorch/pytorch:2.3" in shown.stdout
-    assert json.loads(run("show", job.pk, "--json").stdout)["spec"]["image"] == "pytorch/pytorch:2.3"
+    assert json.loads(run("jobs", "show", job.pk, "--json").stdout)["spec"]["image"] == "pytorch/pytorch:2.3"
 
-    cancelled = run("cancel", job.pk)
+    cancelled = run("jobs", "cancel", job.pk)
     assert cancelled.exit_code == 0 and f"job {job.pk}: cancelled" in cancelled.stdout
-    again = run("cancel", job.pk)
+    again = run("jobs", "cancel", job.pk)
     assert again.exit_code == 1 and "already finished" in again.stderr and "409" in again.stderr
 
-    history = run("events", job.pk)
+    history = run("jobs", "events", job.pk)
     assert (
         history.exit_code == 0
         and "queued -> cancelled" in history.stdout
         and "CancelledByUser" in history.stdout
     )
-    first = json.loads(run("events", job.pk, "--json").stdout)[0]
+    first = json.loads(run("jobs", "events", job.pk, "--json").stdout)[0]
     assert first["kind"] == "submitted" and first["to_status"] == "queued"
 
-    retried = run("retry", job.pk)
+    retried = run("jobs", "retry", job.pk)
     assert retried.exit_code == 0
     assert Job.objects.filter(tenant=account.tenant).count() == 3 and "queued" in retried.stdout
+
+
+def test_top_level_job_commands_are_hidden_aliases(account: Account) -> None:
+    job = job_submit(tenant=account.tenant, user=account.user, document=SPEC)
+    assert json.loads(run("list", "--json").stdout)["results"][0]["id"] == job.pk
+    assert run("show", job.pk).stdout == run("jobs", "show", job.pk).stdout
+    assert run("events", job.pk, "-o", "json").stdout == run("jobs", "events", job.pk, "--json").stdout
+    assert run("cancel", job.pk).exit_code == 0 and run("retry", job.pk).exit_code == 0
+    helped = run("--help").stdout
+    assert "jobs" in helped and "quota" in helped
+    assert not any(line.strip().startswith(("│ list ", "│ show ")) for line in helped.splitlines())
+
+
+def test_output_option_on_read_commands(account: Account) -> None:
+    job = job_submit(tenant=account.tenant, user=account.user, document=SPEC)
+    listed = yaml.safe_load(run("jobs", "list", "-o", "yaml").stdout)
+    assert listed["count"] == 1 and listed["results"][0]["id"] == job.pk
+    assert json.loads(run("jobs", "list", "-o", "json").stdout) == json.loads(
+        run("jobs", "list", "--json").stdout
+    )
+    assert (
+        yaml.safe_load(run("jobs", "show", job.pk, "-o", "yaml").stdout)["spec"]["command"] == SPEC["command"]
+    )
+    assert yaml.safe_load(run("jobs", "events", job.pk, "-o", "yaml").stdout)[0]["kind"] == "submitted"
+    assert yaml.safe_load(run("tenants", "-o", "yaml").stdout)[0]["slug"] == account.tenant.slug
+    assert yaml.safe_load(run("tokens", "list", "-o", "yaml").stdout)[0]["name"] == "cli-tests"
+    assert "ID" in run("jobs", "list", "-o", "table").stdout
+    clash = run("jobs", "list", "-o", "yaml", "--json")
+    assert clash.exit_code == 2 and "contradicts" in clash.stderr
+    assert run("jobs", "list", "-o", "xml").exit_code == 2
+
+
+def test_quota_shows_usage_against_quota(account: Account) -> None:
+    second = make_tenant(gpus=4)
+    membership_set(tenant=second, user=account.user, role="viewer")
+    stranger = make_tenant()
+    job_submit(tenant=account.tenant, user=account.user, document={**SPEC, "resources": {"gpus": 2}})
+
+    both = run("quota")
+    assert both.exit_code == 0, both.output
+    assert (
+        f"{account.tenant.slug} (" in both.stdout
+        and f"{second.slug} (Team {second.slug}, you are viewer)" in both.stdout
+    )
+    one = run("quota", "--tenant", second.slug).stdout.splitlines()
+    assert one[0].startswith(f"{second.slug} (") and account.tenant.slug not in "\n".join(one)
+    gpus = next(line for line in one if line.startswith("GPUs"))
+    assert gpus.split()[1:3] == ["0", "4"] and "░" * 24 in gpus and "0%" in gpus
+
+    rows = yaml.safe_load(run("quota", "--tenant", account.tenant.slug, "-o", "yaml").stdout)
+    assert [r["slug"] for r in rows] == [account.tenant.slug]
+    assert rows[0]["usage"]["queued_jobs"] == 1 and "gpus" in rows[0]["quota"]
+    assert json.loads(run("quota", "--tenant", account.tenant.slug, "--json").stdout) == rows
+    missing = run("quota", "--tenant", stranger.slug)  # not one of yours
+    assert missing.exit_code == 1 and f"no tenant '{stranger.slug}' among yours" in missing.stderr
 
 
 def test_logs_all_one_learner_and_tail(account: Account) -> None:
@@ -275,8 +344,8 @@ def test_submit_follow_exits_1_when_the_job_does_not_succeed(account: Account, t
 def test_another_tenants_job_is_not_found(account: Account) -> None:
     other = make_tenant()
     job = job_submit(tenant=other, user=member(other), document=SPEC)
-    for command in ("show", "events", "logs", "metrics", "cancel", "retry"):
-        result = run(command, job.pk)
+    for command in ("jobs show", "jobs events", "logs", "metrics", "jobs cancel", "jobs retry"):
+        result = run(*command.split(), job.pk)
         assert result.exit_code == 1, command
         assert "no such job" in result.stderr and "404 not found" in result.stderr.lower(), command
     job.refresh_from_db()
@@ -334,7 +403,7 @@ def test_cluster_shows_the_nodes(account: Account, kubesim_cluster: KubeSim, set
 
 def test_unreachable_server_is_one_line_without_traceback(home: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    result = CliRunner().invoke(cli.app, ["--url", url, "--token", "ty_x", "list"])
+    result = CliRunner().invoke(cli.app, ["--url", url, "--token", "ty_x", "jobs", "list"])
     assert result.exit_code == 1
     assert result.stderr.startswith(f"cannot reach {url}: ") and len(result.stderr.splitlines()) == 1
     assert result.exception is None or isinstance(result.exception, SystemExit)
@@ -342,7 +411,7 @@ def test_unreachable_server_is_one_line_without_traceback(home: Path) -> None:
 
 
 def test_no_server_configured_is_a_usage_error(home: Path) -> None:
-    result = run("list")
+    result = run("jobs", "list")
     assert result.exit_code == 2 and "trainyard login" in result.stderr
 
 
@@ -350,7 +419,7 @@ def test_python_dash_m_entry_point(account: Account) -> None:
     job = job_submit(tenant=account.tenant, user=account.user, document=SPEC)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "trainyard", "list", "--json"],
+        [sys.executable, "-m", "trainyard", "jobs", "list", "--json"],
         capture_output=True,
         text=True,
         env=env,
@@ -359,10 +428,137 @@ def test_python_dash_m_entry_point(account: Account) -> None:
     assert done.returncode == 0, done.stderr
     assert [j["id"] for j in json.loads(done.stdout)["results"]] == [job.pk]
     missing = subprocess.run(
-        [sys.executable, "-m", "trainyard", "show", "nope"],
+        [sys.executable, "-m", "trainyard", "jobs", "show", "nope"],
         capture_output=True,
         text=True,
         env=env,
         timeout=60,
     )
     assert missing.returncode == 1 and "Traceback" not in missing.stderr and "no such job" in missing.stderr
+
+
+# Following over the WebSocket: the portal's real ASGI app under daphne, on the test database.
+
+
+@pytest.fixture
+def daphne_url(transactional_db: None, tmp_path: Path) -> Iterator[str]:
+    """daphne serving `portal.asgi:application` (HTTP + `/ws/`) with the test settings and database, as the
+    browser tests do (tests/e2e/conftest.py). One per test: it starts after the database was last
+    flushed, so its content-type caches match the rows."""
+    name = str(connection.settings_dict["NAME"])
+    assert name.startswith("test_"), name
+    port = free_port()
+    env = os.environ | {
+        "DJANGO_SETTINGS_MODULE": "portal.settings.test",
+        "DATABASE_URL": f"postgres:///{name}",
+    }
+    with (tmp_path / "daphne.log").open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                assert process.poll() is None, (tmp_path / "daphne.log").read_text()
+                try:
+                    with urllib.request.urlopen(f"{url}/healthz", timeout=1):  # noqa: S310 - local
+                        break
+                except OSError:
+                    assert time.monotonic() < deadline, "daphne did not start"
+                    time.sleep(0.1)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def live_account(daphne_url: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> Account:
+    """An account on the daphne server; REST polling is forbidden, so following must use the WebSocket."""
+    tenant = make_tenant()
+    user = member(tenant)
+    _, secret = token_create(user=user, name="cli-ws")
+    monkeypatch.setenv(config.URL_ENV, daphne_url)
+    monkeypatch.setenv(config.TOKEN_ENV, secret)
+
+    def no_polling(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        raise AssertionError("followed by polling REST, not over the WebSocket")
+
+    monkeypatch.setattr(Client, "poll_logs", no_polling)
+    return Account(url=daphne_url, tenant=tenant, user=user, token=secret)
+
+
+def publish(job: Job, texts: list[str], learner: int = 0) -> None:
+    """Store a batch as the log follower does: committed, then published to the job's live group."""
+    logs_append(
+        job_id=job.pk, attempt=1, learner=learner, records=[(None, t) for t in texts], cursor=(None, 0)
+    )
+
+
+def test_logs_follow_over_the_websocket(live_account: Account) -> None:
+    account = live_account
+    job = with_learners(
+        job_submit(tenant=account.tenant, user=account.user, document={**SPEC, "learners": 2})
+    )
+    publish(job, ["a1", "a2", "a3"])
+    publish(job, ["b1"], learner=1)
+
+    def finish() -> None:
+        time.sleep(0.8)
+        publish(job, ["a4", "a5"])
+        publish(job, ["b2"], learner=1)
+        time.sleep(0.3)
+        publish(job, ["a6"])
+        job_cancel(job=job, user=account.user)
+
+    started = time.monotonic()
+    with in_thread(finish):
+        result = run("logs", job.pk, "-f")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith("[0]")] == [f"[0] a{i}" for i in range(1, 7)]
+    assert [line for line in lines if line.startswith("[1]")] == ["[1] b1", "[1] b2"]
+    assert len(lines) == 8
+    assert time.monotonic() - started < 20
+
+    tail = run("logs", job.pk, "-f", "--tail", "2", "--learner", "0")  # a finished job: tail, then done
+    assert tail.exit_code == 0 and tail.stdout.splitlines() == ["a5", "a6"]
+
+
+def test_submit_follow_over_the_websocket_json_lines_are_exact(live_account: Account, tmp_path: Path) -> None:
+    account = live_account
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps(SPEC))
+
+    def run_and_cancel() -> None:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            job = Job.objects.first()
+            if job is not None:
+                with_learners(job)
+                time.sleep(0.8)  # subscribed by now: these come live
+                publish(job, ["x1", "x2"])
+                publish(job, ["x3"])
+                job_cancel(job=job, user=account.user)
+                return
+            time.sleep(0.05)
+
+    with in_thread(run_and_cancel):
+        result = run("submit", str(spec), "--follow", "--json")
+    assert result.exit_code == 1, result.output
+    decoder = json.JSONDecoder()
+    submitted, end = decoder.raw_decode(result.stdout)
+    lines = [json.loads(line) for line in result.stdout[end:].split("\n") if line.strip()]
+    assert submitted["status"] == "queued"
+    assert [(line["seq"], line["text"]) for line in lines] == [(1, "x1"), (2, "x2"), (3, "x3")]
+    assert all(line["attempt"] == 1 for line in lines)  # read from REST: the frames carry no attempt
+    assert "cancelled" in result.stderr

@@ -1,0 +1,106 @@
+"""WebSocket authentication by API token, for clients without a session (the `trainyard` CLI, scripts).
+
+Two pieces, wired in `portal/asgi.py`:
+
+- `TokenAuthMiddleware` sits inside `AuthMiddlewareStack`: when the session gave no user, it reads a bearer
+  token from the handshake's `Authorization: Bearer ty_...` header or, for clients that cannot set headers,
+  from a `Sec-WebSocket-Protocol` entry `bearer.ty_...`, and sets `scope["user"]` to the token's user (or
+  leaves the anonymous user, whom the consumer closes with 4401). Tokens are never read from the query
+  string: URLs end up in access logs.
+- `OriginOrTokenValidator` replaces Channels' `AllowedHostsOriginValidator`. A browser always sends `Origin`
+  on a WebSocket handshake, so a handshake *with* `Origin` is checked against `ALLOWED_HOSTS` exactly as
+  before (a cross-site page cannot ride on the session cookie). A handshake *without* `Origin` cannot come
+  from a browser; Channels refuses it, which would lock out the CLI, so it is let through when it carries a
+  bearer token, which is then the only thing that can authenticate it. Without `Origin` and without a
+  token it is still refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.middleware import BaseMiddleware
+from channels.security.websocket import OriginValidator
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+
+from tenants.tokens import token_user
+
+BEARER_PROTOCOL = "bearer."
+"""A `Sec-WebSocket-Protocol` entry `bearer.<token>` carries a token for clients that cannot set headers."""
+
+APP_PROTOCOL = "trainyard.v1"
+"""The subprotocol the server selects when a client offers it (with `bearer.<token>`): browsers fail a
+handshake that offered subprotocols and got none back, and the token itself is never echoed."""
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers") or []:
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def bearer_secret(scope: dict[str, Any]) -> str | None:
+    """The token a handshake carries: `Authorization: Bearer <token>`, else a `bearer.<token>` subprotocol."""
+    header = _header(scope, b"authorization")
+    if header:
+        scheme, _, secret = header.partition(" ")
+        if scheme.lower() == "bearer" and secret.strip():
+            return secret.strip()
+    for protocol in scope.get("subprotocols") or []:
+        if protocol.startswith(BEARER_PROTOCOL) and len(protocol) > len(BEARER_PROTOCOL):
+            return str(protocol[len(BEARER_PROTOCOL) :])
+    return None
+
+
+class TokenAuthMiddleware(BaseMiddleware):
+    """Authenticates a WebSocket by bearer token when the session did not (session first, token second)."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        if scope.get("type") != "websocket":
+            return await super().__call__(scope, receive, send)
+        scope = dict(scope)
+        secret = bearer_secret(scope)
+        offered = list(scope.get("subprotocols") or [])
+        # The consumer never sees the token among the subprotocols (nor could it echo it back).
+        scope["subprotocols"] = [p for p in offered if not p.startswith(BEARER_PROTOCOL)]
+        user = scope.get("user")
+        if secret and (user is None or not user.is_authenticated):
+            scope["user"] = await database_sync_to_async(token_user)(secret) or AnonymousUser()
+        if len(scope["subprotocols"]) < len(offered) and APP_PROTOCOL in offered:
+            send = _selecting(APP_PROTOCOL, send)
+        return await super().__call__(scope, receive, send)
+
+
+def _selecting(protocol: str, send: Any) -> Any:
+    """`send`, with `protocol` chosen in a `websocket.accept` that chose none."""
+
+    async def wrapped(message: dict[str, Any]) -> None:
+        if message.get("type") == "websocket.accept" and not message.get("subprotocol"):
+            message = {**message, "subprotocol": protocol}
+        await send(message)
+
+    return wrapped
+
+
+class OriginOrTokenValidator(OriginValidator):
+    """`Origin` must match the allowed hosts when present; a handshake without one needs a bearer token."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        if (
+            scope.get("type") == "websocket"
+            and _header(scope, b"origin") is None
+            and bearer_secret(scope) is not None
+        ):
+            return await self.application(scope, receive, send)
+        return await super().__call__(scope, receive, send)
+
+
+def AllowedHostsOrTokenValidator(application: Any) -> OriginOrTokenValidator:
+    """`OriginOrTokenValidator` over `settings.ALLOWED_HOSTS` (as Channels' AllowedHostsOriginValidator)."""
+    allowed_hosts = list(settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not allowed_hosts:
+        allowed_hosts = ["localhost", "127.0.0.1", "[::1]"]
+    return OriginOrTokenValidator(application, allowed_hosts)
