@@ -10,7 +10,14 @@ from dataclasses import asdict
 from typing import Any
 
 from django.http import Http404
-from rest_framework import status
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+)
+from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.request import Request
@@ -32,6 +39,7 @@ from jobs.services import JobRejected, job_cancel, job_retry, job_submit
 from jobs.states import JobStatus
 from portal.apiutil import api_user
 from portal.pagination import paginate
+from tenants.api import errors
 from tenants.models import Tenant
 from tenants.scoping import Perm, tenants_for
 
@@ -56,10 +64,23 @@ def rejected(exc: JobRejected) -> Response:
 
 
 def _job(request: Request, job_id: str) -> Job:
+    if "\x00" in job_id:  # PostgreSQL text cannot hold NUL: no job has such an id (and the query would fail)
+        raise Http404("no such job")
     try:
         return job_get(user=api_user(request), job_id=job_id)
     except Job.DoesNotExist as exc:
         raise Http404("no such job") from exc
+
+
+def _text(request: Request, name: str) -> str | None:
+    """A text query parameter, or None when absent or empty; NUL characters are a 400 (PostgreSQL text
+    cannot hold them, so the query would fail with a 500)."""
+    raw = request.query_params.get(name)
+    if not raw:
+        return None
+    if "\x00" in raw:
+        raise ValidationError({name: ["must not contain NUL characters"]})
+    return raw
 
 
 def _int(request: Request, name: str, default: int | None, low: int = 0, high: int = 100000) -> int | None:
@@ -75,8 +96,10 @@ def _int(request: Request, name: str, default: int | None, low: int = 0, high: i
     return value
 
 
-def _submit_tenant(request: Request, named: str | None) -> Tenant:
+def _submit_tenant(request: Request, named: object) -> Tenant:
     allowed = tenants_for(request.user, Perm.SUBMIT)
+    if named and (not isinstance(named, str) or "\x00" in named):
+        raise ValidationError({"tenant": ["must be a tenant's slug"]})
     if named:
         tenant = allowed.filter(slug=named).first()
         if tenant is None:
@@ -88,35 +111,141 @@ def _submit_tenant(request: Request, named: str | None) -> Tenant:
     return choices[0]
 
 
+# Shapes built by hand in the views below, written out as serializers for the schema only.
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "object", "additionalProperties": True, "description": "The spec as an object."},
+            {"type": "string", "description": "The spec as YAML or JSON text."},
+        ]
+    }
+)
+class SpecField(serializers.JSONField):
+    pass
+
+
+class JobSubmitSerializer(serializers.Serializer):
+    tenant = serializers.SlugField(
+        required=False, help_text="The tenant to submit to; may be left out if you may submit to one only."
+    )
+    spec = SpecField(help_text="The job spec (docs/spec.md), as an object or as YAML/JSON text.")
+
+
+class JobPageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = JobSerializer(many=True)
+
+
+class LogPageSerializer(serializers.Serializer):
+    lines = LogLineSerializer(many=True)
+    last_seq = serializers.IntegerField(
+        help_text="The sequence number of the last line; pass it as `after` for the next page."
+    )
+
+
+class NodeResourcesSerializer(serializers.Serializer):
+    gpus = serializers.IntegerField()
+    cpu_millis = serializers.IntegerField()
+    memory_mib = serializers.IntegerField()
+
+
+class NodeSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    ready = serializers.BooleanField()
+    gpu_type = serializers.CharField(allow_null=True)
+    allocatable = NodeResourcesSerializer()
+    free = NodeResourcesSerializer(help_text="May be negative on an over-committed node.")
+
+
+class ClusterSerializer(serializers.Serializer):
+    nodes = NodeSerializer(many=True)
+
+
+JOB_ID = OpenApiParameter("job_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="The job's id.")
+
+
+def _query(name: str, kind: Any, description: str, **extra: Any) -> OpenApiParameter:
+    return OpenApiParameter(
+        name, kind, OpenApiParameter.QUERY, required=False, description=description, **extra
+    )
+
+
 class JobListView(APIView):
     """GET: the jobs you may see (filters: tenant, status, owner, search). POST: submit a job."""
 
     parser_classes = [JSONParser, TextParser]
 
+    @extend_schema(
+        operation_id="jobs_list",
+        parameters=[
+            _query("tenant", OpenApiTypes.STR, "Only this tenant's jobs (its slug)."),
+            _query("status", OpenApiTypes.STR, "Only jobs in this status.", enum=JobStatus.values),
+            _query("owner", OpenApiTypes.STR, "Only this user's jobs; `me` for yours."),
+            _query("search", OpenApiTypes.STR, "Only jobs whose name contains this (any case)."),
+            _query("page", OpenApiTypes.INT, "Page number, from 1."),
+            _query("page_size", OpenApiTypes.INT, "Jobs per page (default 50, at most 500)."),
+        ],
+        responses={200: JobPageSerializer, **errors(400, 401, 404, 429)},
+    )
     def get(self, request: Request) -> Response:
-        params = request.query_params
-        if params.get("status") and params["status"] not in JobStatus.values:
+        status_, search = _text(request, "status"), _text(request, "search")
+        tenant, owner = _text(request, "tenant"), _text(request, "owner")
+        if status_ and status_ not in JobStatus.values:
             raise ValidationError({"status": [f"unknown status; use one of {', '.join(JobStatus.values)}"]})
-        jobs = job_list(
-            user=api_user(request), status=params.get("status") or None, search=params.get("search")
-        )
-        if params.get("tenant"):
-            jobs = jobs.filter(tenant__slug=params["tenant"])
-        if params.get("owner"):
-            owner = request.user.get_username() if params["owner"] == "me" else params["owner"]
-            jobs = jobs.filter(owner__username=owner)
+        jobs = job_list(user=api_user(request), status=status_, search=search)
+        if tenant:
+            jobs = jobs.filter(tenant__slug=tenant)
+        if owner:
+            jobs = jobs.filter(owner__username=request.user.get_username() if owner == "me" else owner)
         return paginate(request, jobs, JobSerializer)
 
+    @extend_schema(
+        parameters=[
+            _query("tenant", OpenApiTypes.STR, "The tenant, when the body is the bare spec (or names none).")
+        ],
+        request={
+            "application/json": JobSubmitSerializer,
+            "application/yaml": OpenApiTypes.STR,
+            "text/yaml": OpenApiTypes.STR,
+        },
+        responses={201: JobDetailSerializer, **errors(400, 401, 403, 429)},
+        description="Submit a job: JSON `{tenant, spec}`, or the bare spec as YAML text with `?tenant=`.",
+        examples=[
+            OpenApiExample(
+                "JSON",
+                value={
+                    "tenant": "demo",
+                    "spec": {
+                        "name": "mnist",
+                        "image": "pytorch/pytorch:2.3",
+                        "command": ["python", "train.py"],
+                    },
+                },
+                media_type="application/json",
+                request_only=True,
+            ),
+            OpenApiExample(
+                "YAML",
+                value="name: mnist\nimage: pytorch/pytorch:2.3\ncommand: [python, train.py]\nresources: {gpus: 1}\n",
+                media_type="text/yaml",
+                request_only=True,
+            ),
+        ],
+    )
     def post(self, request: Request) -> Response:
         data = request.data
         if isinstance(data, dict) and "spec" in data:
             unknown = set(data) - {"tenant", "spec"}
             if unknown:
                 raise ValidationError({key: ["unknown field; send 'tenant' and 'spec'"] for key in unknown})
-            tenant = _submit_tenant(request, data.get("tenant") or request.query_params.get("tenant"))
+            tenant = _submit_tenant(request, data.get("tenant") or _text(request, "tenant"))
             document = data["spec"]
         else:
-            tenant = _submit_tenant(request, request.query_params.get("tenant"))
+            tenant = _submit_tenant(request, _text(request, "tenant"))
             document = data
         if not isinstance(document, str | dict):
             raise ValidationError({"spec": ["must be a YAML/JSON text or an object"]})
@@ -128,11 +257,17 @@ class JobListView(APIView):
 
 
 class JobDetailView(APIView):
+    @extend_schema(parameters=[JOB_ID], responses={200: JobDetailSerializer, **errors(401, 404, 429)})
     def get(self, request: Request, job_id: str) -> Response:
         return Response(JobDetailSerializer(_job(request, job_id)).data)
 
 
 class JobCancelView(APIView):
+    @extend_schema(
+        parameters=[JOB_ID],
+        request=None,
+        responses={200: JobDetailSerializer, **errors(401, 403, 404, 409, 429)},
+    )
     def post(self, request: Request, job_id: str) -> Response:
         try:
             job = job_cancel(job=_job(request, job_id), user=api_user(request))
@@ -142,6 +277,12 @@ class JobCancelView(APIView):
 
 
 class JobRetryView(APIView):
+    @extend_schema(
+        parameters=[JOB_ID],
+        request=None,
+        responses={201: JobDetailSerializer, **errors(401, 403, 404, 409, 429)},
+        description="Submit a finished job again, as a new job.",
+    )
     def post(self, request: Request, job_id: str) -> Response:
         try:
             job = job_retry(job=_job(request, job_id), user=api_user(request))
@@ -151,6 +292,9 @@ class JobRetryView(APIView):
 
 
 class JobEventsView(APIView):
+    @extend_schema(
+        parameters=[JOB_ID], responses={200: JobEventSerializer(many=True), **errors(401, 404, 429)}
+    )
     def get(self, request: Request, job_id: str) -> Response:
         events = job_events(job=_job(request, job_id))
         return Response(JobEventSerializer(events, many=True).data)
@@ -159,6 +303,16 @@ class JobEventsView(APIView):
 class JobLogsView(APIView):
     """Log lines by sequence: `?learner=0&after=SEQ&limit=N` to page forward, `?tail=N` for the end."""
 
+    @extend_schema(
+        parameters=[
+            JOB_ID,
+            _query("learner", OpenApiTypes.INT, "Only this learner's lines (0-1024)."),
+            _query("after", OpenApiTypes.INT, "Lines after this sequence number (default 0)."),
+            _query("limit", OpenApiTypes.INT, "At most this many lines (1-10000, default 1000)."),
+            _query("tail", OpenApiTypes.INT, "The last N lines instead (1-10000)."),
+        ],
+        responses={200: LogPageSerializer, **errors(400, 401, 404, 429)},
+    )
     def get(self, request: Request, job_id: str) -> Response:
         job = _job(request, job_id)
         lines = job_logs(
@@ -173,14 +327,19 @@ class JobLogsView(APIView):
 
 
 class JobMetricsView(APIView):
+    @extend_schema(
+        parameters=[JOB_ID, _query("name", OpenApiTypes.STR, "Only this metric (e.g. loss).")],
+        responses={200: MetricSampleSerializer(many=True), **errors(401, 404, 429)},
+    )
     def get(self, request: Request, job_id: str) -> Response:
-        samples = job_metrics(job=_job(request, job_id), name=request.query_params.get("name"))
+        samples = job_metrics(job=_job(request, job_id), name=_text(request, "name"))
         return Response(MetricSampleSerializer(samples, many=True).data)
 
 
 class ClusterView(APIView):
     """GET: the cluster's nodes and their free capacity (503 when the cluster cannot be reached)."""
 
+    @extend_schema(responses={200: ClusterSerializer, **errors(401, 429, 503)})
     def get(self, request: Request) -> Response:
         try:
             nodes = cluster.nodes()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
 from jobs.models import Job, JobEvent, Learner, LogLine, MetricSample
@@ -15,10 +16,10 @@ class LearnerSerializer(serializers.ModelSerializer):
 
 class JobSerializer(serializers.ModelSerializer):
     tenant: serializers.SlugRelatedField[Job] = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True
+        slug_field="slug", read_only=True, help_text="The tenant's slug."
     )
     owner: serializers.SlugRelatedField[Job] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username", read_only=True, help_text="The owner's username."
     )
     resources = serializers.SerializerMethodField()
 
@@ -30,6 +31,17 @@ class JobSerializer(serializers.ModelSerializer):
             "started_at", "finished_at",
         ]  # fmt: skip
 
+    @extend_schema_field(
+        inline_serializer(
+            "JobResources",
+            {
+                "learners": serializers.IntegerField(help_text="Learner pods the job runs."),
+                "gpus": serializers.IntegerField(help_text="GPUs per learner."),
+                "cpu_millis": serializers.IntegerField(help_text="CPU per learner, in millicores."),
+                "memory_mib": serializers.IntegerField(help_text="Memory per learner, in MiB."),
+            },
+        )
+    )
     def get_resources(self, job: Job) -> dict[str, int]:
         return {
             "learners": job.learners,
@@ -45,6 +57,7 @@ class JobDetailSerializer(JobSerializer):
     class Meta(JobSerializer.Meta):
         fields = [*JobSerializer.Meta.fields, "spec", "placements", "learners"]
 
+    @extend_schema_field(LearnerSerializer(many=True))
     def get_learners(self, job: Job) -> list[dict[str, object]]:
         rows = job.learner_set.filter(attempt=job.attempt)
         return list(LearnerSerializer(rows, many=True).data)

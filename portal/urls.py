@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import views
 
@@ -24,5 +25,7 @@ urlpatterns = [
     path("tenants/<slug:slug>/", views.tenant_page, name="tenant"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api_urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("portal.ops_urls")),
 ]

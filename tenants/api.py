@@ -6,16 +6,103 @@ from dataclasses import asdict
 from typing import Any
 
 from django.http import Http404
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from portal.apiutil import api_user
-from tenants.models import ApiToken, Membership, Tenant
+from tenants.models import ApiToken, Membership, Role, Tenant
 from tenants.scoping import Perm, has_perm, tenants_for
 from tenants.tokens import token_create, token_revoke
 from tenants.usage import tenant_usage
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    """Documents `tenants.tokens.BearerTokenAuthentication` as an HTTP bearer scheme in the schema."""
+
+    target_class = "tenants.tokens.BearerTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "ty_...",
+            "description": "A personal API token (`manage.py token create`, or POST /api/v1/tokens/).",
+        }
+
+
+# Shapes built by hand in the views below, written out as serializers for the schema only.
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every API error (see portal.apiutil.exception_handler)."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # Declared here, not as class attributes: a field named `errors` would hide Serializer.errors.
+        return {
+            "detail": serializers.CharField(help_text="The whole error in one sentence."),
+            "errors": serializers.DictField(
+                child=serializers.ListField(child=serializers.CharField()),
+                help_text='Messages per field ("" for the request as a whole); may be empty.',
+            ),
+        }
+
+
+def errors(*codes: int) -> dict[int, OpenApiResponse]:
+    """Schema responses in the error shape for these status codes."""
+    described = {
+        400: "Invalid request: field errors.",
+        401: "Not authenticated, or the bearer token is invalid, expired or revoked.",
+        403: "Not allowed (role), or a session request without its CSRF token.",
+        404: "Not found, or not visible to you (another tenant's).",
+        409: "The object's state does not allow this.",
+        429: "Too many requests, or the tenant's queue is full.",
+        503: "The cluster cannot be reached.",
+    }
+    return {code: OpenApiResponse(ErrorSerializer, description=described[code]) for code in codes}
+
+
+class QuotaSerializer(serializers.Serializer):
+    gpus = serializers.IntegerField()
+    cpu_millis = serializers.IntegerField()
+    memory_mib = serializers.IntegerField()
+    max_running_jobs = serializers.IntegerField()
+    max_queued_jobs = serializers.IntegerField()
+
+
+class UsageSerializer(serializers.Serializer):
+    gpus = serializers.IntegerField()
+    cpu_millis = serializers.IntegerField()
+    memory_mib = serializers.IntegerField()
+    running_jobs = serializers.IntegerField()
+    queued_jobs = serializers.IntegerField()
+
+
+class TenantDataSerializer(serializers.Serializer):
+    """A tenant as `tenant_data` builds it."""
+
+    slug = serializers.SlugField()
+    name = serializers.CharField()
+    weight = serializers.FloatField()
+    active = serializers.BooleanField()
+    role = serializers.ChoiceField(
+        choices=[*Role.values, "admin"],
+        allow_null=True,
+        help_text="Your role in the tenant; admin for a superuser who is not a member.",
+    )
+    quota = QuotaSerializer()
+    usage = UsageSerializer()
+
+
+class MemberSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    role = serializers.ChoiceField(choices=Role.values)
+    email = serializers.CharField(required=False, help_text="Shown to the tenant's owners only.")
 
 
 def tenant_data(tenant: Tenant, user: Any) -> dict[str, Any]:
@@ -49,12 +136,14 @@ def _tenant(request: Request, slug: str) -> Tenant:
 class TenantListView(APIView):
     """GET: the tenants you belong to, with quota, usage and your role."""
 
+    @extend_schema(responses={200: TenantDataSerializer(many=True), **errors(401, 429)})
     def get(self, request: Request) -> Response:
         tenants = tenants_for(request.user).select_related("quota")
         return Response([tenant_data(t, request.user) for t in tenants])
 
 
 class TenantDetailView(APIView):
+    @extend_schema(responses={200: TenantDataSerializer, **errors(401, 404, 429)})
     def get(self, request: Request, slug: str) -> Response:
         return Response(tenant_data(_tenant(request, slug), request.user))
 
@@ -62,6 +151,7 @@ class TenantDetailView(APIView):
 class TenantMembersView(APIView):
     """GET: members and roles (owners see e-mail addresses too)."""
 
+    @extend_schema(responses={200: MemberSerializer(many=True), **errors(401, 404, 429)})
     def get(self, request: Request, slug: str) -> Response:
         tenant = _tenant(request, slug)
         owner = has_perm(request.user, tenant, Perm.MANAGE_TENANT)
@@ -85,12 +175,26 @@ class TokenCreateSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
 
 
+class TokenWithSecretSerializer(TokenSerializer):
+    """A new token as POST returns it: the secret, shown this once (schema only)."""
+
+    token = serializers.CharField(help_text="The secret: send it as `Authorization: Bearer <token>`.")
+
+    class Meta(TokenSerializer.Meta):
+        fields = [*TokenSerializer.Meta.fields, "token"]
+
+
 class TokenListView(APIView):
     """GET: your tokens (never their secrets). POST {"name"}: a new token, its secret shown this once."""
 
+    @extend_schema(responses={200: TokenSerializer(many=True), **errors(401, 429)})
     def get(self, request: Request) -> Response:
         return Response(TokenSerializer(ApiToken.objects.filter(user=api_user(request)), many=True).data)
 
+    @extend_schema(
+        request=TokenCreateSerializer,
+        responses={201: TokenWithSecretSerializer, **errors(400, 401, 403, 429)},
+    )
     def post(self, request: Request) -> Response:
         form = TokenCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -99,6 +203,9 @@ class TokenListView(APIView):
 
 
 class TokenDetailView(APIView):
+    """DELETE: revoke one of your tokens."""
+
+    @extend_schema(responses={204: OpenApiResponse(description="Revoked."), **errors(401, 403, 404, 429)})
     def delete(self, request: Request, token_id: int) -> Response:
         token = ApiToken.objects.filter(user=api_user(request), pk=token_id).first()
         if token is None:

@@ -23,6 +23,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served from here (no CDN)
     "guardian",
     "channels",
     "portal",
@@ -117,6 +119,23 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+# The OpenAPI schema (/api/schema/) and its Swagger UI (/api/docs/), with self-hosted UI files.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Trainyard API",
+    "DESCRIPTION": (
+        "Submit and follow deep-learning training jobs in your tenants. Authenticate with "
+        "`Authorization: Bearer <token>` (see `manage.py token create`) or a browser session. Every error "
+        'is `{"detail": "...", "errors": {field: [messages]}}`.'
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery: JSON only, late acks so a killed worker's task runs again, hard limits on every task.

@@ -1,0 +1,97 @@
+"""API tokens from the command line: `token create --user NAME [--name NAME]` prints the new secret (and
+nothing else on stdout, so scripts can capture it), `token list --user NAME`, `token revoke ID`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from tenants.models import ApiToken
+from tenants.tokens import token_create, token_revoke
+
+
+def _user(username: str) -> User:
+    user: User | None = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise CommandError(f"no user named {username!r}")
+    if not user.is_active:
+        raise CommandError(f"user {username!r} is inactive; a token of theirs would not authenticate")
+    return user
+
+
+def _when(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M") if value else "-"
+
+
+def _state(token: ApiToken) -> str:
+    if token.revoked_at:
+        return f"revoked {_when(token.revoked_at)}"
+    if token.expires_at and token.expires_at <= timezone.now():
+        return "expired"
+    return "active"
+
+
+class Command(BaseCommand):
+    help = "Create, list or revoke a user's API tokens (Authorization: Bearer <token>)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True, metavar="{create,list,revoke}")
+        create = actions.add_parser("create", help="Create a token; prints only its secret, shown this once.")
+        create.add_argument("--user", required=True, help="The username the token acts as.")
+        create.add_argument("--name", default="cli", help="A label to tell the token apart (default: cli).")
+        listing = actions.add_parser("list", help="List a user's tokens (never their secrets).")
+        listing.add_argument("--user", required=True, help="The username.")
+        revoke = actions.add_parser("revoke", help="Revoke a token at once, by its id.")
+        revoke.add_argument("token_id", type=int, metavar="ID", help="The token's id (see `token list`).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        action = options["action"]
+        if action == "create":
+            self._create(options["user"], options["name"])
+        elif action == "list":
+            self._list(options["user"])
+        else:
+            self._revoke(options["token_id"])
+
+    def _create(self, username: str, name: str) -> None:
+        name = name.strip()
+        if not name or len(name) > 100:
+            raise CommandError("--name must be 1 to 100 characters")
+        token, secret = token_create(user=_user(username), name=name)
+        self.stdout.write(secret)
+        self.stderr.write(f"token {token.pk} ({name}) for {username}; the secret is shown only this once")
+
+    def _list(self, username: str) -> None:
+        tokens = ApiToken.objects.filter(user=_user(username))
+        rows = [
+            (
+                str(t.pk),
+                t.name,
+                f"{t.prefix}…",
+                _when(t.created_at),
+                _when(t.last_used_at),
+                _when(t.expires_at),
+                _state(t),
+            )
+            for t in tokens
+        ]
+        header = ("ID", "NAME", "PREFIX", "CREATED", "LAST USED", "EXPIRES", "STATE")
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+        for row in [header, *rows]:
+            self.stdout.write(
+                "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+            )
+
+    def _revoke(self, token_id: int) -> None:
+        token = ApiToken.objects.select_related("user").filter(pk=token_id).first()
+        if token is None:
+            raise CommandError(f"no token with id {token_id}")
+        if token.revoked_at is not None:
+            self.stderr.write(f"token {token_id} was already revoked")
+            return
+        token_revoke(token=token)
+        self.stdout.write(f"revoked token {token_id} ({token.name}) of {token.user.username}")

@@ -1,0 +1,86 @@
+"""`manage.py token`: create prints only the secret (and it authenticates the API), list shows tokens
+without secrets, revoke stops a token at once; an unknown user or token is a clear CommandError."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from tenants.models import ApiToken
+from tenants.tokens import token_create
+from tests.factories import make_tenant, make_user, member
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command("token", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_create_prints_only_a_secret_that_authenticates_the_api() -> None:
+    user = member(make_tenant())
+    out, err = run("create", "--user", user.username, "--name", "laptop")
+    secret = out.strip()
+    assert secret.startswith("ty_") and "\n" not in secret and " " not in secret
+    assert "shown only this once" in err and secret not in err
+    token = ApiToken.objects.get(user=user)
+    assert token.name == "laptop" and token.prefix == secret[:10] and secret not in token.digest
+    response = Client(HTTP_AUTHORIZATION=f"Bearer {secret}").get("/api/v1/jobs/")
+    assert response.status_code == 200 and response.json()["count"] == 0
+
+
+def test_create_names_the_token_cli_by_default() -> None:
+    user = make_user()
+    run("create", "--user", user.username)
+    assert ApiToken.objects.get(user=user).name == "cli"
+
+
+def test_unknown_user_is_a_clear_error() -> None:
+    with pytest.raises(CommandError, match="no user named 'ghost'"):
+        run("create", "--user", "ghost")
+    with pytest.raises(CommandError, match="no user named 'ghost'"):
+        run("list", "--user", "ghost")
+    assert not ApiToken.objects.exists()
+
+
+def test_inactive_user_is_refused() -> None:
+    user = make_user(is_active=False)
+    with pytest.raises(CommandError, match="inactive"):
+        run("create", "--user", user.username)
+
+
+def test_list_shows_the_users_tokens_without_secrets() -> None:
+    user, other = make_user(), make_user()
+    mine, secret = token_create(user=user, name="ci")
+    token_create(user=other, name="not-mine")
+    out, _ = run("list", "--user", user.username)
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["ID", "NAME", "PREFIX"]
+    assert len(lines) == 2 and lines[1].split()[:2] == [str(mine.pk), "ci"]
+    assert "active" in lines[1] and secret not in out and "not-mine" not in out
+
+
+def test_revoke_stops_the_token_at_once() -> None:
+    user = member(make_tenant())
+    out, _ = run("create", "--user", user.username)
+    secret = out.strip()
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert client.get("/api/v1/jobs/").status_code == 200
+    token = ApiToken.objects.get(user=user)
+    out, _ = run("revoke", str(token.pk))
+    assert f"revoked token {token.pk}" in out
+    assert client.get("/api/v1/jobs/").status_code == 401
+    listed, _ = run("list", "--user", user.username)
+    assert "revoked" in listed.splitlines()[1]
+    _, err = run("revoke", str(token.pk))
+    assert "already revoked" in err
+
+
+def test_revoking_an_unknown_token_is_a_clear_error() -> None:
+    with pytest.raises(CommandError, match="no token with id 999999"):
+        run("revoke", "999999")
