@@ -37,7 +37,10 @@ def job_list(
 
 
 def job_get(*, user: AnyUser, job_id: str) -> Job:
-    """One job the user may see; raises Job.DoesNotExist for a job of another tenant, exactly as for none."""
+    """One job the user may see; raises Job.DoesNotExist for a job of another tenant, exactly as for none
+    (and for an id PostgreSQL could not even compare, such as one with a NUL byte)."""
+    if "\x00" in job_id:
+        raise Job.DoesNotExist(job_id)
     return job_list(user=user).get(pk=job_id)
 
 

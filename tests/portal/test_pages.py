@@ -332,3 +332,9 @@ def test_gpu_hours_count_learners_times_gpus_over_the_run(team: Tenant, alice: U
     days = tenant_gpu_hours_by_day(tenant=team)
     assert len(days) == 14 and days[-1][0] == now.date()
     assert sum(h for _, h in days) == pytest.approx(6.0)
+
+
+def test_job_page_with_a_nul_byte_in_the_id_is_a_404_not_a_crash(client: Client) -> None:
+    tenant = make_tenant()
+    client.force_login(member(tenant))
+    assert client.get("/jobs/a%00b/").status_code == 404
