@@ -25,9 +25,11 @@ def kubesim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeSi
 @pytest.fixture
 def engine(kubesim_cluster: KubeSim, transactional_db: None, settings: Any) -> Iterator[KubeSim]:
     """The job engine running for one test against kubesim: a real Celery worker (threads, real Redis
-    broker) and the watch loop in a thread. Tests drive it through the services, as a user would."""
+    broker), the watch loop in a thread, and a beat stand-in that queues a scheduler cycle every second.
+    Tests drive it through the services, as a user would."""
     from celery.contrib.testing.worker import start_worker
 
+    from jobs.tasks import schedule
     from jobs.watcher import Watcher
     from portal.celery import app
 
@@ -38,22 +40,33 @@ def engine(kubesim_cluster: KubeSim, transactional_db: None, settings: Any) -> I
 
     watcher = Watcher(cluster.cluster())
     thread = threading.Thread(target=watcher.run, name="watcher", daemon=True)
+    stop_beat = threading.Event()
+
+    def beat() -> None:
+        while not stop_beat.wait(1.0):
+            schedule.delay()
+
+    beat_thread = threading.Thread(target=beat, name="beat", daemon=True)
     with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False, shutdown_timeout=10):
         thread.start()
+        beat_thread.start()
         try:
             yield kubesim_cluster
         finally:
+            stop_beat.set()
+            beat_thread.join(timeout=5)
             watcher.stop()
             thread.join(timeout=15)
-    _close_other_connections()
 
 
-def _close_other_connections() -> None:
-    """End the database sessions the worker and watcher threads left open, so the test database can be
-    flushed and dropped."""
+@pytest.fixture(scope="session", autouse=True)
+def _end_stray_database_sessions(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """At the very end, end the database sessions that worker, watcher and server threads left open, so
+    the test database can be dropped (threads' connections are not closed by the test framework)."""
+    yield
     from django.db import connection
 
-    with connection.cursor() as cursor:
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"

@@ -322,6 +322,10 @@ const socket = new LiveSocket({
       for (const [name, step, value, logSeq] of frame.points || []) addPoint(name, learner, step, value, logSeq);
     } else if (frame.type === "status") {
       showStatus(frame.status, frame.reason, frame.message);
+    } else if (frame.type === "subscribed") {
+      // The status now: it may have changed between the page's render and this subscription, and the
+      // server sends no `status` frame for a change made before the socket joined the job's group.
+      if (frame.status !== shownStatus) showStatus(frame.status, frame.reason, frame.message);
     } else if (frame.type === "gap") {
       fetchLines(Number(frame.learner), Math.max(0, frame.from_seq - 1), frame.to_seq).catch(() => {});
     }

@@ -1,4 +1,5 @@
-"""One server (daphne, against the test database) and one headless Chromium for all browser tests.
+"""One server (daphne, against the test database) and one headless Chromium for all browser tests; the
+live tests get a second server whose cluster is the session's kubesim, with the job engine running.
 
 Tests use `transactional_db`, so what they create is committed where the server process reads it, and it is
 flushed after each test (the server clears its content-type caches per request: see `tests/e2e/asgi.py`).
@@ -14,10 +15,13 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from kubesim.testing import KubeSim
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
@@ -32,6 +36,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENSHOTS = ROOT / "tmp"
+# What the `engine` fixture (tests/conftest.py) sets for the worker and watcher; the live server gets the same.
+CHECKPOINT_HOST_ROOT = "/var/lib/trainyard/checkpoints"
 
 
 def _free_port() -> int:
@@ -54,20 +60,22 @@ def _wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0)
     raise RuntimeError(f"the test server did not answer {url} within {timeout}s")
 
 
-@pytest.fixture(scope="session")
-def server_url(
-    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    """A daphne server (HTTP + WebSockets) on a free port, serving the test database."""
-    from django.db import connection
-
-    with django_db_blocker.unblock():
-        name = connection.settings_dict["NAME"]
+@contextmanager
+def _daphne(name: str, env_extra: dict[str, str], log_dir: Path) -> Iterator[str]:
+    """A daphne process (HTTP + WebSockets) on a free port serving database `name`; stopped on exit."""
     if not str(name).startswith("test_"):
         raise RuntimeError(f"refusing to serve {name!r} to browser tests: not a test database")
+    from django.conf import settings
+
     port = _free_port()
-    env = os.environ | {"DJANGO_SETTINGS_MODULE": "tests.e2e.settings", "E2E_DATABASE_NAME": name}
-    log = (tmp_path_factory.mktemp("e2e-server") / "daphne.log").open("wb")
+    env = os.environ | {
+        "DJANGO_SETTINGS_MODULE": "tests.e2e.settings",
+        "E2E_DATABASE_NAME": name,
+        # The same Redis db as this process (Channels layer and Celery broker alike).
+        "REDIS_URL": settings.REDIS_URL,
+        **env_extra,
+    }
+    log = (log_dir / "daphne.log").open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "tests.e2e.asgi:application"],
         cwd=ROOT,
@@ -89,9 +97,46 @@ def server_url(
         log.close()
 
 
-@pytest.fixture(scope="session")
+def _test_database_name(django_db_blocker: Any) -> str:
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        return str(connection.settings_dict["NAME"])
+
+
+@pytest.fixture(scope="package")
+def server_url(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A daphne server (HTTP + WebSockets) on a free port, serving the test database; no cluster."""
+    name = _test_database_name(django_db_blocker)
+    with _daphne(name, {"KUBECONFIG": ""}, tmp_path_factory.mktemp("e2e-server")) as url:
+        yield url
+
+
+@pytest.fixture(scope="package")
+def live_server_url(
+    django_db_setup: None,
+    django_db_blocker: Any,
+    kubesim_cluster: KubeSim,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[str]:
+    """A second daphne server for the live tests: the same test database, and the session's kubesim as its
+    cluster (the same KUBECONFIG and CHECKPOINT_HOST_ROOT as the `engine` fixture gives the worker and the
+    watcher in this process). Celery tasks it queues go through the shared Redis db to that worker."""
+    name = _test_database_name(django_db_blocker)
+    env = {"KUBECONFIG": str(kubesim_cluster.kubeconfig_path), "CHECKPOINT_HOST_ROOT": CHECKPOINT_HOST_ROOT}
+    with _daphne(name, env, tmp_path_factory.mktemp("e2e-live-server")) as url:
+        yield url
+
+
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the session; skipped, with the reason, where Debian's chromium is absent."""
+    """One headless Chromium for the browser tests; skipped, with the reason, where Debian's chromium is absent.
+
+    Package-scoped, not session-scoped: Playwright's sync API runs an asyncio loop on the test thread
+    while it lives, and later tests that call async_to_sync on that thread would fail.
+    """
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is not installed (`make browser` installs Debian's chromium)")
     from playwright.sync_api import sync_playwright
@@ -114,16 +159,28 @@ def browser() -> Iterator[Any]:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
 
 
-@pytest.fixture
-def page(browser: Any, server_url: str, transactional_db: None) -> Iterator[Any]:
-    """A fresh browser context (no cookies) per test, with the server's URL as its base."""
-    context = browser.new_context(base_url=server_url, viewport={"width": 1360, "height": 900})
+def _new_page(browser: Any, base_url: str) -> Iterator[Any]:
+    context = browser.new_context(base_url=base_url, viewport={"width": 1360, "height": 900})
     context.set_default_timeout(10000)
     page = context.new_page()
     try:
         yield page
     finally:
         context.close()
+
+
+@pytest.fixture
+def page(browser: Any, server_url: str, transactional_db: None) -> Iterator[Any]:
+    """A fresh browser context (no cookies) per test, with the server's URL as its base."""
+    yield from _new_page(browser, server_url)
+
+
+@pytest.fixture
+def live_page(browser: Any, live_server_url: str, engine: KubeSim) -> Iterator[Any]:
+    """A fresh browser context on the live server, with the job engine running (see `engine` in
+    tests/conftest.py: a Celery worker and the watcher in this process, on kubesim). Closed before the
+    engine stops and before the database is flushed."""
+    yield from _new_page(browser, live_server_url)
 
 
 def login(page: Any, username: str, password: str = "pw") -> None:  # noqa: S107 (the factories' password)
