@@ -7,6 +7,7 @@ surface of the jobs app can be read in one place.
 from __future__ import annotations
 
 import threading
+import zlib
 from typing import Any
 
 from django.conf import settings
@@ -18,6 +19,11 @@ from jobs.models import Job
 from tenants.models import Tenant
 
 _local = threading.local()
+# Learners rendezvous on a port of their own per job attempt, not torchrun's fixed 29500: where pods
+# share a host network (kubesim: every pod is 127.0.0.1) two jobs on one port would collide (EADDRINUSE)
+# or, worse, a learner would join another job's group. Below Linux's ephemeral range (32768+).
+RENDEZVOUS_PORT_BASE = 29500
+RENDEZVOUS_PORT_SPAN = 3000
 
 
 def cluster() -> Cluster:
@@ -39,6 +45,12 @@ def tenant_limits(tenant: Tenant) -> TenantLimits:
     """The tenant's quota as the namespace ResourceQuota enforces it (a safety net under admission)."""
     quota = tenant.quota
     return TenantLimits(gpus=quota.gpus, cpu_millis=quota.cpu_millis, memory_mib=quota.memory_mib)
+
+
+def rendezvous_port(job: Job) -> int:
+    """The MASTER_PORT of the job's current attempt: deterministic, so a retried launch builds the same pods."""
+    digest = zlib.crc32(f"{job.pk}/{job.attempt}".encode())
+    return RENDEZVOUS_PORT_BASE + digest % RENDEZVOUS_PORT_SPAN
 
 
 def pods_spec(job: Job) -> JobPodsSpec:
@@ -67,6 +79,7 @@ def pods_spec(job: Job) -> JobPodsSpec:
         result_dir=results,
         threads=tuning.get("threads", "auto"),
         max_runtime_seconds=spec.get("max_runtime_seconds"),
+        master_port=rendezvous_port(job),
         checkpoint_host_path=_checkpoint_host_path(job),
     )
 

@@ -69,7 +69,10 @@ def transition(
 
 
 def _locked(job_id: str) -> Job:
-    return Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+    # FOR NO KEY UPDATE, not FOR UPDATE: rows that reference the job (log lines, metric samples, events)
+    # are inserted by other transactions holding learner-row locks, and their foreign-key check takes
+    # FOR KEY SHARE on the job row; FOR UPDATE would block it and deadlock with job_launched.
+    return Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=job_id)
 
 
 def job_admit(*, job_id: str, placements: Sequence[str]) -> Job | None:

@@ -6,7 +6,7 @@ running, finished, failed by the user's fault, or hit by an infrastructure fault
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ class LearnerView:
     terminated_reason: str = ""
     unschedulable_message: str | None = None
     disrupted: bool = False
+    deleted: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,20 +52,30 @@ class Verdict:
     learner: int | None = None
 
 
-def judge(learners: Sequence[LearnerView], expected: int) -> Verdict:
+def judge(
+    learners: Sequence[LearnerView], expected: int, *, existed: Collection[int] | None = None
+) -> Verdict:
     """Read `expected` learners' views into one verdict; the worst learner decides.
 
     Order of precedence: an infrastructure fault (requeue) beats a user error (failed), which beats
     success; a job is running only when every learner runs, succeeded only when every learner succeeded.
+    `existed` names the learners whose pods are known to have been created (None: all of them): a
+    missing pod outside it is still being created (a launch creates pods one by one), not lost.
     """
     by_index = {view.index: view for view in learners}
     missing = [i for i in range(expected) if by_index.get(i) is None or by_index[i].phase is None]
+    lost = [i for i in missing if existed is None or i in existed]
     for view in sorted(by_index.values(), key=lambda v: v.index):
         if view.phase is None:
             continue
         if view.disrupted or view.pod_reason in INFRA_POD_REASONS:
             why = view.pod_reason or "DisruptionTarget"
             detail = view.pod_message or "the node or cluster took the pod away"
+            return Verdict("requeue", why, f"learner {view.index}: {detail}", view.index)
+        if view.deleted:
+            # Deleted by someone else than the platform (which ignores verdicts about jobs it tears
+            # down): its container is killed, and the exit code that follows is not the user's fault.
+            why, detail = "PodDeleted", "the pod was deleted before it finished"
             return Verdict("requeue", why, f"learner {view.index}: {detail}", view.index)
     for view in sorted(by_index.values(), key=lambda v: v.index):
         if view.phase is None:
@@ -78,7 +89,11 @@ def judge(learners: Sequence[LearnerView], expected: int) -> Verdict:
         all_pods_gone = len(missing) == expected
         if all_pods_gone:
             return Verdict("starting", "PodsNotCreated", "waiting for the learner pods to be created")
-        return Verdict("requeue", "PodLost", f"learner pod(s) {missing} disappeared", missing[0])
+        if not lost:
+            return Verdict(
+                "starting", "PodsNotCreated", f"waiting for learner pod(s) {missing} to be created"
+            )
+        return Verdict("requeue", "PodLost", f"learner pod(s) {lost} disappeared", lost[0])
     views = [by_index[i] for i in range(expected)]
     if all(v.phase == "Succeeded" for v in views):
         return Verdict("succeeded", "Completed", f"all {expected} learner(s) exited 0")
@@ -125,6 +140,8 @@ def view_from_pod(pod: dict[str, Any], index: int) -> LearnerView:
         None,
     )
     disrupted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions)
+    phase = status.get("phase") or "Pending"
+    deleted = bool((pod.get("metadata") or {}).get("deletionTimestamp")) and phase != "Succeeded"
     waiting_reason = waiting_message = terminated_reason = ""
     exit_code = None
     for cs in status.get("containerStatuses") or []:
@@ -137,7 +154,7 @@ def view_from_pod(pod: dict[str, Any], index: int) -> LearnerView:
             terminated_reason = state["terminated"].get("reason") or ""
     return LearnerView(
         index=index,
-        phase=status.get("phase") or "Pending",
+        phase=phase,
         node=spec.get("nodeName") or "",
         pod_reason=status.get("reason") or "",
         pod_message=status.get("message") or "",
@@ -147,4 +164,5 @@ def view_from_pod(pod: dict[str, Any], index: int) -> LearnerView:
         terminated_reason=terminated_reason,
         unschedulable_message=unschedulable,
         disrupted=disrupted,
+        deleted=deleted,
     )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from collections import defaultdict
+from datetime import datetime, timedelta
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
@@ -12,7 +14,7 @@ from django.utils import timezone
 
 from clusterio.errors import ClusterError, Forbidden, Invalid, Unavailable
 from jobs import cluster
-from jobs.lifecycle import job_launched, job_pods_gone, job_requeue_or_fail, transition
+from jobs.lifecycle import enqueue, job_launched, job_pods_gone, job_requeue_or_fail, transition
 from jobs.models import Job
 from jobs.scheduling import CycleResult, run_cycle
 from jobs.states import ACTIVE, JobStatus
@@ -87,26 +89,41 @@ def teardown(job_id: str, attempt: int) -> int:
 def reconcile() -> dict[str, int]:
     """Repair drift between the database and the cluster (the watch loop is the fast path; this is the net).
 
-    Pods no admitted attempt owns are deleted; a starting job whose pods never appeared is launched again;
-    a running job whose pods vanished is requeued; a job stuck pending past PENDING_TIMEOUT_SECONDS goes
-    back to the queue without using up a retry; a cancelling job with no pods left is cancelled.
+    Pods no admitted attempt owns are deleted; a starting job whose pods never all appeared (a launch that
+    died half-way) is launched again; a running job whose pods vanished is requeued; a job stuck pending
+    past PENDING_TIMEOUT_SECONDS goes back to the queue without using up a retry; a cancelling job with no
+    pods left is cancelled; a job whose pod ran past its `activeDeadlineSeconds` (max_runtime) fails with
+    DeadlineExceeded, for clusters whose kubelet does not enforce it (kubesim).
     """
     pods, _ = cluster.cluster().managed_pods()
-    live = {key for pod in pods if (key := cluster.pod_owner(pod)) is not None}
+    now = timezone.now()
+    live: dict[tuple[str, int], set[int]] = defaultdict(set)
+    overdue: dict[tuple[str, int], int] = {}
+    for pod in pods:
+        key = cluster.pod_owner(pod)
+        if key is None:
+            continue
+        live[key].add(cluster.pod_learner(pod) or 0)
+        if key not in overdue and _past_deadline(pod, now):
+            overdue[key] = cluster.pod_learner(pod) or 0
     active = {(j.pk, j.attempt): j for j in Job.objects.filter(status__in=ACTIVE).select_related("tenant")}
-    counts = {"orphans": 0, "relaunched": 0, "requeued": 0, "cancelled": 0}
-    for job_id, attempt in live - set(active):
+    counts = {"orphans": 0, "relaunched": 0, "requeued": 0, "cancelled": 0, "deadline": 0}
+    for job_id, attempt in set(live) - set(active):
         job = Job.objects.select_related("tenant").filter(pk=job_id).first()
         if job is not None:
             counts["orphans"] += cluster.teardown(job, attempt)
-    now = timezone.now()
     grace = timedelta(seconds=settings.LAUNCH_GRACE_SECONDS)
     pending_timeout = timedelta(seconds=settings.PENDING_TIMEOUT_SECONDS)
     for key, job in active.items():
         admitted_for = now - (job.admitted_at or now)
-        if key in live:
+        if key in overdue and job.status != JobStatus.CANCELLING:
+            counts["deadline"] += _deadline_exceeded(job, overdue[key])
+        elif key in live:
             if job.status == JobStatus.STARTING and admitted_for > pending_timeout:
                 counts["requeued"] += _repair(job, "PendingTimeout")
+            elif job.status == JobStatus.STARTING and admitted_for > grace and len(live[key]) < job.learners:
+                launch.delay(job.pk, job.attempt)
+                counts["relaunched"] += 1
         elif job.status == JobStatus.CANCELLING:
             counts["cancelled"] += job_pods_gone(job_id=job.pk, attempt=job.attempt) is not None
         elif job.status == JobStatus.STARTING and admitted_for > grace:
@@ -115,6 +132,37 @@ def reconcile() -> dict[str, int]:
         elif job.status == JobStatus.RUNNING:
             counts["requeued"] += _repair(job, "PodLost")
     return counts
+
+
+def _past_deadline(pod: dict[str, Any], now: datetime) -> bool:
+    """Whether an unfinished pod has run longer than its `activeDeadlineSeconds` since its startTime."""
+    deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+    status = pod.get("status") or {}
+    if not deadline or not status.get("startTime") or status.get("phase") in ("Succeeded", "Failed"):
+        return False
+    try:
+        started = datetime.fromisoformat(status["startTime"])
+    except (TypeError, ValueError):
+        return False
+    return bool((now - started).total_seconds() > int(deadline))
+
+
+def _deadline_exceeded(stale: Job, learner: int) -> int:
+    """Fail a job whose learner ran past max_runtime, as the kubelet would have (pods torn down)."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=stale.pk)
+        if job.attempt != stale.attempt or job.status not in (JobStatus.STARTING, JobStatus.RUNNING):
+            return 0
+        runtime = job.spec.get("max_runtime_seconds")
+        transition(
+            job,
+            JobStatus.FAILED,
+            reason="DeadlineExceeded",
+            message=f"learner {learner} ran past max_runtime ({runtime} s)",
+            data={"learner": learner},
+        )
+        enqueue("jobs.tasks.teardown", job.pk, job.attempt)
+    return 1
 
 
 def _repair(stale: Job, reason: str) -> int:

@@ -38,6 +38,9 @@ class Watcher:
         self.cluster = cluster
         self.follow_logs = follow_logs
         self.pods: dict[Key, dict[str, dict[str, Any]]] = defaultdict(dict)
+        # Learner indices whose pods this watcher has seen per attempt (kept across relists): a learner
+        # pod missing from the cache is lost only if it was there before, not while a launch creates it.
+        self.seen: dict[Key, set[int]] = defaultdict(set)
         self.followers: dict[tuple[str, int, int], threading.Thread] = {}
         self.stop_event = threading.Event()
         self.lock = threading.RLock()
@@ -79,6 +82,9 @@ class Watcher:
         if key is None:
             return None
         name = pod["metadata"]["name"]
+        index = jobs_cluster.pod_learner(pod)
+        if index is not None:
+            self.seen[key].add(index)
         if kind == "DELETED":
             self.pods[key].pop(name, None)
         else:
@@ -89,9 +95,12 @@ class Watcher:
         job_id, attempt = key
         job = Job.objects.select_related("tenant").filter(pk=job_id).first()
         if job is None or job.attempt != attempt or job.status not in ACTIVE:
+            with self.lock:
+                self.seen.pop(key, None)
             return
         with self.lock:
             pods = list(self.pods.get(key, {}).values())
+            seen = set(self.seen.get(key, ()))
         views = []
         for pod in pods:
             index = jobs_cluster.pod_learner(pod)
@@ -105,7 +114,9 @@ class Watcher:
         if job.status == JobStatus.CANCELLING and not views:
             job_pods_gone(job_id=job_id, attempt=attempt)
             return
-        verdict = judge(views, job.learners)
+        # Every learner of a running job has had its pod; a starting one may still be being launched.
+        existed = seen if job.status == JobStatus.STARTING else None
+        verdict = judge(views, job.learners, existed=existed)
         tail: list[str] = []
         if verdict.state in ("succeeded", "failed"):
             self._drain(job_id, attempt)

@@ -1,0 +1,330 @@
+"""The engine under faults, end to end on kubesim: a launch retried after its worker died, pods that
+cannot be scheduled, pods deleted behind the platform's back, orphans, the runtime cap, and two
+scheduler cycles racing. Real PostgreSQL, Redis, Celery worker and watch loop (the `engine` fixture);
+the reconcile loop, which beat runs in production, is called by the tests themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from clusterio.builders import make_learner_pod
+from clusterio.capacity import NodeInfo, Resources
+from jobs import cluster, lifecycle, scheduling, services, tasks
+from jobs.models import Job, JobEvent, LogLine, MetricSample
+from jobs.scheduling import CycleResult
+from jobs.services import job_cancel, job_submit
+from jobs.states import TERMINAL
+from kubesim.testing import KubeSim
+from tests.factories import make_tenant, member
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def describe(job: Job) -> str:
+    job.refresh_from_db()
+    events = list(job.events.values_list("kind", "to_status", "reason", "message"))
+    return f"job {job.pk} is {job.status} ({job.reason}: {job.message}); events {events}"
+
+
+def wait_status(
+    job: Job, *statuses: str, timeout: float = 30.0, poll: Callable[[], Any] | None = None
+) -> Job:
+    """Wait for one of `statuses` (calling `poll` between looks); fail at once on another final state."""
+
+    def reached() -> Job | None:
+        if poll is not None:
+            poll()
+        job.refresh_from_db()
+        if job.status in TERMINAL and job.status not in statuses:
+            raise AssertionError(describe(job))
+        return job if job.status in statuses else None
+
+    try:
+        return wait_until(reached, timeout, f"job {job.pk} to reach {statuses}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {describe(job)}") from None
+
+
+def spec(name: str, script: str, **extra: Any) -> str:
+    document = {
+        "name": name,
+        "image": "python:3.11",
+        "command": ["python", "-u", "-c", script],
+        "resources": {"cpu": "250m", "memory": "128Mi"},
+        **extra,
+    }
+    return json.dumps(document)
+
+
+def submit(document: str) -> tuple[Job, Any]:
+    tenant = make_tenant()
+    user = member(tenant)
+    return job_submit(tenant=tenant, user=user, document=document), user
+
+
+def attempt_pods(job: Job) -> list[dict[str, Any]]:
+    """The live (not terminating) pods of the job's current attempt."""
+    job.refresh_from_db()
+    return [p for p in cluster.job_pods(job) if not p["metadata"].get("deletionTimestamp")]
+
+
+# -- a launch retried after its worker died ---------------------------------------------------------------
+
+
+@pytest.fixture
+def held_launches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[Any, ...]]]:
+    """Launch tasks that admission queues are kept here instead of reaching the worker: as if the worker
+    that took them died before finishing. Other tasks pass through."""
+    held: list[tuple[Any, ...]] = []
+    send = lifecycle.enqueue
+
+    def enqueue(task: str, *args: Any, countdown: float = 0) -> None:
+        if task == "jobs.tasks.launch":
+            held.append(args)
+        else:
+            send(task, *args, countdown=countdown)
+
+    monkeypatch.setattr(lifecycle, "enqueue", enqueue)
+    yield held
+
+
+def test_launch_retried_after_a_worker_died_mid_launch_adopts_and_duplicates_no_pod(
+    engine: KubeSim, held_launches: list[tuple[Any, ...]], settings: Any
+) -> None:
+    script = "import os, time\ntime.sleep(2)\nprint('learner', os.environ['RANK'], 'done')"
+    job, _ = submit(spec("relaunched", script, learners=2))
+    wait_until(lambda: held_launches, what="the launch to be queued")
+    job.refresh_from_db()
+    assert job.status == "starting" and held_launches == [(job.pk, 1)]
+
+    # The dead worker got as far as learner 0: namespace objects and the first pod exist.
+    client = cluster.cluster()
+    namespace = cluster.namespace_for(job.tenant)
+    client.ensure_tenant(
+        namespace=namespace, tenant_slug=job.tenant.slug, limits=cluster.tenant_limits(job.tenant)
+    )
+    first = client.core.create_namespaced_pod(namespace, make_learner_pod(cluster.pods_spec(job), 0))
+    # The watch loop sees one pod of two: the launch is unfinished, not a lost pod.
+    wait_until(
+        lambda: job.learner_set.filter(index=0, phase__in=("Running", "Succeeded")).exists(),
+        what="learner 0 to run",
+    )
+    time.sleep(0.5)
+    job.refresh_from_db()
+    assert job.status == "starting", describe(job)
+
+    # The reconcile loop relaunches the half-launched attempt; a redelivered task and a direct retry race it.
+    settings.LAUNCH_GRACE_SECONDS = 0
+    assert tasks.reconcile()["relaunched"] == 1
+    assert tasks.launch.apply(args=held_launches[0]).get() == [
+        p["metadata"]["name"] for p in attempt_pods(job)
+    ]
+    tasks.launch.apply(args=held_launches[0]).get()
+    pods = attempt_pods(job)
+    assert [p["metadata"]["labels"]["trainyard.io/learner"] for p in pods] == ["0", "1"]
+    assert pods[0]["metadata"]["uid"] == first.metadata.uid, "learner 0 was replaced, not adopted"
+
+    job = wait_status(job, "succeeded")
+    assert job.attempt == 1 and not job.events.filter(to_status="requeued").exists()
+    texts = set(LogLine.objects.filter(job=job).values_list("text", flat=True))
+    assert {"learner 0 done", "learner 1 done"} <= texts
+    assert job.events.filter(reason="PodsCreated").count() >= 1
+
+
+# -- pods that cannot be scheduled --------------------------------------------------------------------------
+
+
+def test_unschedulable_pod_is_reported_then_requeued_without_using_a_retry(
+    engine: KubeSim, settings: Any
+) -> None:
+    # Admission sees a free GPU of this type; kubesim's scheduler will not place the pod on it (taint).
+    engine.add_gpu_node(
+        "tainted-0",
+        gpus=1,
+        labels={"nvidia.com/gpu.product": "Tainted-GPU"},
+        taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}],
+    )
+    try:
+        nodes = {n.name: n for n in cluster.nodes()}
+        assert nodes["tainted-0"].free.gpus == 1 and nodes["tainted-0"].gpu_type == "Tainted-GPU"
+        resources = {"cpu": "250m", "memory": "128Mi", "gpus": 1, "gpu_type": "Tainted-GPU"}
+        job, user = submit(spec("stuck", "print('never')", resources=resources, retries=0))
+        wait_until(
+            lambda: JobEvent.objects.filter(job=job, kind="pod", reason="Unschedulable").first(),
+            what="the Unschedulable event",
+        )
+        job.refresh_from_db()
+        assert job.status == "starting" and job.reason == "Unschedulable"
+        assert "untolerated taint {dedicated: x}" in job.message, job.message
+
+        settings.PENDING_TIMEOUT_SECONDS = 0
+        assert tasks.reconcile()["requeued"] == 1
+        requeue = JobEvent.objects.get(job=job, to_status="requeued")
+        assert requeue.reason == "PendingTimeout" and requeue.data == {"counts": False}
+        assert "untolerated taint" in requeue.message
+        # retries=0: had the requeue used a retry, the job would have failed with RetriesExhausted.
+        job.refresh_from_db()
+        assert job.status not in TERMINAL, describe(job)
+        job_cancel(job=job, user=user)
+        wait_status(job, "cancelled")
+    finally:
+        cluster.cluster().core.delete_node("tainted-0")
+
+
+# -- pods deleted behind the platform's back, and orphans ---------------------------------------------------
+
+CHECKPOINTED = """
+import json, os, pathlib, time
+ck = pathlib.Path(os.environ["CHECKPOINT_DIR"]) / "step"
+start = int(ck.read_text()) if ck.exists() else 0
+print(f"resuming from {start}", flush=True)
+for step in range(start, 30):
+    time.sleep(0.1)
+    tmp = ck.with_suffix(".tmp")  # a kill between truncate and write must not leave an empty checkpoint
+    tmp.write_text(str(step + 1))
+    os.replace(tmp, ck)
+    print(json.dumps({"metric": "loss", "value": 1 / (step + 1), "step": step}), flush=True)
+print("finished", flush=True)
+"""
+
+
+def test_deleted_pod_requeues_and_runs_again_and_reconcile_removes_orphans(engine: KubeSim) -> None:
+    job, _ = submit(spec("victim", CHECKPOINTED))
+    wait_status(job, "running")
+    wait_until(lambda: MetricSample.objects.filter(job=job).count() >= 3, what="three steps")
+    [pod] = attempt_pods(job)
+    client = cluster.cluster()
+    client.core.delete_namespaced_pod(pod["metadata"]["name"], pod["metadata"]["namespace"])
+
+    def requeued() -> JobEvent | None:
+        tasks.reconcile()
+        job.refresh_from_db()
+        assert job.status not in TERMINAL, f"the deleted pod ended the job: {describe(job)}"
+        return JobEvent.objects.filter(job=job, to_status="requeued").first()
+
+    requeue = wait_until(requeued, what="a requeue")
+    assert requeue.reason in ("PodDeleted", "PodLost"), describe(job)
+    job = wait_status(job, "succeeded")
+    assert job.attempt == 2
+    resumed = LogLine.objects.get(job=job, attempt=2, text__startswith="resuming from")
+    assert int(resumed.text.split()[-1]) >= 3
+
+    # A managed pod of the finished job that no attempt owns (say, created by a launch that finished after
+    # the job had moved on) is an orphan: reconcile deletes it.
+    stray = dataclasses.replace(
+        cluster.pods_spec(job),
+        attempt=job.attempt + 1,
+        command=["python", "-c", "import time; time.sleep(60)"],
+    )
+    body = make_learner_pod(stray, 0)
+    client.core.create_namespaced_pod(stray.namespace, body)
+    assert tasks.reconcile()["orphans"] >= 1
+    wait_until(
+        lambda: not client.job_pods(namespace=stray.namespace, job_id=job.pk, attempt=stray.attempt),
+        what="the orphan to be deleted",
+    )
+    job.refresh_from_db()
+    assert (job.status, job.attempt) == ("succeeded", 2)
+
+
+# -- the runtime cap -----------------------------------------------------------------------------------------
+
+
+def test_max_runtime_is_enforced_with_deadline_exceeded(engine: KubeSim) -> None:
+    job, _ = submit(spec("overtime", "import time\nprint('up', flush=True)\ntime.sleep(60)", max_runtime=2))
+    assert job.spec["max_runtime_seconds"] == 2
+    wait_status(job, "running")
+    started = time.monotonic()
+    job = wait_status(job, "failed", timeout=20, poll=tasks.reconcile)
+    assert job.reason == "DeadlineExceeded", describe(job)
+    assert time.monotonic() - started < 10
+    wait_until(lambda: not cluster.job_pods(job), what="the pod to be deleted")
+
+
+# -- two scheduler cycles at once ----------------------------------------------------------------------------
+
+
+def test_two_scheduler_cycles_at_once_never_admit_a_job_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lifecycle, "enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr(services, "enqueue", lambda *args, **kwargs: None)
+    jobs = [submit(spec(f"queued-{i}", "print(1)"))[0] for i in range(4)]
+    node = Resources(gpus=0, cpu_millis=8000, memory_mib=32768)
+    nodes = [NodeInfo(name="fake-0", ready=True, gpu_type=None, allocatable=node, free=node)]
+
+    # The first cycle pauses right after taking its snapshot (inside the lock) until the second is done.
+    first_inside, second_done = threading.Event(), threading.Event()
+    build = scheduling.build_snapshot
+
+    def paused_build(**kwargs: Any) -> Any:
+        snapshot = build(**kwargs)
+        if not first_inside.is_set():
+            first_inside.set()
+            second_done.wait(timeout=10)
+        return snapshot
+
+    monkeypatch.setattr(scheduling, "build_snapshot", paused_build)
+    results: dict[str, CycleResult] = {}
+    errors: list[BaseException] = []
+
+    def cycle(name: str, after: threading.Event | None) -> None:
+        try:
+            if after is not None:
+                assert after.wait(timeout=10)
+            results[name] = scheduling.run_cycle(nodes=nodes)
+        except BaseException as exc:  # reported by the test thread
+            errors.append(exc)
+        finally:
+            if name == "second":
+                second_done.set()
+            connection.close()
+
+    threads = [
+        threading.Thread(target=cycle, args=("first", None)),
+        threading.Thread(target=cycle, args=("second", first_inside)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors, errors
+    first, second = results["first"], results["second"]
+    assert first.ran and sorted(first.admitted) == sorted(j.pk for j in jobs)
+    assert not second.ran or not second.admitted, (first, second)
+    admitted = first.admitted + second.admitted
+    assert len(admitted) == len(set(admitted)), admitted
+    for job in jobs:
+        job.refresh_from_db()
+        assert (job.status, job.attempt) == ("starting", 1)
+        assert job.events.filter(reason="Admitted").count() == 1
+
+
+def test_a_cordoned_node_gets_no_admission(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lifecycle, "enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr(services, "enqueue", lambda *args, **kwargs: None)
+    job, _ = submit(spec("waits", "print(1)"))
+    node = Resources(gpus=0, cpu_millis=8000, memory_mib=32768)
+    cordoned = NodeInfo(
+        name="cordoned-0", ready=True, gpu_type=None, allocatable=node, free=node, unschedulable=True
+    )
+    result = scheduling.run_cycle(nodes=[cordoned])
+    job.refresh_from_db()
+    assert result.ran and result.admitted == [] and job.status == "queued" and job.attempt == 0
