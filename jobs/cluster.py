@@ -13,9 +13,10 @@ from typing import Any
 from django.conf import settings
 
 from clusterio import names
-from clusterio.builders import JobPodsSpec, TenantLimits, VolumeSpec
+from clusterio.builders import JobPodsSpec, TenantLimits, VolumeSpec, datastore_secret_keys
 from clusterio.client import Cluster, NodeInfo
-from jobs.models import Job
+from jobs.credentials import Credentials, unseal
+from jobs.models import Job, JobCredentials
 from tenants.models import Tenant
 
 _local = threading.local()
@@ -53,9 +54,30 @@ def rendezvous_port(job: Job) -> int:
     return RENDEZVOUS_PORT_BASE + digest % RENDEZVOUS_PORT_SPAN
 
 
-def pods_spec(job: Job) -> JobPodsSpec:
-    """Everything clusterio needs to build the pods of the job's current attempt."""
+def credential_problems(credentials: Credentials) -> list[str]:
+    """Why these data-store credentials cannot become one Secret (two map to one key, or a reserved name)."""
+    try:
+        datastore_secret_keys(credentials)
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
+def job_credentials(job: Job) -> Credentials:
+    """The job's data-store credentials, unsealed ({} when it has none)."""
+    row = JobCredentials.objects.filter(job=job).first()
+    return unseal(row.sealed) if row is not None else {}
+
+
+def pods_spec(job: Job, credentials: Credentials | None = None) -> JobPodsSpec:
+    """Everything clusterio needs to build the pods of the job's current attempt.
+
+    The pods reference the attempt's data-store Secret by key, never the values (`credentials`, read from
+    the database when not given, only decides which keys there are).
+    """
     spec: dict[str, Any] = job.spec
+    if credentials is None:
+        credentials = job_credentials(job)
     volumes = [_volume(v) for v in spec.get("volumes", [])]
     data = next((v["mount_path"] for v in spec.get("volumes", []) if v["kind"] == "data"), "/data")
     results = next((v["mount_path"] for v in spec.get("volumes", []) if v["kind"] == "results"), "/results")
@@ -81,6 +103,8 @@ def pods_spec(job: Job) -> JobPodsSpec:
         max_runtime_seconds=spec.get("max_runtime_seconds"),
         master_port=rendezvous_port(job),
         checkpoint_host_path=_checkpoint_host_path(job),
+        datastore_secret=names.datastore_secret_name(job.pk, job.attempt) if credentials else None,
+        datastore_keys=datastore_secret_keys(credentials),
     )
 
 
@@ -104,17 +128,27 @@ def _volume(volume: dict[str, Any]) -> VolumeSpec:
 
 
 def launch(job: Job) -> list[str]:
-    """Create (or adopt) the tenant's namespace objects and the job's pods; returns the pod names."""
+    """Create (or adopt) the tenant's namespace objects, the attempt's data-store Secret and the job's pods;
+    returns the pod names."""
     client = cluster()
     client.ensure_tenant(
         namespace=namespace_for(job.tenant), tenant_slug=job.tenant.slug, limits=tenant_limits(job.tenant)
     )
-    return client.launch(spec=pods_spec(job))
+    credentials = job_credentials(job)
+    return client.launch(spec=pods_spec(job, credentials), credentials=credentials or None)
 
 
 def teardown(job: Job, attempt: int | None = None) -> int:
     """Delete the job's pods and services (of one attempt, or all of them)."""
     return cluster().teardown(namespace=namespace_for(job.tenant), job_id=job.pk, attempt=attempt)
+
+
+def delete_pod(pod: dict[str, Any]) -> bool:
+    """Delete one pod, as listed (True when this call deleted it; False when it was gone or going)."""
+    meta = pod.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return False
+    return cluster().delete_pod(namespace=meta["namespace"], pod=meta["name"])
 
 
 def job_pods(job: Job) -> list[dict[str, Any]]:

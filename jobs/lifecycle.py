@@ -102,10 +102,15 @@ def job_admit(*, job_id: str, placements: Sequence[str]) -> Job | None:
 
 
 def job_launched(*, job_id: str, attempt: int, pod_names: Sequence[str]) -> None:
-    """Record the pods a launch created (or adopted) for the attempt."""
+    """Record the pods a launch created (or adopted) for the attempt.
+
+    A launch that finished after the job moved on (cancelled, requeued, or a newer attempt) created pods
+    nobody wants, possibly after their teardown had already run: they are torn down again.
+    """
     with transaction.atomic():
         job = _locked(job_id)
-        if job.attempt != attempt:
+        if job.attempt != attempt or job.status not in (JobStatus.STARTING, JobStatus.RUNNING):
+            enqueue("jobs.tasks.teardown", job_id, attempt)
             return
         for index, name in enumerate(pod_names):
             Learner.objects.filter(job=job, attempt=attempt, index=index).update(pod_name=name)

@@ -190,3 +190,17 @@ class MetricSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.name}={self.value}"
+
+
+class JobCredentials(models.Model):
+    """A job's data-store credentials, sealed (jobs/credentials.py) until launch turns them into a Secret.
+
+    Kept apart from `Job.spec` so that no serializer, page or log can show them by accident.
+    """
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, primary_key=True, related_name="credentials")
+    sealed = models.TextField(help_text="Fernet token of the credentials JSON; never shown.")
+    stores = models.JSONField(default=list, help_text="The data-store ids it holds credentials for.")
+
+    def __str__(self) -> str:
+        return f"credentials of {self.job_id} ({', '.join(self.stores)})"

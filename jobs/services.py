@@ -9,8 +9,10 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from jobs import cluster
+from jobs.credentials import seal
 from jobs.lifecycle import enqueue, job_requeue_or_fail, transition
-from jobs.models import Job, JobEvent
+from jobs.models import Job, JobCredentials, JobEvent
 from jobs.spec import Demand, ParsedSpec, SpecError, parse_spec, spec_demand
 from jobs.states import TERMINAL, WAITING, JobStatus
 from tenants.models import Quota, Tenant
@@ -65,6 +67,9 @@ def job_validate(
         parsed = parse_spec(document, max_bytes=settings.SPEC_MAX_BYTES)
     except SpecError as exc:
         raise JobRejected(exc.errors) from exc
+    problems = cluster.credential_problems(parsed.secrets)
+    if problems:
+        raise JobRejected({"data_stores": problems})
     demand = spec_demand(parsed.spec)
     problems = quota_problems(demand=demand, quota=Quota.objects.get(tenant=tenant))
     if problems:
@@ -72,13 +77,21 @@ def job_validate(
     return parsed, demand
 
 
-def job_submit(*, tenant: Tenant, user: User, document: str | bytes | Mapping[str, Any]) -> Job:
+def job_submit(
+    *,
+    tenant: Tenant,
+    user: User,
+    document: str | bytes | Mapping[str, Any],
+    credentials: Mapping[str, Mapping[str, str]] | None = None,
+) -> Job:
     """Validate a Trainyard spec or FfDL manifest and queue it for `tenant`.
 
-    Raises JobRejected (nothing stored) on a bad spec, a job that can never fit the tenant's quota, a full
-    queue, an inactive tenant, or a user who may not submit there.
+    The manifest's data-store credentials (or `credentials`, when a job is retried) are stored sealed,
+    apart from the spec. Raises JobRejected (nothing stored) on a bad spec, a job that can never fit the
+    tenant's quota, a full queue, an inactive tenant, or a user who may not submit there.
     """
     parsed, demand = job_validate(tenant=tenant, user=user, document=document)
+    secrets = {store: dict(fields) for store, fields in (credentials or parsed.secrets).items()}
     with transaction.atomic():
         quota = Quota.objects.select_for_update().get(tenant=tenant)
         queued = tenant_usage(tenant).queued_jobs
@@ -99,6 +112,8 @@ def job_submit(*, tenant: Tenant, user: User, document: str | bytes | Mapping[st
             cpu_millis=demand.cpu_millis,
             memory_mib=demand.memory_mib,
         )
+        if secrets:
+            JobCredentials.objects.create(job=job, sealed=seal(secrets), stores=sorted(secrets))
         JobEvent.objects.create(
             job=job,
             kind="submitted",
@@ -150,7 +165,9 @@ def job_retry(*, job: Job, user: User) -> Job:
         raise PermissionDenied("you may not retry this job")
     if job.status not in TERMINAL:
         raise JobRejected({"": [f"job {job.pk} is still {job.status}; cancel it first"]}, status=409)
-    new = job_submit(tenant=job.tenant, user=user, document=job.spec)
+    new = job_submit(
+        tenant=job.tenant, user=user, document=job.spec, credentials=cluster.job_credentials(job)
+    )
     JobEvent.objects.create(
         job=new, kind="retry", reason="RetryOf", message=f"retry of {job.pk}", data={"retry_of": job.pk}
     )

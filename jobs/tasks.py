@@ -78,40 +78,55 @@ def _launch_unavailable(job_id: str, attempt: int, exc: ClusterError) -> None:
 
 @shared_task(name="jobs.tasks.teardown", acks_late=True, soft_time_limit=60, time_limit=90)
 def teardown(job_id: str, attempt: int) -> int:
-    """Delete an attempt's pods and services once the job no longer needs them."""
+    """Delete an attempt's pods and services once the job no longer needs them.
+
+    A cancelling job whose attempt has no pod at all (cancelled before its launch created any) is
+    cancelled here; otherwise the watch loop does it when the last pod is gone.
+    """
     job = Job.objects.select_related("tenant").get(pk=job_id)
     if job.attempt == attempt and job.status in ACTIVE and job.status != JobStatus.CANCELLING:
         return 0
-    return cluster.teardown(job, attempt)
+    deleted = cluster.teardown(job, attempt)
+    if job.attempt == attempt and job.status == JobStatus.CANCELLING and not cluster.job_pods(job):
+        job_pods_gone(job_id=job.pk, attempt=attempt)
+    return deleted
 
 
 @shared_task(name="jobs.tasks.reconcile", acks_late=True, soft_time_limit=60, time_limit=90)
 def reconcile() -> dict[str, int]:
     """Repair drift between the database and the cluster (the watch loop is the fast path; this is the net).
 
-    Pods no admitted attempt owns are deleted; a starting job whose pods never all appeared (a launch that
-    died half-way) is launched again; a running job whose pods vanished is requeued; a job stuck pending
-    past PENDING_TIMEOUT_SECONDS goes back to the queue without using up a retry; a cancelling job with no
-    pods left is cancelled; a job whose pod ran past its `activeDeadlineSeconds` (max_runtime) fails with
-    DeadlineExceeded, for clusters whose kubelet does not enforce it (kubesim).
+    Pods no admitted attempt owns are deleted (also those whose job row is gone or that carry no job
+    label); a cancelling job whose pods are still there is torn down again (a launch may have raced its
+    teardown), one with no pods left is cancelled; a starting job whose pods never all appeared (a launch
+    that died half-way) is launched again; a running job whose pods vanished is requeued; a job stuck
+    pending past PENDING_TIMEOUT_SECONDS goes back to the queue without using up a retry; a job whose pod
+    ran past its `activeDeadlineSeconds` (max_runtime) fails with DeadlineExceeded, for clusters whose
+    kubelet does not enforce it (kubesim).
     """
     pods, _ = cluster.cluster().managed_pods()
     now = timezone.now()
     live: dict[tuple[str, int], set[int]] = defaultdict(set)
     overdue: dict[tuple[str, int], int] = {}
+    unowned = 0
     for pod in pods:
         key = cluster.pod_owner(pod)
         if key is None:
+            unowned += cluster.delete_pod(pod)  # managed-by us, yet no job or attempt label: nobody's
             continue
         live[key].add(cluster.pod_learner(pod) or 0)
         if key not in overdue and _past_deadline(pod, now):
             overdue[key] = cluster.pod_learner(pod) or 0
     active = {(j.pk, j.attempt): j for j in Job.objects.filter(status__in=ACTIVE).select_related("tenant")}
-    counts = {"orphans": 0, "relaunched": 0, "requeued": 0, "cancelled": 0, "deadline": 0}
+    counts = {"orphans": unowned, "relaunched": 0, "requeued": 0, "cancelled": 0, "deadline": 0}
     for job_id, attempt in set(live) - set(active):
         job = Job.objects.select_related("tenant").filter(pk=job_id).first()
         if job is not None:
             counts["orphans"] += cluster.teardown(job, attempt)
+        else:  # the job row is gone (deleted, or another installation's): its pods have no owner at all
+            counts["orphans"] += sum(
+                cluster.delete_pod(p) for p in pods if cluster.pod_owner(p) == (job_id, attempt)
+            )
     grace = timedelta(seconds=settings.LAUNCH_GRACE_SECONDS)
     pending_timeout = timedelta(seconds=settings.PENDING_TIMEOUT_SECONDS)
     for key, job in active.items():
@@ -119,7 +134,9 @@ def reconcile() -> dict[str, int]:
         if key in overdue and job.status != JobStatus.CANCELLING:
             counts["deadline"] += _deadline_exceeded(job, overdue[key])
         elif key in live:
-            if job.status == JobStatus.STARTING and admitted_for > pending_timeout:
+            if job.status == JobStatus.CANCELLING:
+                teardown.delay(job.pk, job.attempt)  # again: a launch may have raced the first teardown
+            elif job.status == JobStatus.STARTING and admitted_for > pending_timeout:
                 counts["requeued"] += _repair(job, "PendingTimeout")
             elif job.status == JobStatus.STARTING and admitted_for > grace and len(live[key]) < job.learners:
                 launch.delay(job.pk, job.attempt)

@@ -157,6 +157,10 @@ KUBECONFIG = env("KUBECONFIG", default="")
 KUBE_CONTEXT = env("KUBE_CONTEXT", default="")
 TENANT_NAMESPACE_PREFIX = env("TENANT_NAMESPACE_PREFIX", default="ty-")
 
+# Fernet key(s) that seal data-store credentials at rest (jobs/credentials.py); comma-separated to rotate,
+# the first seals. Empty: derived from SECRET_KEY.
+CREDENTIALS_KEY = env("CREDENTIALS_KEY", default="")
+
 # Hard limits on what a job spec may carry; see jobs/spec.py.
 SPEC_MAX_BYTES = env.int("SPEC_MAX_BYTES", default=64 * 1024)
 

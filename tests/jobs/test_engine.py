@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,32 +16,9 @@ from jobs.models import Job, JobEvent, LogLine, MetricSample
 from jobs.services import job_cancel, job_submit
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member
+from tests.jobs.engine import wait_status, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-def wait_until(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def wait_status(job: Job, *statuses: str, timeout: float = 60.0) -> Job:
-    def reached() -> Job | None:
-        job.refresh_from_db()
-        return job if job.status in statuses else None
-
-    try:
-        return wait_until(reached, timeout, f"job {job.pk} to reach {statuses}")
-    except AssertionError:
-        events = list(job.events.values_list("kind", "to_status", "reason", "message"))
-        raise AssertionError(
-            f"job {job.pk} is {job.status} ({job.reason}: {job.message}); events {events}"
-        ) from None
 
 
 def spec(name: str, script: str, **extra: Any) -> str:

@@ -7,25 +7,17 @@ learners meet on the loopback at the job's MASTER_PORT.
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from jobs.models import Job, LogLine
 from jobs.services import job_submit
-from jobs.states import TERMINAL
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member
+from tests.jobs.engine import python_spec, wait_status
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ALL_REDUCE = """
 import datetime, os
@@ -42,42 +34,8 @@ dist.destroy_process_group()
 """
 
 
-def wait_until(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def wait_status(job: Job, *statuses: str, timeout: float = 60.0) -> Job:
-    def reached() -> Job | None:
-        job.refresh_from_db()
-        if job.status in TERMINAL and job.status not in statuses:
-            raise AssertionError(f"job {job.pk} ended {job.status}")
-        return job if job.status in statuses else None
-
-    try:
-        return wait_until(reached, timeout, f"job {job.pk} to reach {statuses}")
-    except AssertionError:
-        events = list(job.events.values_list("kind", "to_status", "reason", "message"))
-        lines = list(LogLine.objects.filter(job=job).values_list("learner", "text"))
-        raise AssertionError(
-            f"job {job.pk} is {job.status} ({job.reason}: {job.message}); events {events}; logs {lines}"
-        ) from None
-
-
 def spec(name: str, script: str, **extra: Any) -> str:
-    document = {
-        "name": name,
-        "image": "python:3.11",
-        "command": ["python", "-u", "-c", script],
-        "resources": {"cpu": "1", "memory": "1Gi"},
-        **extra,
-    }
-    return json.dumps(document)
+    return python_spec(name, script, **{"cpu": "1", "memory": "1Gi", **extra})
 
 
 def submit(document: str) -> Job:
@@ -87,7 +45,7 @@ def submit(document: str) -> Job:
 
 def test_two_learners_all_reduce_over_gloo_with_the_platform_env(engine: KubeSim) -> None:
     job = submit(spec("allreduce", ALL_REDUCE, learners=2))
-    job = wait_status(job, "succeeded", timeout=90)
+    job = wait_status(job, "succeeded", timeout=90, logs=True)
     assert job.attempt == 1, "the attempt should not have been requeued"
     for learner in (0, 1):
         texts = list(LogLine.objects.filter(job=job, learner=learner).values_list("text", flat=True))
@@ -128,12 +86,9 @@ else:
 def test_two_distributed_jobs_running_at_once_each_rendezvous_on_their_own_port(engine: KubeSim) -> None:
     """All kubesim pods share 127.0.0.1: with one fixed MASTER_PORT for every job, the second job's
     learner 0 cannot listen (EADDRINUSE) and its learner 1 joins the other job's rendezvous."""
-    jobs = [
-        submit(spec(f"rendezvous-{n}", RENDEZVOUS, resources={"cpu": "250m", "memory": "128Mi"}, learners=2))
-        for n in "ab"
-    ]
+    jobs = [submit(spec(f"rendezvous-{n}", RENDEZVOUS, cpu="250m", memory="128Mi", learners=2)) for n in "ab"]
     for job in jobs:
-        job = wait_status(job, "succeeded", timeout=60)
+        job = wait_status(job, "succeeded", timeout=60, logs=True)
         assert job.attempt == 1
         texts = set(LogLine.objects.filter(job=job).values_list("text", flat=True))
         assert {f"rank 0 served {job.pk}", f"rank 1 met {job.pk}"} <= texts, texts

@@ -7,15 +7,15 @@ the reconcile loop, which beat runs in production, is called by the tests themse
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.db import connection
 
+from clusterio import names
 from clusterio.builders import make_learner_pod
 from clusterio.capacity import NodeInfo, Resources
 from jobs import cluster, lifecycle, scheduling, services, tasks
@@ -25,54 +25,13 @@ from jobs.services import job_cancel, job_submit
 from jobs.states import TERMINAL
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member
+from tests.jobs.engine import describe, python_spec, wait_status, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def wait_until(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def describe(job: Job) -> str:
-    job.refresh_from_db()
-    events = list(job.events.values_list("kind", "to_status", "reason", "message"))
-    return f"job {job.pk} is {job.status} ({job.reason}: {job.message}); events {events}"
-
-
-def wait_status(
-    job: Job, *statuses: str, timeout: float = 30.0, poll: Callable[[], Any] | None = None
-) -> Job:
-    """Wait for one of `statuses` (calling `poll` between looks); fail at once on another final state."""
-
-    def reached() -> Job | None:
-        if poll is not None:
-            poll()
-        job.refresh_from_db()
-        if job.status in TERMINAL and job.status not in statuses:
-            raise AssertionError(describe(job))
-        return job if job.status in statuses else None
-
-    try:
-        return wait_until(reached, timeout, f"job {job.pk} to reach {statuses}")
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}: {describe(job)}") from None
-
-
 def spec(name: str, script: str, **extra: Any) -> str:
-    document = {
-        "name": name,
-        "image": "python:3.11",
-        "command": ["python", "-u", "-c", script],
-        "resources": {"cpu": "250m", "memory": "128Mi"},
-        **extra,
-    }
-    return json.dumps(document)
+    return python_spec(name, script, **extra)
 
 
 def submit(document: str) -> tuple[Job, Any]:
@@ -143,11 +102,54 @@ def test_launch_retried_after_a_worker_died_mid_launch_adopts_and_duplicates_no_
     assert [p["metadata"]["labels"]["trainyard.io/learner"] for p in pods] == ["0", "1"]
     assert pods[0]["metadata"]["uid"] == first.metadata.uid, "learner 0 was replaced, not adopted"
 
-    job = wait_status(job, "succeeded")
+    job = wait_status(job, "succeeded", timeout=30)
     assert job.attempt == 1 and not job.events.filter(to_status="requeued").exists()
     texts = set(LogLine.objects.filter(job=job).values_list("text", flat=True))
     assert {"learner 0 done", "learner 1 done"} <= texts
     assert job.events.filter(reason="PodsCreated").count() >= 1
+
+
+def test_cancel_before_any_pod_ends_at_once_and_a_launch_that_raced_it_is_torn_down(
+    engine: KubeSim, held_launches: list[tuple[Any, ...]]
+) -> None:
+    job, user = submit(spec("raced", "import time\ntime.sleep(60)"))
+    wait_until(lambda: held_launches, what="the launch to be queued")
+    job.refresh_from_db()
+    # The launch task has read the job as `starting` and is about to create its pods when the user cancels:
+    # the teardown finds nothing to delete, and the job, holding no pod, is cancelled without waiting.
+    job_cancel(job=job, user=user)
+    wait_status(job, "cancelled", timeout=10)
+
+    # The launch now creates its pods and reports them: they belong to nobody and go at once.
+    created = cluster.launch(job)
+    assert len(created) == 1 and attempt_pods(job)
+    lifecycle.job_launched(job_id=job.pk, attempt=job.attempt, pod_names=created)
+    wait_until(lambda: not attempt_pods(job), timeout=15, what="the raced pods to be deleted")
+    job.refresh_from_db()
+    assert job.status == "cancelled" and job.events.filter(to_status="cancelled").count() == 1
+
+
+def test_reconcile_deletes_managed_pods_that_have_no_job_or_whose_job_is_gone(engine: KubeSim) -> None:
+    job, _ = submit(spec("anchor", "print(1)"))
+    wait_status(job, "succeeded", timeout=30)
+    base = dataclasses.replace(
+        cluster.pods_spec(job), command=["python", "-c", "import time; time.sleep(60)"]
+    )
+    client = cluster.cluster()
+    unlabelled = make_learner_pod(dataclasses.replace(base, attempt=7), 0)
+    unlabelled.metadata.name = "no-job-label"
+    del unlabelled.metadata.labels[names.LABEL_JOB]
+    ghost = make_learner_pod(dataclasses.replace(base, job_id="gonejob123", attempt=1), 0)
+    for body in (unlabelled, ghost):
+        client.core.create_namespaced_pod(base.namespace, body)
+    assert tasks.reconcile()["orphans"] >= 2
+
+    def gone() -> bool:
+        pods, _ = client.managed_pods()
+        mine = {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+        return not mine & {"no-job-label", ghost.metadata.name}
+
+    wait_until(gone, timeout=15, what="both orphans to be deleted")
 
 
 # -- pods that cannot be scheduled --------------------------------------------------------------------------

@@ -1,0 +1,67 @@
+"""Helpers the end-to-end engine tests share: wait for a condition or a job state, and say why not."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from jobs.models import Job, LogLine
+from jobs.states import TERMINAL
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    """Poll `check` every 0.1 s until it returns something truthy (returned), or fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def describe(job: Job, *, logs: bool = False) -> str:
+    """The job's state and events (and, with `logs`, its log lines) for an assertion message."""
+    job.refresh_from_db()
+    events = list(job.events.values_list("kind", "to_status", "reason", "message"))
+    text = f"job {job.pk} is {job.status} ({job.reason}: {job.message}); events {events}"
+    if logs:
+        text += f"; logs {list(LogLine.objects.filter(job=job).values_list('learner', 'text'))}"
+    return text
+
+
+def wait_status(
+    job: Job,
+    *statuses: str,
+    timeout: float = 60.0,
+    poll: Callable[[], Any] | None = None,
+    logs: bool = False,
+) -> Job:
+    """Wait for one of `statuses` (calling `poll` between looks); fail at once on another final state."""
+
+    def reached() -> Job | None:
+        if poll is not None:
+            poll()
+        job.refresh_from_db()
+        if job.status in TERMINAL and job.status not in statuses:
+            raise AssertionError(describe(job, logs=logs))
+        return job if job.status in statuses else None
+
+    try:
+        return wait_until(reached, timeout, f"job {job.pk} to reach {statuses}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {describe(job, logs=logs)}") from None
+
+
+def python_spec(name: str, script: str, *, cpu: str = "250m", memory: str = "128Mi", **extra: Any) -> str:
+    """A Trainyard spec (JSON) that runs `script` with the environment's python."""
+    document = {
+        "name": name,
+        "image": "python:3.11",
+        "command": ["python", "-u", "-c", script],
+        "resources": {"cpu": cpu, "memory": memory},
+        **extra,
+    }
+    return json.dumps(document)
