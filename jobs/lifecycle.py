@@ -15,7 +15,7 @@ from celery import current_app
 from django.db import transaction
 from django.db.models import Max
 
-from jobs.metricparse import parse_metric_line
+from jobs.metricparse import extractors_for, parse_metric_line
 from jobs.models import Job, JobEvent, Learner, LogLine, MetricSample
 from jobs.podstate import LearnerView, Verdict
 from jobs.states import ACTIVE, TERMINAL, WAITING, JobStatus
@@ -211,7 +211,12 @@ def logs_append(
     """Store a batch of log lines with the follower's cursor in one transaction, numbering them on from
     the learner's last sequence; extract metric lines; then push both to live viewers."""
     with transaction.atomic():
-        row = Learner.objects.select_for_update().get(job_id=job_id, attempt=attempt, index=learner)
+        row = (
+            Learner.objects.select_for_update()
+            .select_related("job")
+            .get(job_id=job_id, attempt=attempt, index=learner)
+        )
+        extractors = extractors_for(row.job.spec.get("evaluation_metrics"))
         seq = row.log_seq or _last_seq(job_id, learner)
         lines = []
         samples = []
@@ -222,7 +227,7 @@ def logs_append(
                     job_id=job_id, learner=learner, attempt=attempt, seq=seq, ts=ts, text=text[:MAX_LOG_LINE]
                 )
             )
-            for point in parse_metric_line(text):
+            for point in parse_metric_line(text, extractors):
                 samples.append(
                     MetricSample(
                         job_id=job_id,

@@ -1,11 +1,16 @@
 """Metric lines in training logs: the formats a training script can print to report progress.
 
-Two formats are recognised, one line each:
+Two formats are recognised without configuration, one line each:
 
 * JSON: ``{"metric": "loss", "value": 0.31, "step": 120}``, or several at once:
   ``{"step": 120, "metrics": {"loss": 0.31, "samples_per_sec": 812.5}}``;
 * key=value (FfDL's regex style): ``step=120 loss=0.31 acc=0.92`` — the whole line is numeric pairs,
   optionally after a ``METRICS`` or ``metrics:`` tag.
+
+A job whose logs look different declares FfDL-style `regex_extractor` groups in its spec's
+`evaluation_metrics` (jobs/spec/metrics.py): each group's named captures become metrics, one of them
+optionally the step. Such patterns come from users, so each runs under a time limit per line
+(`REGEX_TIMEOUT`); a pattern that times out is skipped for that line, never stalls the log follower.
 
 Anything else is an ordinary log line. Names are at most 64 characters; values must be finite.
 """
@@ -13,10 +18,17 @@ Anything else is an ordinary log line. Names are at most 64 characters; values m
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
+
+import regex
+
+log = logging.getLogger(__name__)
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]{0,63}$")
 PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_./-]{0,63})=([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
@@ -26,6 +38,7 @@ KV_LINE = re.compile(
 )
 STEP_KEYS = ("step", "iteration", "iter", "global_step")
 MAX_LINE = 4096
+REGEX_TIMEOUT = 0.005  # seconds a user pattern may spend on one line
 
 
 @dataclass(frozen=True)
@@ -37,18 +50,79 @@ class MetricPoint:
     step: int | None
 
 
-def parse_metric_line(line: str) -> list[MetricPoint]:
-    """The metric points one log line carries; an empty list for an ordinary line."""
+@dataclass(frozen=True)
+class Extractor:
+    """One compiled `regex_extractor` group: which captures are metrics, and which is the step."""
+
+    name: str
+    pattern: Any  # a compiled `regex` pattern
+    values: tuple[str, ...]
+    step: str | None
+
+
+def parse_metric_line(line: str, extractors: Sequence[Extractor] = ()) -> list[MetricPoint]:
+    """The metric points one log line carries; an empty list for an ordinary line.
+
+    The built-in formats win; `extractors` (from `extractors_for`) are tried only on other lines.
+    """
     text = line.strip()
     if not text or len(text) > MAX_LINE:
         return []
     if text.startswith("{") and text.endswith("}"):
-        return _from_json(text)
+        points = _from_json(text)
+        if points:
+            return points
     match = KV_LINE.match(text)
-    if not match:
+    if match:
+        pairs = {name: float(value) for name, value in PAIR.findall(match.group(1))}
+        return _points(pairs)
+    return [point for extractor in extractors for point in _extract(extractor, text)]
+
+
+def _extract(extractor: Extractor, text: str) -> list[MetricPoint]:
+    try:
+        found = extractor.pattern.search(text, timeout=REGEX_TIMEOUT)
+    except TimeoutError:
+        log.warning("metric pattern %r timed out on a %d-character line", extractor.name, len(text))
         return []
-    pairs = {name: float(value) for name, value in PAIR.findall(match.group(1))}
-    return _points(pairs)
+    if found is None:
+        return []
+    step = _step(_float(found.group(extractor.step))) if extractor.step else None
+    points = []
+    for name in extractor.values:
+        value = _float(found.group(name))
+        if value is not None and NAME.match(name):
+            points.append(MetricPoint(name, value, step))
+    return points
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def extractors_for(evaluation_metrics: Mapping[str, Any] | None) -> tuple[Extractor, ...]:
+    """Compile a validated spec's `evaluation_metrics` groups (none unless type is regex_extractor)."""
+    if not evaluation_metrics or evaluation_metrics.get("type") != "regex_extractor":
+        return ()
+    return _compiled(json.dumps(evaluation_metrics.get("groups") or {}, sort_keys=True))
+
+
+@lru_cache(maxsize=256)
+def _compiled(groups_json: str) -> tuple[Extractor, ...]:
+    groups: dict[str, dict[str, Any]] = json.loads(groups_json)
+    return tuple(
+        Extractor(
+            name=name,
+            pattern=regex.compile(group["regex"]),
+            values=tuple(group["values"]),
+            step=(group.get("meta") or {}).get("time"),
+        )
+        for name, group in groups.items()
+    )
 
 
 def _from_json(text: str) -> list[MetricPoint]:

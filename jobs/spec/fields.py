@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jobs.spec.metrics import validate_evaluation_metrics
 from jobs.spec.values import (
     CPU_MILLIS_RANGE,
     MAX_COMMAND_BYTES,
@@ -81,9 +82,7 @@ def validate(data: Mapping[Any, Any], errors: Errors) -> dict[str, Any]:
         "retries": _int(data.get("retries"), "retries", errors, 0, 10, default=2),
         "priority": _int(data.get("priority"), "priority", errors, -100, 100, default=0),
         "tuning": _tuning(data.get("tuning"), errors, learners, resources.get("cpu_millis")),
-        "evaluation_metrics": _small_mapping(
-            data.get("evaluation_metrics"), "evaluation_metrics", errors, required=("type",), optional=("in",)
-        ),
+        "evaluation_metrics": validate_evaluation_metrics(data.get("evaluation_metrics"), errors),
         "framework": _small_mapping(data.get("framework"), "framework", errors, required=("name", "version")),
     }
 

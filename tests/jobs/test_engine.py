@@ -55,6 +55,28 @@ def test_job_runs_to_success_with_its_log_and_metrics_stored(engine: KubeSim) ->
     assert learner.phase == "Succeeded" and learner.exit_code == 0 and learner.node
 
 
+def test_ffdl_regex_extractor_turns_free_form_log_lines_into_metrics(engine: KubeSim) -> None:
+    script = (
+        "for i in range(4):\n    print(f'I1203 solver.cpp:228] Iteration {i * 10}, loss = {1 / (i + 1):.4f}')"
+    )
+    metrics = {
+        "type": "regex_extractor",
+        "groups": {
+            "train": {
+                "regex": r"Iteration (?P<iteration>\d+), loss = (?P<loss>[0-9.]+)",
+                "meta": {"time": "iteration"},
+                "values": ["loss"],
+            }
+        },
+    }
+    job, _ = submit(spec("caffe-style", script, evaluation_metrics=metrics))
+    job = wait_status(job, "succeeded")
+    points = list(
+        MetricSample.objects.filter(job=job).order_by("log_seq").values_list("name", "step", "value")
+    )
+    assert points == [("loss", 0, 1.0), ("loss", 10, 0.5), ("loss", 20, 0.3333), ("loss", 30, 0.25)]
+
+
 def test_failing_command_fails_with_exit_code_and_log_tail(engine: KubeSim) -> None:
     script = "import sys\nfor i in range(30):\n    print(f'line {i}')\nsys.exit(3)"
     job, _ = submit(spec("boom", script))

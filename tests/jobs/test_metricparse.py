@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.metricparse import MetricPoint, parse_metric_line
+from jobs.metricparse import MetricPoint, extractors_for, parse_metric_line
 
 
 def test_json_metric_line() -> None:
@@ -17,7 +17,7 @@ def test_json_line_with_several_metrics() -> None:
     assert parse_metric_line(line) == [MetricPoint("loss", 1.5, 7), MetricPoint("samples_per_sec", 812.0, 7)]
 
 
-def test_key_value_line_in_ffdl_style() -> None:
+def test_key_value_line() -> None:
     assert parse_metric_line("step=3 loss=0.25 acc=9e-1") == [
         MetricPoint("loss", 0.25, 3),
         MetricPoint("acc", 0.9, 3),
@@ -49,3 +49,47 @@ def test_negative_or_fractional_steps_are_dropped_not_the_value() -> None:
 def test_any_text_parses_without_error(line: str) -> None:
     for point in parse_metric_line(line):
         assert point.value == point.value  # finite, never NaN
+
+
+# -- FfDL's regex_extractor groups ---------------------------------------------------------------------
+
+CAFFE = {
+    "type": "regex_extractor",
+    "groups": {
+        "train": {
+            "regex": r"Iteration (?P<iteration>\d+), loss = (?P<loss>[0-9.eE+-]+)",
+            "meta": {"time": "iteration"},
+            "values": ["loss"],
+        },
+        "test": {
+            "regex": r"Test net output #0: accuracy = (?P<accuracy>[0-9.]+)",
+            "meta": {},
+            "values": ["accuracy"],
+        },
+    },
+}
+
+
+def test_regex_extractor_groups_turn_matching_lines_into_points_with_their_step() -> None:
+    extractors = extractors_for(CAFFE)
+    line = "I1203 07:12:00 solver.cpp:228] Iteration 40, loss = 0.6931"
+    assert parse_metric_line(line, extractors) == [MetricPoint("loss", 0.6931, 40)]
+    line = "I1203 solver.cpp:404]     Test net output #0: accuracy = 0.9121"
+    assert parse_metric_line(line, extractors) == [MetricPoint("accuracy", 0.9121, None)]
+    assert parse_metric_line("Iteration 40 done", extractors) == []
+    assert parse_metric_line("Iteration 40, loss = 0.6931") == [], "no extractors: an ordinary line"
+
+
+def test_built_in_formats_win_over_regex_groups() -> None:
+    assert parse_metric_line("step=2 loss=0.5", extractors_for(CAFFE)) == [MetricPoint("loss", 0.5, 2)]
+
+
+def test_only_regex_extractor_type_compiles_groups() -> None:
+    assert extractors_for({"type": "tensorboard", "in": "/logs"}) == ()
+    assert extractors_for(None) == ()
+
+
+def test_a_catastrophic_user_pattern_gives_up_on_the_line_instead_of_hanging() -> None:
+    evil = {"type": "regex_extractor", "groups": {"x": {"regex": r"^(a+)+(?P<v>\d)$", "values": ["v"]}}}
+    # Without the per-line time limit this search backtracks for ages (2^40 paths).
+    assert parse_metric_line("a" * 40 + "!", extractors_for(evil)) == []

@@ -415,3 +415,74 @@ def test_any_resources_and_learners_give_spec_error_or_valid_spec(resources: Any
     except SpecError:
         return
     assert_valid_result(result)
+
+
+# -- evaluation_metrics: FfDL's regex_extractor groups ------------------------------------------------
+
+
+def test_regex_extractor_groups_are_normalized_with_default_values() -> None:
+    metrics = {
+        "type": "regex_extractor",
+        "line_lookahead": 4,
+        "groups": {
+            "train": {
+                "regex": r"Iteration (?P<iteration>\d+), loss = (?P<loss>\S+)",
+                "meta": {"time": "iteration"},
+            }
+        },
+    }
+    parsed = parse_spec(spec_with(evaluation_metrics=metrics))
+    assert parsed.spec["evaluation_metrics"] == {
+        "type": "regex_extractor",
+        "in": "",
+        "line_lookahead": 4,
+        "groups": {
+            "train": {
+                "regex": r"Iteration (?P<iteration>\d+), loss = (?P<loss>\S+)",
+                "meta": {"time": "iteration"},
+                "values": ["loss"],
+            }
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("metrics", "field", "fragment"),
+    [
+        ({"type": "regex_extractor"}, "evaluation_metrics.groups", "required for type regex_extractor"),
+        (
+            {"type": "regex_extractor", "groups": {"g": {"regex": "(unclosed"}}},
+            "evaluation_metrics.groups.g.regex",
+            "not a valid",
+        ),
+        (
+            {"type": "regex_extractor", "groups": {"g": {"regex": r"loss (\d+)"}}},
+            "evaluation_metrics.groups.g.regex",
+            "named captures",
+        ),
+        (
+            {
+                "type": "regex_extractor",
+                "groups": {"g": {"regex": r"(?P<loss>\d+)", "meta": {"time": "step"}}},
+            },
+            "evaluation_metrics.groups.g.meta.time",
+            "does not capture",
+        ),
+        (
+            {"type": "regex_extractor", "groups": {"g": {"regex": r"(?P<loss>\d+)", "values": ["acc"]}}},
+            "evaluation_metrics.groups.g.values",
+            "'acc'",
+        ),
+        (
+            {"type": "regex_extractor", "groups": {"g": {"regex": "x" * 501}}},
+            "evaluation_metrics.groups.g.regex",
+            "at most 500",
+        ),
+        ({"type": "tensorboard", "colour": "red"}, "evaluation_metrics.colour", "unknown"),
+        ("tensorboard", "evaluation_metrics", "must be a mapping"),
+    ],
+)
+def test_bad_evaluation_metrics_get_field_errors(metrics: Any, field: str, fragment: str) -> None:
+    errors = errors_of(spec_with(evaluation_metrics=metrics))
+    assert field in errors, errors
+    assert any(fragment in message for message in errors[field]), errors[field]
