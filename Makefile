@@ -35,7 +35,7 @@ up: seed
 	@echo
 	@echo "Trainyard is starting:  http://127.0.0.1:$${WEB_PORT:-8000}/   admin console: http://127.0.0.1:$${WEB_PORT:-8000}/admin/"
 	@echo "Logins: admin / admin (superuser), demo / demo (member of tenant 'demo'). Ctrl-C stops everything."
-	@echo "API token for demo (for the CLI: .venv/bin/python -m trainyard login --url http://127.0.0.1:$${WEB_PORT:-8000} --token ...):"
+	@echo "API token for demo (for the CLI: .venv/bin/python -m trainyard login http://127.0.0.1:$${WEB_PORT:-8000} --token ...):"
 	@$(PY) manage.py token create --user demo --name "make up"
 	@echo
 	$(VENV)/bin/honcho start -f Procfile

@@ -22,7 +22,6 @@ from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from clusterio.errors import ClusterError
 from jobs import cluster
@@ -39,7 +38,7 @@ from jobs.services import JobRejected, job_cancel, job_retry, job_submit
 from jobs.states import JobStatus
 from portal.apiutil import api_user
 from portal.pagination import paginate
-from tenants.api import errors
+from tenants.api import ApiView, errors
 from tenants.models import Tenant
 from tenants.scoping import Perm, tenants_for
 
@@ -174,7 +173,7 @@ def _query(name: str, kind: Any, description: str, **extra: Any) -> OpenApiParam
     )
 
 
-class JobListView(APIView):
+class JobListView(ApiView):
     """GET: the jobs you may see (filters: tenant, status, owner, search). POST: submit a job."""
 
     parser_classes = [JSONParser, TextParser]
@@ -256,13 +255,13 @@ class JobListView(APIView):
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
 
-class JobDetailView(APIView):
+class JobDetailView(ApiView):
     @extend_schema(parameters=[JOB_ID], responses={200: JobDetailSerializer, **errors(401, 404, 429)})
     def get(self, request: Request, job_id: str) -> Response:
         return Response(JobDetailSerializer(_job(request, job_id)).data)
 
 
-class JobCancelView(APIView):
+class JobCancelView(ApiView):
     @extend_schema(
         parameters=[JOB_ID],
         request=None,
@@ -276,7 +275,7 @@ class JobCancelView(APIView):
         return Response(JobDetailSerializer(job).data)
 
 
-class JobRetryView(APIView):
+class JobRetryView(ApiView):
     @extend_schema(
         parameters=[JOB_ID],
         request=None,
@@ -291,7 +290,7 @@ class JobRetryView(APIView):
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
 
-class JobEventsView(APIView):
+class JobEventsView(ApiView):
     @extend_schema(
         parameters=[JOB_ID], responses={200: JobEventSerializer(many=True), **errors(401, 404, 429)}
     )
@@ -300,7 +299,7 @@ class JobEventsView(APIView):
         return Response(JobEventSerializer(events, many=True).data)
 
 
-class JobLogsView(APIView):
+class JobLogsView(ApiView):
     """Log lines by sequence: `?learner=0&after=SEQ&limit=N` to page forward, `?tail=N` for the end."""
 
     @extend_schema(
@@ -326,7 +325,7 @@ class JobLogsView(APIView):
         return Response({"lines": LogLineSerializer(lines, many=True).data, "last_seq": last})
 
 
-class JobMetricsView(APIView):
+class JobMetricsView(ApiView):
     @extend_schema(
         parameters=[JOB_ID, _query("name", OpenApiTypes.STR, "Only this metric (e.g. loss).")],
         responses={200: MetricSampleSerializer(many=True), **errors(401, 404, 429)},
@@ -336,7 +335,7 @@ class JobMetricsView(APIView):
         return Response(MetricSampleSerializer(samples, many=True).data)
 
 
-class ClusterView(APIView):
+class ClusterView(ApiView):
     """GET: the cluster's nodes and their free capacity (503 when the cluster cannot be reached)."""
 
     @extend_schema(responses={200: ClusterSerializer, **errors(401, 429, 503)})

@@ -25,7 +25,7 @@ class SpecTemplate:
     path: Path
 
     def text(self) -> str | None:
-        """The file's text, or None when it is missing (the FfDL manifests live outside the repository)."""
+        """The file's text, or None when it cannot be read (the page then leaves the template out)."""
         try:
             return self.path.read_text(encoding="utf-8")
         except OSError:
@@ -37,11 +37,7 @@ TEMPLATES = (
     SpecTemplate(
         "two-learners", "PyTorch, two learners (DDP)", ROOT / "examples/specs/pytorch-two-learners.yaml"
     ),
-    SpecTemplate(
-        "ffdl",
-        "FfDL manifest (PyTorch MNIST)",
-        (ROOT / "../shared/data/ffdl-manifests/pytorch-model-manifest.yml").resolve(),
-    ),
+    SpecTemplate("ffdl", "FfDL manifest (PyTorch)", ROOT / "examples/specs/ffdl-manifest.yml"),
 )
 
 

@@ -19,6 +19,7 @@ urlpatterns = [
     path("jobs/", views.jobs_page, name="jobs"),
     path("jobs/new/", views.job_new, name="job-new"),
     path("jobs/<str:job_id>/", views.job_detail, name="job-detail"),
+    path("jobs/<str:job_id>/parts/", views.job_parts, name="job-parts"),
     path("jobs/<str:job_id>/cancel/", views.job_cancel_view, name="job-cancel"),
     path("jobs/<str:job_id>/retry/", views.job_retry_view, name="job-retry"),
     path("jobs/<str:job_id>/log.txt", views.job_log_download, name="job-log"),

@@ -17,8 +17,17 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 from django.db.models import F
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
@@ -231,27 +240,49 @@ def job_new(request: HttpRequest) -> HttpResponse:
     )
 
 
+JOB_PARTS = ("timeline", "learners", "times")
+"""The parts of the job page that change with its state: `portal/_job_<part>.html`, re-rendered live."""
+
+
+def _job_history(job: Job) -> dict[str, Any]:
+    return {
+        "job": job,
+        "events": job_events(job=job),
+        "learners": job.learner_set.order_by("-attempt", "index"),
+    }
+
+
 @require_GET
 @login_required
 def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     """One job: status, events, learners, resources, actions, logs and metric charts."""
     job = _job_or_404(request, job_id)
-    learners = job.learner_set.order_by("-attempt", "index")
     indexes = sorted(
         set(range(job.learners)) | set(job.log_lines.values_list("learner", flat=True).distinct())
     )
+    live = {
+        "job": job.pk,
+        "learners": indexes,
+        "terminal": job.is_terminal,
+        "parts": reverse("job-parts", args=[job.pk]),
+    }
     return render_page(
         request,
         "portal/job_detail.html",
-        {
-            "job": job,
-            "events": job_events(job=job),
-            "learners": learners,
-            "learner_indexes": indexes,
-            "can_manage": can_manage_owned(request.user, job),
-            "live": {"job": job.pk, "learners": indexes, "terminal": job.is_terminal},
-        },
+        _job_history(job)
+        | {"learner_indexes": indexes, "can_manage": can_manage_owned(request.user, job), "live": live},
     )
+
+
+@require_GET
+@login_required
+def job_parts(request: HttpRequest, job_id: str) -> JsonResponse:
+    """The job page's timeline, learner rows and times as HTML, for its script to swap in when a state
+    change arrives over the WebSocket (the same templates as the page, so both always agree)."""
+    job = _job_or_404(request, job_id)
+    context = _job_history(job)
+    parts = {name: render_to_string(f"portal/_job_{name}.html", context, request) for name in JOB_PARTS}
+    return JsonResponse({"status": job.status, **parts})
 
 
 def _job_action(request: HttpRequest, job_id: str, action: str) -> HttpResponse:

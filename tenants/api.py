@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import Any, NoReturn
 
 from django.http import Http404
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -34,6 +35,29 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
             "bearerFormat": "ty_...",
             "description": "A personal API token (`manage.py token create`, or POST /api/v1/tokens/).",
         }
+
+
+class ApiView(APIView):
+    """The base of every API view: DRF's APIView, with requests that fail authentication throttled too.
+
+    DRF checks throttles only after authentication and permissions pass, so an anonymous client or one
+    guessing tokens would get 401s forever and never a 429; here the throttles (anonymous rate by client
+    address) run before those 401s as well.
+    """
+
+    def perform_authentication(self, request: Request) -> None:
+        try:
+            super().perform_authentication(request)
+        except AuthenticationFailed:
+            self.check_throttles(request)  # the request is anonymous now
+            raise
+
+    def permission_denied(
+        self, request: Request, message: str | None = None, code: str | None = None
+    ) -> NoReturn:
+        if request.authenticators and not request.successful_authenticator:
+            self.check_throttles(request)
+        super().permission_denied(request, message, code)
 
 
 # Shapes built by hand in the views below, written out as serializers for the schema only.
@@ -133,7 +157,7 @@ def _tenant(request: Request, slug: str) -> Tenant:
     return tenant
 
 
-class TenantListView(APIView):
+class TenantListView(ApiView):
     """GET: the tenants you belong to, with quota, usage and your role."""
 
     @extend_schema(responses={200: TenantDataSerializer(many=True), **errors(401, 429)})
@@ -142,13 +166,13 @@ class TenantListView(APIView):
         return Response([tenant_data(t, request.user) for t in tenants])
 
 
-class TenantDetailView(APIView):
+class TenantDetailView(ApiView):
     @extend_schema(responses={200: TenantDataSerializer, **errors(401, 404, 429)})
     def get(self, request: Request, slug: str) -> Response:
         return Response(tenant_data(_tenant(request, slug), request.user))
 
 
-class TenantMembersView(APIView):
+class TenantMembersView(ApiView):
     """GET: members and roles (owners see e-mail addresses too)."""
 
     @extend_schema(responses={200: MemberSerializer(many=True), **errors(401, 404, 429)})
@@ -184,7 +208,7 @@ class TokenWithSecretSerializer(TokenSerializer):
         fields = [*TokenSerializer.Meta.fields, "token"]
 
 
-class TokenListView(APIView):
+class TokenListView(ApiView):
     """GET: your tokens (never their secrets). POST {"name"}: a new token, its secret shown this once."""
 
     @extend_schema(responses={200: TokenSerializer(many=True), **errors(401, 429)})
@@ -202,7 +226,7 @@ class TokenListView(APIView):
         return Response({**TokenSerializer(token).data, "token": secret}, status=status.HTTP_201_CREATED)
 
 
-class TokenDetailView(APIView):
+class TokenDetailView(ApiView):
     """DELETE: revoke one of your tokens."""
 
     @extend_schema(responses={204: OpenApiResponse(description="Revoked."), **errors(401, 403, 404, 429)})

@@ -93,7 +93,7 @@ def client(ctx: typer.Context) -> Client:
     if not settings.url or not settings.token:
         missing = "server URL" if not settings.url else "API token"
         typer.echo(
-            f"no {missing} configured: run `trainyard login --url URL --token TOKEN` "
+            f"no {missing} configured: run `trainyard login URL --token TOKEN` "
             f"or set {config.URL_ENV} and {config.TOKEN_ENV}",
             err=True,
         )
@@ -135,18 +135,24 @@ def root(
 @app.command()
 def login(
     ctx: typer.Context,
-    url: Annotated[
-        str | None, typer.Option("--url", help="The Trainyard server, e.g. https://ty.example.com")
+    server_url: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="URL", help="The Trainyard server, e.g. https://ty.example.com", show_default=False
+        ),
     ] = None,
+    url: Annotated[str | None, typer.Option("--url", help="Same as URL (kept for old scripts).")] = None,
     token: Annotated[
         str | None, typer.Option("--token", help="An API token (ty_...); asked for if left out.")
     ] = None,
 ) -> None:
-    """Check a token against the server and store the URL and token in the config file (mode 0600)."""
+    """Check a token against URL and store the URL and token in the config file (mode 0600)."""
+    if server_url and url and config.normalize_url(server_url) != config.normalize_url(url):
+        raise typer.BadParameter(f"URL {server_url} contradicts --url {url}", param_hint="--url")
     options = ctx.find_root().obj or {}
-    chosen = url or options.get("url") or config.resolve().url
+    chosen = server_url or url or options.get("url") or config.resolve().url
     if not chosen:
-        raise typer.BadParameter("name the server", param_hint="--url")
+        raise typer.BadParameter("name the server: trainyard login URL", param_hint="URL")
     secret = token or options.get("token") or typer.prompt("API token", hide_input=True)
     server = config.normalize_url(chosen)
     with Client(server, secret) as api:

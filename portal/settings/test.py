@@ -20,3 +20,11 @@ LOGGING = {"version": 1, "disable_existing_loggers": False}
 # Two test runs on one machine (say, a developer and a helper) keep apart with their own database name
 # and Redis db: TEST_DATABASE_NAME=test_trainyard_b REDIS_URL=redis://127.0.0.1:6379/13 make pytest
 DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", default="test_trainyard")}  # noqa: F405
+# Generous API rates, so one process running the whole suite (one client address for every anonymous
+# request, one in-memory throttle cache) never trips them; the throttling tests set tiny rates of their own.
+REST_FRAMEWORK = REST_FRAMEWORK | {  # noqa: F405
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env("API_THROTTLE_ANON", default="10000/hour"),
+        "user": env("API_THROTTLE_USER", default="100000/hour"),
+    },
+}

@@ -1,5 +1,5 @@
-// The job page: log viewer (tabs per learner, ANSI colours, search, follow), metric charts, live status.
-// History comes from the REST API; live frames from /ws/ (see live.js). Lines are deduplicated by
+// The job page: log viewer (tabs per learner, ANSI colours, search, follow), metric charts, live status,
+// timeline and learners. History comes from the REST API; live frames from /ws/ (see live.js). Lines are deduplicated by
 // (learner, seq), so a reconnect, a gap backfill or a poll never shows a line twice.
 import { AnsiUp } from "../vendor/ansi_up-6.0.6/ansi_up.js";
 import { LiveSocket, setBadge } from "./live.js";
@@ -295,13 +295,39 @@ function showStatus(status, reason, message) {
     reasonBox.appendChild(strong);
   }
   if (message) reasonBox.appendChild(document.createTextNode((reason ? " — " : "") + message));
-  if (changed) {
-    const link = document.createElement("a");
-    link.href = window.location.pathname;
-    link.textContent = " Reload for the full timeline.";
-    reasonBox.appendChild(link);
-  }
   terminal = TERMINAL.has(status);
+  if (changed) refreshParts();
+}
+
+// The timeline, learner rows and times, re-rendered by the server (the page's own templates) after each
+// state change. One request at a time; changes that arrive meanwhile are covered by one more request.
+const parts = {
+  timeline: document.getElementById("events"),
+  learners: document.getElementById("learners"),
+  times: document.getElementById("job-times"),
+};
+let partsRequest = null;
+let partsAgain = false;
+
+function refreshParts() {
+  if (partsRequest) {
+    partsAgain = true;
+    return partsRequest;
+  }
+  partsRequest = (async () => {
+    do {
+      partsAgain = false;
+      try {
+        const body = await getJson(config.parts);
+        for (const [name, el] of Object.entries(parts)) if (el && name in body) el.innerHTML = body[name];
+      } catch (error) {
+        /* the next state change or poll tries again */
+      }
+    } while (partsAgain);
+  })().finally(() => {
+    partsRequest = null;
+  });
+  return partsRequest;
 }
 
 // --- live --------------------------------------------------------------------------------------------

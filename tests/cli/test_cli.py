@@ -128,7 +128,7 @@ def test_login_checks_the_token_and_stores_it_owner_only(live_server: Any, home:
     assert "login failed" in refused.stderr and "invalid, expired or revoked token" in refused.stderr
     assert not config.config_path().exists()
 
-    result = run("login", "--url", live_server.url + "/", "--token", secret)
+    result = run("login", live_server.url + "/", "--token", secret)
     assert result.exit_code == 0, result.output
     assert "vision" in result.stdout
     path = home / ".config" / "trainyard" / "config.json"
@@ -399,6 +399,26 @@ def test_cluster_shows_the_nodes(account: Account, kubesim_cluster: KubeSim, set
     nodes = json.loads(run("cluster", "--json").stdout)["nodes"]
     assert nodes and all(node["name"] in result.stdout for node in nodes)
     assert any(node["allocatable"]["gpus"] == 4 for node in nodes)
+
+
+def test_login_takes_the_url_as_an_argument_or_the_old_url_option(live_server: Any, home: Path) -> None:
+    _, secret = token_create(user=member(make_tenant(slug="nlp")), name="laptop")
+    path = home / ".config" / "trainyard" / "config.json"
+
+    positional = run("login", live_server.url, "--token", secret)
+    assert positional.exit_code == 0, positional.output
+    assert "nlp" in positional.stdout and json.loads(path.read_text())["url"] == live_server.url
+    path.unlink()
+
+    option = run("login", "--url", live_server.url, "--token", secret)
+    assert option.exit_code == 0, option.output
+    assert json.loads(path.read_text()) == {"url": live_server.url, "token": secret}
+
+    clash = run("login", live_server.url, "--url", "http://elsewhere.example", "--token", secret)
+    assert clash.exit_code == 2 and "contradicts --url" in clash.output
+    path.unlink()  # a stored URL would be used again
+    nothing = run("login", "--token", secret)
+    assert nothing.exit_code == 2 and "trainyard login URL" in nothing.output
 
 
 def test_unreachable_server_is_one_line_without_traceback(home: Path) -> None:

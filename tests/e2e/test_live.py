@@ -1,12 +1,14 @@
 """The job page live, end to end: a browser, the daphne server, the Celery worker and the watcher on kubesim.
 
 Submitted from the editor, a real PyTorch job (the example template) is admitted, launched as a pod whose
-command runs as a local process, and followed; the page shows its status, log lines and `loss` chart as
-they come over the WebSocket, without a reload. A second job is cancelled from its page.
+command runs as a local process, and followed; the page shows its status, timeline, learners, log lines and
+`loss` chart as they come over the WebSocket, without a reload. A second job is cancelled from its page.
+Both log in as `demo`, the login `make up` creates (`seed_demo`).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import time
@@ -14,11 +16,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.core.management import call_command
+from django.test import override_settings
 from playwright.sync_api import expect
 
 from jobs.models import Job
 from tests.e2e.conftest import login, screenshot
-from tests.factories import make_tenant, member
 
 pytestmark = pytest.mark.slow
 
@@ -63,8 +66,16 @@ HISTORY = re.compile(r"/api/v1/jobs/[^/]+/logs/")
 
 
 @pytest.fixture
-def alice() -> Any:
-    return member(make_tenant("vision"), "member", username="alice")
+def demo(live_page: Any) -> None:
+    """The logins `make up` creates (`seed_demo`: demo/demo in tenant demo), in the live test database."""
+    with override_settings(LOCAL_SETUP=True):
+        call_command("seed_demo", stdout=io.StringIO())
+
+
+def _timeline(page: Any) -> list[str]:
+    """The statuses the page's timeline shows, in order."""
+    items = page.locator("#events li.event .transition").all_inner_texts()
+    return [text.split("→")[-1].strip() for text in items]
 
 
 def _until(check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -82,10 +93,10 @@ def _status(job: Job) -> str:
     return job.status
 
 
-def test_a_submitted_pytorch_job_goes_live_on_its_page(live_page: Any, alice: Any) -> None:
+def test_a_submitted_pytorch_job_goes_live_on_its_page(live_page: Any, demo: None) -> None:
     page = live_page
     page.add_init_script(RECORD_PLOTS)
-    login(page, "alice")
+    login(page, "demo", "demo")
     page.click("nav >> text=Submit")
     editor = page.locator("#id_spec")
     page.select_option("#template-select", "two-learners")
@@ -98,9 +109,14 @@ def test_a_submitted_pytorch_job_goes_live_on_its_page(live_page: Any, alice: An
     job = Job.objects.get()
     assert job.name == "demo-mlp"
     page.evaluate("window.__sameDocument = true")  # gone if the page reloads
+    assert job.tenant.slug == "demo" and job.owner is not None and job.owner.username == "demo"
 
     badge = page.locator("#job-status .badge")
     expect(badge).to_have_text("Running", timeout=30_000)
+    # The timeline and the learners table follow the state changes without a reload.
+    _until(lambda: "running" in _timeline(page) or page.wait_for_timeout(50), 10, "'running' in the timeline")
+    learners = page.locator("#learners tr")
+    expect(learners.first).to_contain_text(f"{job.pk}", timeout=10_000)
     log = page.locator("#log")
     expect(log).to_contain_text('{"step": 0, "metrics": {"loss": ', timeout=TORCH)
     expect(page.locator("#charts .chart h3", has_text="loss")).to_be_visible(timeout=10_000)
@@ -111,6 +127,12 @@ def test_a_submitted_pytorch_job_goes_live_on_its_page(live_page: Any, alice: An
 
     expect(badge).to_have_text("Succeeded", timeout=30_000)
     expect(log).to_contain_text("training done")
+    _until(lambda: _timeline(page)[-1:] == ["succeeded"] or page.wait_for_timeout(50), 10, "'succeeded' last")
+    timeline = _timeline(page)
+    assert timeline.index("queued") < timeline.index("running") < timeline.index("succeeded")
+    expect(learners.first).to_contain_text("Succeeded", timeout=10_000)
+    expect(learners.first.locator("td.num")).to_have_text("0")
+    assert "Reload" not in page.locator("#job-reason").inner_text()
     page.wait_for_function(f"({LOSS_POINTS})() === 100", timeout=5_000)
     texts = log.locator(".ln").all_inner_texts()
     steps = [text for text in texts if '"step": ' in text]
@@ -121,9 +143,9 @@ def test_a_submitted_pytorch_job_goes_live_on_its_page(live_page: Any, alice: An
     screenshot(page, "job-live.png")
 
 
-def test_cancel_from_the_job_page_and_a_bad_spec_on_the_submit_page(live_page: Any, alice: Any) -> None:
+def test_cancel_from_the_job_page_and_a_bad_spec_on_the_submit_page(live_page: Any, demo: None) -> None:
     page = live_page
-    login(page, "alice")
+    login(page, "demo", "demo")
     page.goto("/jobs/new/")
     page.fill("#id_spec", BAD_SPEC)
     page.click("button[name=submit]")
@@ -154,5 +176,6 @@ def test_cancel_from_the_job_page_and_a_bad_spec_on_the_submit_page(live_page: A
     page.click("button[data-action=cancel]")
     page.wait_for_url(JOB_URL)
     expect(badge).to_have_text("Cancelled", timeout=30_000)
+    _until(lambda: _timeline(page)[-1:] == ["cancelled"] or page.wait_for_timeout(50), 10, "'cancelled' last")
     assert _status(job) == "cancelled"
     assert "CancelledByUser" in job.events.values_list("reason", flat=True)

@@ -6,13 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
+from rest_framework.throttling import SimpleRateThrottle
 
-from jobs.models import Job, LogLine
+from clusterio.capacity import NodeInfo, Resources
+from jobs.models import Job, LogLine, MetricSample
 from jobs.services import job_submit
 from tenants.models import ApiToken
 from tenants.tokens import token_create, token_revoke
+from tests.conftest import FFDL_MANIFESTS
 from tests.factories import make_tenant, member
 
 pytestmark = pytest.mark.django_db
@@ -66,6 +70,24 @@ def test_bad_spec_gives_field_errors_and_stores_nothing() -> None:
     assert not Job.objects.exists()
 
 
+@pytest.mark.skipif(not FFDL_MANIFESTS, reason="no FfDL manifests under ../shared/data/ffdl-manifests")
+@pytest.mark.parametrize("manifest", FFDL_MANIFESTS, ids=lambda path: path.stem)
+def test_submit_an_ffdl_manifest_as_yaml(manifest: Any) -> None:
+    tenant = make_tenant(gpus=8, cpu_millis=64000, memory_mib=131072)
+    text = manifest.read_text(encoding="utf-8")
+    response = api(member(tenant)).post(
+        f"/api/v1/jobs/?tenant={tenant.slug}", text, content_type="application/yaml"
+    )
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["source"] == "ffdl" and body["status"] == "queued" and body["tenant"] == tenant.slug
+    assert body["name"] and body["spec"]["image"] and body["spec"]["command"]
+    assert set(body["resources"]) >= {"learners", "gpus", "cpu_millis", "memory_mib"}
+    job = Job.objects.get(pk=body["id"])
+    assert job.source == "ffdl"
+    assert "password" not in response.content.decode() and "password" not in str(job.spec)
+
+
 def test_broken_yaml_is_a_400_not_a_crash() -> None:
     tenant = make_tenant()
     response = api(member(tenant)).post(
@@ -106,6 +128,11 @@ def test_other_tenants_job_is_404_on_every_read(suffix: str) -> None:
     mine, other = make_tenant(), make_tenant()
     job = job_submit(tenant=other, user=member(other), document=SPEC)
     assert api(member(mine, "owner")).get(f"/api/v1/jobs/{job.pk}/{suffix}").status_code == 404
+    _, secret = token_create(user=member(mine, "owner"), name="ci")
+    bearer = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    hidden, missing = (bearer.get(f"/api/v1/jobs/{pk}/{suffix}") for pk in (job.pk, "nosuchjob"))
+    assert hidden.status_code == missing.status_code == 404
+    assert hidden.json() == missing.json() == {"detail": "no such job", "errors": {}}
 
 
 @pytest.mark.parametrize("action", ["cancel", "retry"])
@@ -170,6 +197,72 @@ def test_logs_page_forward_by_sequence_and_tail() -> None:
     assert client.get(f"/api/v1/jobs/{job.pk}/logs/?after=abc").status_code == 400
 
 
+def test_events_are_the_jobs_history_in_order() -> None:
+    tenant = make_tenant()
+    user = member(tenant)
+    job = job_submit(tenant=tenant, user=user, document=SPEC)
+    api(user).post(f"/api/v1/jobs/{job.pk}/cancel/")
+    response = api(user).get(f"/api/v1/jobs/{job.pk}/events/")
+    assert response.status_code == 200
+    rows = response.json()
+    assert rows and all(
+        set(row) == {"created_at", "kind", "from_status", "to_status", "reason", "message", "data"}
+        for row in rows
+    )
+    assert [row["created_at"] for row in rows] == sorted(row["created_at"] for row in rows)
+    transitions = [(row["from_status"], row["to_status"]) for row in rows if row["to_status"]]
+    assert transitions[-1] == ("queued", "cancelled")
+    assert "CancelledByUser" in [row["reason"] for row in rows]
+
+
+def test_metrics_list_every_sample_and_filter_by_name() -> None:
+    tenant = make_tenant()
+    user = member(tenant)
+    job = job_submit(tenant=tenant, user=user, document=SPEC)
+    now = timezone.now()
+    MetricSample.objects.bulk_create(
+        MetricSample(job=job, learner=0, attempt=1, name=name, step=step, value=value, ts=now, log_seq=seq)
+        for seq, (name, step, value) in enumerate(
+            [("loss", 0, 2.5), ("acc", 0, 0.1), ("loss", 1, 1.25), ("acc", 1, 0.5)], start=1
+        )
+    )
+    client = api(user)
+    rows = client.get(f"/api/v1/jobs/{job.pk}/metrics/").json()
+    assert len(rows) == 4
+    assert all(set(row) == {"name", "learner", "attempt", "step", "value", "ts", "log_seq"} for row in rows)
+    loss = client.get(f"/api/v1/jobs/{job.pk}/metrics/?name=loss").json()
+    assert [(row["step"], row["value"], row["log_seq"]) for row in loss] == [(0, 2.5, 1), (1, 1.25, 3)]
+    assert client.get(f"/api/v1/jobs/{job.pk}/metrics/?name=nothing").json() == []
+
+
+def test_cluster_lists_each_nodes_allocatable_and_free_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = [
+        NodeInfo("cpu-0", True, None, Resources(0, 8000, 32768), Resources(0, 6000, 30720)),
+        NodeInfo("gpu-0", False, "A100", Resources(4, 16000, 65536), Resources(-1, 0, 1024)),
+    ]
+    monkeypatch.setattr("jobs.cluster.nodes", lambda: list(nodes))
+    response = api(member(make_tenant())).get("/api/v1/cluster/")
+    assert response.status_code == 200
+    assert response.json() == {
+        "nodes": [
+            {
+                "name": "cpu-0",
+                "ready": True,
+                "gpu_type": None,
+                "allocatable": {"gpus": 0, "cpu_millis": 8000, "memory_mib": 32768},
+                "free": {"gpus": 0, "cpu_millis": 6000, "memory_mib": 30720},
+            },
+            {
+                "name": "gpu-0",
+                "ready": False,
+                "gpu_type": "A100",
+                "allocatable": {"gpus": 4, "cpu_millis": 16000, "memory_mib": 65536},
+                "free": {"gpus": -1, "cpu_millis": 0, "memory_mib": 1024},
+            },
+        ]
+    }
+
+
 def test_anonymous_requests_are_refused() -> None:
     assert Client().get("/api/v1/jobs/").status_code in (401, 403)
 
@@ -209,3 +302,39 @@ def test_cluster_without_configuration_is_a_503_not_a_crash(settings: Any, tmp_p
     tenant = make_tenant()
     response = api(member(tenant)).get("/api/v1/cluster/")
     assert response.status_code == 503 and "cluster unreachable" in response.json()["detail"]
+
+
+@pytest.fixture
+def tiny_rates(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Rates of a few requests a minute, from a clean throttle cache. DRF's throttles read their rates
+    into a class attribute at import, so override_settings would not reach them: patch that attribute."""
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"anon": "2/minute", "user": "3/minute"})
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def _assert_throttled(response: Any) -> None:
+    assert response.status_code == 429
+    body = response.json()
+    assert set(body) == {"detail", "errors"} and body["errors"] == {}
+    assert "throttled" in body["detail"]
+    assert 0 < int(response["Retry-After"]) <= 60
+
+
+def test_a_user_over_the_rate_gets_429_with_retry_after_and_the_error_shape(tiny_rates: None) -> None:
+    tenant = make_tenant()
+    client = api(member(tenant))
+    assert [client.get("/api/v1/jobs/").status_code for _ in range(3)] == [200, 200, 200]
+    _assert_throttled(client.get("/api/v1/jobs/"))
+    assert api(member(tenant)).get("/api/v1/jobs/").status_code == 200  # the rate is per user
+
+
+def test_anonymous_requests_and_bad_tokens_are_throttled_too(tiny_rates: None) -> None:
+    anonymous, guesser = Client(), Client(HTTP_AUTHORIZATION="Bearer ty_guess")
+    assert anonymous.get("/api/v1/jobs/").status_code == 401
+    assert guesser.get("/api/v1/tenants/").status_code == 401
+    _assert_throttled(anonymous.get("/api/v1/jobs/"))  # the same client address: the anonymous rate
+    _assert_throttled(guesser.get("/api/v1/tenants/"))
+    schema = Client().get("/api/schema/")  # open to anyone: the anonymous rate still applies
+    assert schema.status_code == 429 and "Retry-After" in schema

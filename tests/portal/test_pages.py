@@ -12,11 +12,13 @@ from django.utils import timezone
 
 from clusterio.capacity import NodeInfo, Resources
 from clusterio.errors import Unavailable
-from jobs.models import Job, JobEvent, LogLine
+from jobs.models import Job, JobEvent, Learner, LogLine
 from jobs.selectors import tenant_gpu_hours_by_day
+from jobs.services import job_cancel, job_submit
 from jobs.spec import parse_spec
-from portal.forms import spec_templates
+from portal.forms import TEMPLATES, spec_templates
 from tenants.models import Tenant
+from tests.conftest import ROOT
 from tests.factories import make_job, make_tenant, member
 
 pytestmark = pytest.mark.django_db
@@ -85,13 +87,14 @@ def test_every_page_renders_for_a_member(signed_in: Client, team: Tenant, alice:
         "/jobs/new/",
         f"/jobs/{job.pk}/",
         f"/jobs/{job.pk}/log.txt",
+        f"/jobs/{job.pk}/parts/",
         "/tenants/alpha/",
     ]:
         assert signed_in.get(url).status_code == 200, url
 
 
 @pytest.mark.parametrize(
-    "url", ["/", "/jobs/", "/jobs/new/", "/jobs/abc/", "/jobs/abc/log.txt", "/tenants/x/"]
+    "url", ["/", "/jobs/", "/jobs/new/", "/jobs/abc/", "/jobs/abc/log.txt", "/jobs/abc/parts/", "/tenants/x/"]
 )
 def test_pages_require_login(client: Client, url: str) -> None:
     response = client.get(url)
@@ -112,6 +115,7 @@ def test_other_tenant_gets_404_on_job_pages_and_actions(signed_in: Client) -> No
     job = make_job(other, member(other))
     assert signed_in.get(f"/jobs/{job.pk}/").status_code == 404
     assert signed_in.get(f"/jobs/{job.pk}/log.txt").status_code == 404
+    assert signed_in.get(f"/jobs/{job.pk}/parts/").status_code == 404
     assert signed_in.get(f"/jobs/new/?clone={job.pk}").status_code == 404
     assert signed_in.post(f"/jobs/{job.pk}/cancel/").status_code == 404
     job.status = "failed"
@@ -213,10 +217,19 @@ def test_dry_run_of_a_bad_spec_shows_the_field_error(signed_in: Client, cluster_
 
 def test_every_offered_template_is_a_valid_spec(signed_in: Client) -> None:
     templates = spec_templates()
-    assert {"pytorch", "two-learners"} <= set(templates)
+    assert set(templates) == {"pytorch", "two-learners", "ffdl"}
     for key, (_, text) in templates.items():
         parse_spec(text)
         assert signed_in.get(f"/jobs/new/?template={key}").status_code == 200
+
+
+def test_the_ffdl_template_ships_with_the_repository_and_has_no_real_credentials() -> None:
+    ffdl = next(template for template in TEMPLATES if template.key == "ffdl")
+    assert ffdl.path.resolve().is_relative_to(ROOT / "examples")  # not ../shared, which may be absent
+    parsed = parse_spec(spec_templates()["ffdl"][1])
+    assert parsed.source == "ffdl" and parsed.spec["resources"]["gpus"] == 0
+    assert parsed.secrets and all("REPLACE" in v for s in parsed.secrets.values() for v in s.values() if v)
+    assert "REPLACE" not in str(parsed.spec)
 
 
 def test_clone_prefills_the_editor_with_the_jobs_spec(signed_in: Client, team: Tenant, alice: User) -> None:
@@ -280,6 +293,24 @@ def test_job_page_shows_events_and_a_failures_log_tail(signed_in: Client, team: 
     page = _html(signed_in.get(f"/jobs/{job.pk}/"))
     assert "running → failed" in page and "exit code 1" in page
     assert "Traceback &lt;boom&gt;" in page and "ValueError: bad" in page
+
+
+def test_job_parts_follow_the_jobs_state_for_the_live_page(
+    signed_in: Client, team: Tenant, alice: User
+) -> None:
+    job = job_submit(tenant=team, user=alice, document=GOOD_SPEC)
+    page = _html(signed_in.get(f"/jobs/{job.pk}/"))
+    assert '"parts": "/jobs/' in page and "event-cancelled" not in page
+    before = signed_in.get(f"/jobs/{job.pk}/parts/").json()
+    assert before["status"] == "queued" and "waiting for admission" in before["learners"]
+    Learner.objects.create(job=job, attempt=1, index=0, pod_name="hello-0", node="gpu-node-0", phase="Failed")
+    job_cancel(job=job, user=alice)
+    after = signed_in.get(f"/jobs/{job.pk}/parts/").json()
+    assert set(after) == {"status", "timeline", "learners", "times"} and after["status"] == "cancelled"
+    assert after["timeline"].count("<li") == before["timeline"].count("<li") + 1
+    assert "event-cancelled" in after["timeline"] and "CancelledByUser" in after["timeline"]
+    assert "hello-0" in after["learners"] and "gpu-node-0" in after["learners"]
+    assert "<dt>Finished</dt><dd>—</dd>" not in after["times"]
 
 
 def test_log_txt_streams_every_line_of_every_learner(signed_in: Client, team: Tenant, alice: User) -> None:
