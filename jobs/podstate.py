@@ -139,7 +139,10 @@ def view_from_pod(pod: dict[str, Any], index: int) -> LearnerView:
         ),
         None,
     )
-    disrupted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions)
+    disruption = next(
+        (c for c in conditions if c.get("type") == "DisruptionTarget" and c.get("status") == "True"), None
+    )
+    disrupted = disruption is not None
     phase = status.get("phase") or "Pending"
     deleted = bool((pod.get("metadata") or {}).get("deletionTimestamp")) and phase != "Succeeded"
     waiting_reason = waiting_message = terminated_reason = ""
@@ -156,8 +159,10 @@ def view_from_pod(pod: dict[str, Any], index: int) -> LearnerView:
         index=index,
         phase=phase,
         node=spec.get("nodeName") or "",
-        pod_reason=status.get("reason") or "",
-        pod_message=status.get("message") or "",
+        # A disruption's own reason (PreemptionByScheduler, EvictionByEvictionAPI, DeletionByTaintManager)
+        # stands in while the pod has none of its own yet (it is still terminating).
+        pod_reason=status.get("reason") or (disruption or {}).get("reason") or "",
+        pod_message=status.get("message") or (disruption or {}).get("message") or "",
         waiting_reason=waiting_reason,
         waiting_message=waiting_message,
         exit_code=exit_code,

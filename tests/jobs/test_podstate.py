@@ -2,6 +2,8 @@
 
 from typing import Any
 
+import pytest
+
 from jobs.podstate import LearnerView, judge, view_from_pod
 
 
@@ -95,3 +97,26 @@ def test_view_from_pod_reads_unschedulable_and_disruption() -> None:
     ]
     view = view_from_pod(pod(phase="Pending", conditions=conditions), 1)
     assert view.unschedulable_message == "no fit" and view.disrupted
+
+
+@pytest.mark.parametrize(
+    ("condition_reason", "pod_reason", "expected"),
+    [
+        ("PreemptionByScheduler", "", "PreemptionByScheduler"),
+        ("EvictionByEvictionAPI", "", "EvictionByEvictionAPI"),
+        ("EvictionByEvictionAPI", "Evicted", "Evicted"),
+        ("DeletionByTaintManager", "", "DeletionByTaintManager"),
+    ],
+)
+def test_a_disrupted_pod_requeues_with_the_disruptions_own_reason(
+    condition_reason: str, pod_reason: str, expected: str
+) -> None:
+    conditions = [
+        {"type": "DisruptionTarget", "status": "True", "reason": condition_reason, "message": "taken away"}
+    ]
+    running = pod(phase="Running", conditions=conditions)
+    if pod_reason:
+        running["status"]["reason"] = pod_reason
+    verdict = judge([view_from_pod(running, 0)], 1)
+    assert (verdict.state, verdict.reason) == ("requeue", expected)
+    assert "taken away" in verdict.message
