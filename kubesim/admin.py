@@ -3,15 +3,17 @@
 ``POST /kubesim/faults`` ``{"method": "GET", "path": "regex", "code": 500, "hangSeconds": 0, "count": 1}``;
 ``DELETE /kubesim/faults``; ``POST /kubesim/nodes/NAME/notready|ready|lose``;
 ``POST /kubesim/nodes`` ``{"name": "...", "gpus": 8}``; ``POST /kubesim/kubelet/pause|resume``;
-``POST /kubesim/compact`` ``{"keep": 0}``; ``GET /kubesim/faults``.
+``POST /kubesim/compact`` ``{"keep": 0}``; ``GET /kubesim/faults``;
+``POST /kubesim/imagepulls`` ``{"pattern": "regex", "message": "..."}``, ``GET``/``DELETE /kubesim/imagepulls``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from kubesim.errors import ApiError, bad_request, not_found
-from kubesim.faults import FaultRule
+from kubesim.faults import FaultRule, ImagePullRule
 
 if TYPE_CHECKING:
     from kubesim.server import Handler, Params
@@ -43,6 +45,19 @@ def handle(handler: Handler, method: str, path: str, params: Params) -> None:
             except (KeyError, TypeError, ValueError) as exc:
                 raise bad_request(f"invalid fault rule: {exc}") from None
             handler.send_json(201, cluster.faults.add(rule).to_dict())
+        return
+    if parts == ["imagepulls"]:
+        if method == "GET":
+            handler.send_json(200, {"items": [r.to_dict() for r in cluster.faults.image_rules()]})
+        elif method == "DELETE":
+            cluster.clear_image_pull_failures()
+            handler.send_json(200, _OK)
+        elif method == "POST":
+            try:
+                image_rule = ImagePullRule(body["pattern"], body.get("message", ImagePullRule.message))
+            except (KeyError, TypeError, re.error) as exc:
+                raise bad_request(f"invalid image pull rule: {exc}") from None
+            handler.send_json(201, cluster.faults.fail_image_pulls(image_rule).to_dict())
         return
     if method != "POST":
         raise ApiError(405, "MethodNotAllowed", "admin actions are POST requests")

@@ -456,55 +456,9 @@ class Api:
 
     def record_event(self, involved: Obj, type_: str, reason: str, message: str, component: str) -> None:
         """Create (or bump the count of) a core/v1 Event about ``involved``."""
-        meta = involved["metadata"]
-        ns = meta.get("namespace") or "default"
-        stamp = now_iso()
-        with self.store.lock:
-            if self.store.peek("namespaces", "", ns) is None:
-                return
-            for existing in self.store.list("events", ns)[0]:
-                inv = existing.get("involvedObject") or {}
-                if (
-                    inv.get("uid") == meta.get("uid")
-                    and existing.get("reason") == reason
-                    and (existing.get("message") == message)
-                ):
-                    updated = clone(existing)
-                    updated["count"] = int(updated.get("count", 1)) + 1
-                    updated["lastTimestamp"] = stamp
-                    self.store.replace("events", updated)
-                    self._notify()
-                    return
-            event = {
-                "kind": "Event",
-                "apiVersion": "v1",
-                "metadata": {
-                    "name": f"{meta['name']}.{time.time_ns():x}",
-                    "namespace": ns,
-                    "uid": str(uuid.uuid4()),
-                    "creationTimestamp": stamp,
-                },
-                "involvedObject": {
-                    "kind": involved.get("kind"),
-                    "apiVersion": involved.get("apiVersion"),
-                    "namespace": meta.get("namespace", ""),
-                    "name": meta["name"],
-                    "uid": meta.get("uid"),
-                    "resourceVersion": meta.get("resourceVersion"),
-                },
-                "reason": reason,
-                "message": message,
-                "type": type_,
-                "count": 1,
-                "firstTimestamp": stamp,
-                "lastTimestamp": stamp,
-                "eventTime": None,
-                "source": {"component": component},
-                "reportingComponent": component,
-                "reportingInstance": "kubesim",
-            }
-            self.store.insert("events", event)
-        self._notify()
+        from kubesim.events import record_event
+
+        record_event(self, involved, type_, reason, message, component)
 
     def _notify(self) -> None:
         for hook in self.after_write:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 log = logging.getLogger("kubesim.cgroups")
-V1_ROOT = Path("/sys/fs/cgroup")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_V2_CONTROLLERS = ("cpu", "memory")
 _PERIOD_US = 100_000
 
 
@@ -28,30 +29,62 @@ class Cgroup:
 
 
 class CgroupManager:
-    """Creates a cgroup per container under a kubesim-owned parent, if this machine lets us."""
+    """Creates a cgroup per container under a kubesim-owned parent, if this machine lets us.
 
-    def __init__(self, instance: str, enabled: bool = True):
+    ``root`` is the cgroup mount (a fake tree in tests). ``problems`` says why a limit is not enforced by
+    the kernel, so that start-up can say so instead of claiming enforcement it does not have.
+    """
+
+    def __init__(self, instance: str, enabled: bool = True, root: Path = CGROUP_ROOT):
         self.instance = instance
+        self.root = Path(root)
         self.version = 0
         self.memory_parent: Path | None = None
         self.cpu_parent: Path | None = None
+        self.problems: list[str] = []
         if enabled:
             self._detect()
 
     def _detect(self) -> None:
-        if (V1_ROOT / "cgroup.controllers").exists():
-            parent = V1_ROOT / self.instance
-            if _try_mkdir(parent):
-                self.version = 2
-                self.memory_parent = self.cpu_parent = parent
-                with contextlib.suppress(OSError):
-                    (V1_ROOT / "cgroup.subtree_control").write_text("+memory +cpu")
+        if (self.root / "cgroup.controllers").exists():
+            self._detect_v2()
             return
         self.version = 1
-        memory = V1_ROOT / "memory" / self.instance
-        cpu = V1_ROOT / "cpu" / self.instance
+        memory = self.root / "memory" / self.instance
+        cpu = self.root / "cpu" / self.instance
         self.memory_parent = memory if _try_mkdir(memory) else None
         self.cpu_parent = cpu if _try_mkdir(cpu) else None
+
+    def _detect_v2(self) -> None:
+        """On v2 a child only gets ``cpu.max``/``memory.max`` when every cgroup from the root down to its
+        parent lists the controller in ``cgroup.subtree_control``: enable it at each level, then check."""
+        self.version = 2
+        parent = self.root / self.instance
+        if not _try_mkdir(parent):
+            self.problems.append(f"cannot create a writable cgroup {parent}")
+            return
+        enabled = set(_V2_CONTROLLERS)
+        below_root = [self.root / p for p in reversed(parent.relative_to(self.root).parents[:-1])]
+        for level in [self.root, *below_root, parent]:
+            enabled &= self._enable_v2(level, enabled)
+        if "memory" in enabled:
+            self.memory_parent = parent
+        if "cpu" in enabled:
+            self.cpu_parent = parent
+
+    def _enable_v2(self, path: Path, wanted: set[str]) -> set[str]:
+        available = set(_read(path / "cgroup.controllers").split())
+        for name in sorted(wanted - available):
+            self.problems.append(f"cgroup v2 controller {name} is not available in {path}")
+        todo = sorted(wanted & available)
+        control = path / "cgroup.subtree_control"
+        if todo and not _write(control, " ".join(f"+{c}" for c in todo)):
+            for name in todo:  # one refused controller makes the combined write fail: try each alone
+                _write(control, f"+{name}")
+        active = {c.lstrip("+") for c in _read(control).split()}
+        for name in sorted(set(todo) - active):
+            self.problems.append(f"cannot enable the cgroup v2 {name} controller in {control}")
+        return set(todo) & active
 
     @property
     def memory_enforced(self) -> bool:
@@ -67,7 +100,8 @@ class CgroupManager:
         """One line naming how each limit is enforced, for the start-up log and the benchmark."""
         mem = f"cgroup v{self.version} memory" if self.memory_enforced else "RSS polling + SIGKILL"
         cpu = f"cgroup v{self.version} CFS quota" if self.cpu_enforced else "SIGSTOP/SIGCONT duty cycling"
-        return f"memory limits: {mem}; cpu limits: {cpu}"
+        why = f" ({'; '.join(self.problems)})" if self.problems else ""
+        return f"memory limits: {mem}; cpu limits: {cpu}{why}"
 
     def create(self, name: str, memory_bytes: int | None, cpu_cores: float | None) -> Cgroup:
         """Make the cgroups for one container with the given limits (None: unlimited)."""
@@ -149,6 +183,13 @@ def _try_mkdir(path: Path) -> bool:
         return os.access(path / "cgroup.procs", os.W_OK)
     except OSError:
         return False
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 def _write(path: Path, value: str) -> bool:

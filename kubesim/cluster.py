@@ -14,8 +14,9 @@ from kubesim import resources
 from kubesim.api import Api, now_iso
 from kubesim.cgroups import CgroupManager
 from kubesim.controllers import GarbageCollector, JobController, NamespaceController, QuotaController
-from kubesim.faults import Faults
-from kubesim.kubelet import Kubelet, _set_condition
+from kubesim.disruption import TaintManager, evict_pod, set_node_ready
+from kubesim.faults import Faults, ImagePullRule
+from kubesim.kubelet import Kubelet
 from kubesim.scheduler import Scheduler
 from kubesim.store import Obj, Store
 from kubesim.throttle import Throttle
@@ -66,7 +67,8 @@ class Cluster:
         self.bookmark_interval = bookmark_interval
         self.sample_interval = 0.5
         self.cgroups = CgroupManager(f"kubesim-{os.getpid()}-{id(self) % 100000}", enabled=use_cgroups)
-        self.throttle = Throttle(enabled=not self.cgroups.cpu_enforced)
+        # Always on: it skips containers whose CPU cgroup took the limit, and covers any whose did not.
+        self.throttle = Throttle(enabled=True)
         self.kubelets: dict[str, Kubelet] = {}
         self.scheduler = Scheduler(self)
         self.controllers: list[Any] = [
@@ -74,6 +76,7 @@ class Cluster:
             JobController(self),
             GarbageCollector(self),
             QuotaController(self),
+            TaintManager(self),
         ]
         self.loop_lock = threading.RLock()
         self.thread: threading.Thread | None = None
@@ -172,36 +175,32 @@ class Cluster:
         return node
 
     def set_node_ready(self, name: str, ready: bool) -> None:
-        """Make a node NotReady (its kubelet stops; nothing is scheduled there) or Ready again."""
-        with self.loop_lock:
-            kubelet = self.kubelets[name]
-            kubelet.paused = not ready
-
-            def apply(node: Obj) -> None:
-                st = node["status"]
-                _set_condition(
-                    st,
-                    "Ready",
-                    ready,
-                    "KubeletReady" if ready else "NodeStatusUnknown",
-                    "kubelet is posting ready status" if ready else "Kubelet stopped posting node status.",
-                )
-                for cond in st["conditions"]:
-                    if cond["type"] == "Ready":
-                        cond["status"] = "True" if ready else "Unknown"
-                taint = {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}
-                taints = [t for t in node["spec"].get("taints") or [] if t.get("key") != taint["key"]]
-                node["spec"]["taints"] = taints if ready else [*taints, taint]
-
-            self.api.mutate("nodes", "", name, apply)
+        """Make a node NotReady (Ready=Unknown, unreachable taints, its pods not Ready and evicted once their
+        toleration runs out) or Ready again (see ``kubesim.disruption``)."""
+        set_node_ready(self, name, ready)
 
     def lose_node(self, name: str) -> None:
         """The node disappears: its processes die, its pods fail (NodeLost), the Node goes."""
         with self.loop_lock:
             kubelet = self.kubelets.pop(name)
-            kubelet.fail_all("NodeLost", f"Node {name} which was running the pod is lost")
+            message = f"Node {name} which was running the pod is lost"
+            kubelet.fail_pods(None, "NodeLost", message, "DeletionByPodGC", message)
             self.store.remove("nodes", "", name)
             self.api._notify()
+
+    def evict_pod(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> None:
+        """What ``POST .../pods/NAME/eviction`` does: the pod stops gracefully and ends Failed/Evicted."""
+        options = {} if grace_period_seconds is None else {"gracePeriodSeconds": grace_period_seconds}
+        evict_pod(self, namespace, name, {"kind": "Eviction", "deleteOptions": options})
+
+    def fail_image_pulls(self, image_pattern: str, message: str | None = None) -> ImagePullRule:
+        """Containers whose image matches the regex stay waiting (ErrImagePull, then ImagePullBackOff)."""
+        rule = ImagePullRule(image_pattern) if message is None else ImagePullRule(image_pattern, message)
+        return self.faults.fail_image_pulls(rule)
+
+    def clear_image_pull_failures(self, rule_id: int | None = None) -> None:
+        """Let images pull again (one rule, or all); waiting containers start at their next retry."""
+        self.faults.clear_image_pulls(rule_id)
 
     def pause_kubelets(self, paused: bool = True) -> None:
         """Freeze (or resume) every kubelet: no pod starts, status updates or terminations meanwhile."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from kubesim import admission, resources
 from kubesim.api import FOREGROUND, random_suffix
 from kubesim.errors import ApiError
-from kubesim.kubelet import _set_condition
+from kubesim.podstatus import set_condition as _set_condition
 from kubesim.quantity import format_amount
 from kubesim.runtime import now_rfc3339
 from kubesim.selectors import labels_match, selector_from_label_selector_object
@@ -91,17 +91,20 @@ class JobController:
         if indexed:
             new_status["completedIndexes"] = _ranges(succeeded_idx)
         finished = None
-        if failed > spec.get("backoffLimit", 6):
+        if failed > spec.get("backoffLimit", 6) or _past_backoff_on_failure(job, active):
             finished = ("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
         elif (completions is not None and done_count >= completions) or (
             completions is None and succeeded > 0 and not active
         ):
             finished = ("Complete", "", "")
         if finished:
+            kind, reason, message = finished
             for pod in active:
                 self._delete_pod(pod)
+                if kind == "Failed":
+                    counted.setdefault(pod["metadata"]["uid"], "Failed:" + _index(pod))
             new_status["active"] = 0
-            kind, reason, message = finished
+            new_status["failed"] = sum(1 for v in counted.values() if v.startswith("Failed"))
             helper = "FailureTarget" if kind == "Failed" else "SuccessCriteriaMet"
             _set_condition(new_status, helper, True, reason or "CompletionsReached", message)
             _set_condition(new_status, kind, True, reason, message)
@@ -189,6 +192,23 @@ class JobController:
         assert pods_res is not None
         with contextlib.suppress(ApiError):
             self.cluster.api.delete(pods_res, pod["metadata"]["namespace"], pod["metadata"]["name"], {})
+
+
+def _past_backoff_on_failure(job: Obj, active: list[Obj]) -> bool:
+    """Under restartPolicy OnFailure failed containers restart in place, so (as in the job controller's
+    ``pastBackoffLimitOnFailure``) the restarts of the active pods count toward backoffLimit."""
+    template_spec = (job["spec"].get("template") or {}).get("spec") or {}
+    if template_spec.get("restartPolicy") != "OnFailure":
+        return False
+    restarts = sum(
+        int(cs.get("restartCount", 0))
+        for pod in active
+        if (pod.get("status") or {}).get("phase") in ("Pending", "Running")
+        for cs in ((pod.get("status") or {}).get("initContainerStatuses") or [])
+        + ((pod.get("status") or {}).get("containerStatuses") or [])
+    )
+    limit = int(job["spec"].get("backoffLimit", 6))
+    return restarts > 0 if limit == 0 else restarts >= limit
 
 
 def _index(pod: Obj) -> str:

@@ -1,4 +1,4 @@
-"""Fault injection for the HTTP API: answer chosen requests with an error code or make them hang."""
+"""Fault injection: API requests answered with an error code or a hang, and image pulls that fail."""
 
 from __future__ import annotations
 
@@ -54,13 +54,56 @@ _REASONS = {
 }
 
 
+@dataclass
+class ImagePullRule:
+    """Containers whose image matches the ``pattern`` regex (``re.search``) fail to pull with ``message``."""
+
+    pattern: str
+    message: str = "kubesim: injected image pull failure"
+    id: int = 0
+    regex: re.Pattern[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.regex = re.compile(self.pattern)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form for the admin endpoint."""
+        return {"id": self.id, "pattern": self.pattern, "message": self.message}
+
+
 class Faults:
-    """The active fault rules; the server consults them before routing every API request."""
+    """The active fault rules: the server consults the API rules before routing every request, the
+    kubelets consult the image-pull rules before starting each container."""
 
     def __init__(self) -> None:
         self._rules: list[FaultRule] = []
+        self._image_rules: list[ImagePullRule] = []
         self._lock = threading.Lock()
         self._next_id = 1
+
+    def fail_image_pulls(self, rule: ImagePullRule) -> ImagePullRule:
+        """Make pulls of matching images fail until the rule is cleared; returns it with its id set."""
+        with self._lock:
+            rule.id = self._next_id
+            self._next_id += 1
+            self._image_rules.append(rule)
+        return rule
+
+    def clear_image_pulls(self, rule_id: int | None = None) -> None:
+        """Let images pull again: one rule, or all of them."""
+        with self._lock:
+            self._image_rules = [r for r in self._image_rules if rule_id is not None and r.id != rule_id]
+
+    def image_rules(self) -> list[ImagePullRule]:
+        """The active image-pull rules."""
+        with self._lock:
+            return list(self._image_rules)
+
+    def image_pull_error(self, image: str) -> str | None:
+        """The pull error for ``image``, or None when it pulls (kubesim pulls nothing: the image is ignored)."""
+        with self._lock:
+            rule = next((r for r in self._image_rules if r.regex.search(image)), None)
+        return rule.message if rule else None
 
     def add(self, rule: FaultRule) -> FaultRule:
         """Activate a rule; returns it with its id set."""
@@ -71,7 +114,7 @@ class Faults:
         return rule
 
     def clear(self, rule_id: int | None = None) -> None:
-        """Remove one rule, or all of them."""
+        """Remove one API rule, or all of them."""
         with self._lock:
             self._rules = [r for r in self._rules if rule_id is not None and r.id != rule_id]
 

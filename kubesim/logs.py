@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from datetime import UTC, datetime, timedelta
@@ -23,13 +24,17 @@ def pod_dir(state_dir: Path, pod: Obj) -> Path:
     return state_dir / "pods" / f"{meta['namespace']}_{meta['name']}_{meta['uid'][:8]}"
 
 
+_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+
+
 def _parse_time(text: str) -> datetime:
-    text = text.rstrip("Z")
-    if "." in text:
-        head, frac = text.split(".", 1)
-        text = f"{head}.{frac[:6]}"
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC)
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    """An RFC 3339 time (``Z`` or an offset, up to nanoseconds) as an aware datetime; 400 when malformed."""
+    match = _RFC3339.match(text.strip())
+    if match is None:
+        raise bad_request(f"invalid time {text!r}: expected RFC 3339, as 2006-01-02T15:04:05Z")
+    fraction = (match.group(2) or ".0")[1:7].ljust(6, "0")
+    zone = "+00:00" if match.group(3) == "Z" else match.group(3)
+    return datetime.fromisoformat(f"{match.group(1)}.{fraction}{zone}")
 
 
 def _render(line: bytes, timestamps: bool, since: datetime | None) -> bytes | None:

@@ -7,7 +7,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from kubesim.admission import TERMINAL, pod_requests
-from kubesim.kubelet import _set_condition
+from kubesim.podstatus import set_condition as _set_condition
 from kubesim.quantity import parse_quantity
 from kubesim.store import Obj
 
@@ -21,16 +21,21 @@ def node_ready(node: Obj) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def tolerates(pod: Obj, taint: Obj) -> bool:
-    """Whether a pod tolerates a node taint."""
+def matching_toleration(pod: Obj, taint: Obj) -> Obj | None:
+    """The pod's first toleration of a node taint (operator Exists or Equal, empty effect matches all)."""
     for tol in (pod.get("spec") or {}).get("tolerations") or []:
         if tol.get("effect") and tol["effect"] != taint.get("effect"):
             continue
         if tol.get("operator") == "Exists" and (not tol.get("key") or tol["key"] == taint.get("key")):
-            return True
+            return tol
         if tol.get("key") == taint.get("key") and tol.get("value", "") == taint.get("value", ""):
-            return True
-    return False
+            return tol
+    return None
+
+
+def tolerates(pod: Obj, taint: Obj) -> bool:
+    """Whether a pod tolerates a node taint."""
+    return matching_toleration(pod, taint) is not None
 
 
 def _affinity_ok(pod: Obj, labels: dict[str, str]) -> bool:

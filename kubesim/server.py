@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from kubesim import __version__, resources
+from kubesim import __version__, resources, tables
 from kubesim.errors import ApiError, bad_request, not_found
 from kubesim.resources import Resource
 from kubesim.selectors import (
@@ -296,7 +296,11 @@ class Handler(BaseHTTPRequestHandler):
         elif sub in ("binding", "eviction") and method == "POST":
             self._pod_action(sub, namespace or "", name)
         elif method == "GET":
-            self.send_json(200, api.get(res, namespace, name))
+            obj = api.get(res, namespace, name)
+            version = tables.wants_table(self.headers.get("Accept")) if sub is None else None
+            if version:
+                obj = tables.table(res.plural, [obj], version, params.get("includeObject"), {})
+            self.send_json(200, obj)
         elif method == "PUT":
             self.send_json(200, api.update(res, namespace, name, self._json_body(), sub))
         elif method == "PATCH":
@@ -326,7 +330,9 @@ class Handler(BaseHTTPRequestHandler):
         assert pods is not None
         body = self._json_body() or {}
         if sub == "eviction":
-            api.delete(pods, namespace, name, body.get("deleteOptions") or {})
+            from kubesim.disruption import evict_pod
+
+            evict_pod(self.cluster, namespace, name, body)
         else:
             target = (body.get("target") or {}).get("name")
             if not target:
@@ -351,6 +357,10 @@ class Handler(BaseHTTPRequestHandler):
         if token:
             meta["continue"] = token
             meta["remainingItemCount"] = remaining
+        version = tables.wants_table(self.headers.get("Accept"))
+        if version:
+            self.send_json(200, tables.table(res.plural, items, version, params.get("includeObject"), meta))
+            return
         self.send_json(
             200, {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta, "items": items}
         )
@@ -404,7 +414,12 @@ class Handler(BaseHTTPRequestHandler):
         self.start_stream("application/json")
         self.close_connection = True
 
+        table_version = tables.wants_table(self.headers.get("Accept"))
+
         def send(type_: str, obj: Obj) -> None:
+            if table_version and type_ in ("ADDED", "MODIFIED", "DELETED"):
+                meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+                obj = tables.table(res.plural, [obj], table_version, params.get("includeObject"), meta)
             self.send_chunk(
                 json.dumps({"type": type_, "object": obj}, separators=(",", ":")).encode() + b"\n"
             )

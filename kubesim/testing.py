@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from kubesim.cluster import Cluster
-from kubesim.faults import FaultRule
+from kubesim.faults import FaultRule, ImagePullRule
 from kubesim.server import ApiHTTPServer
 
 
@@ -117,11 +117,27 @@ class KubeSim:
         return self.cluster.faults.add(FaultRule(method, path, code, hang_seconds, count))
 
     def clear_faults(self) -> None:
-        """Remove every injected fault."""
+        """Remove every injected fault (API rules and image-pull failures)."""
         self.cluster.faults.clear()
+        self.cluster.clear_image_pull_failures()
+
+    def fail_image_pulls(self, image_pattern: str, message: str | None = None) -> ImagePullRule:
+        """Containers whose image matches the regex (``re.search``) never start: they wait with reason
+        ErrImagePull, then ImagePullBackOff, until ``clear_image_pull_failures()``."""
+        return self.cluster.fail_image_pulls(image_pattern, message)
+
+    def clear_image_pull_failures(self, rule: ImagePullRule | None = None) -> None:
+        """Let images pull again (one rule, or all); waiting containers start at their next retry."""
+        self.cluster.clear_image_pull_failures(rule.id if rule else None)
+
+    def evict_pod(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> None:
+        """Evict a pod as ``POST .../pods/NAME/eviction`` does: DisruptionTarget (EvictionByEvictionAPI),
+        SIGTERM, SIGKILL after the grace period, phase Failed with reason Evicted."""
+        self.cluster.evict_pod(namespace, name, grace_period_seconds)
 
     def set_node_ready(self, name: str, ready: bool) -> None:
-        """Make a node NotReady or Ready."""
+        """Make a node NotReady (Ready=Unknown, unreachable taints; its pods not Ready, then evicted once
+        their toleration of the NoExecute taint runs out, 300 s by default) or Ready again."""
         self.cluster.set_node_ready(name, ready)
 
     def lose_node(self, name: str) -> None:

@@ -16,6 +16,13 @@ from kubernetes.client.rest import ApiException
 from kubesim.testing import KubeSim, running_kubesim
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _end_stray_database_sessions() -> None:
+    """kubesim tests use no database: this shadows the suite-wide fixture of that name, which needs
+    ``django_db_setup`` and fails at session end when a run holds only database-free tests (no test
+    database is created then, and it connects to the development one)."""
+
+
 @pytest.fixture(scope="session")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeSim]:
     with running_kubesim(
@@ -89,15 +96,14 @@ def follow_log(core: client.CoreV1Api, name: str, ns: str) -> urllib3.HTTPRespon
 
 
 def make_pod(name: str, command: list[str], restart_policy: str = "Never", **container: Any) -> client.V1Pod:
-    """A one-container pod running ``command``."""
+    """A one-container pod running ``command`` (``image`` defaults to one kubesim ignores)."""
+    image = container.pop("image", "ignored:latest")
     return client.V1Pod(
         metadata=client.V1ObjectMeta(name=name, labels={"app": name}),
         spec=client.V1PodSpec(
             restart_policy=restart_policy,
             termination_grace_period_seconds=2,
-            containers=[
-                client.V1Container(name="main", image="ignored:latest", command=command, **container)
-            ],
+            containers=[client.V1Container(name="main", image=image, command=command, **container)],
         ),
     )
 

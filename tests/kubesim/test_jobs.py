@@ -10,10 +10,10 @@ from kubernetes.client.rest import ApiException
 from tests.kubesim.conftest import name_of, wait_for
 
 
-def _job(name: str, command: list[str], **spec: Any) -> client.V1Job:
+def _job(name: str, command: list[str], restart_policy: str = "Never", **spec: Any) -> client.V1Job:
     template = client.V1PodTemplateSpec(
         spec=client.V1PodSpec(
-            restart_policy="Never",
+            restart_policy=restart_policy,
             termination_grace_period_seconds=1,
             containers=[client.V1Container(name="w", image="trainer", command=command)],
         )
@@ -70,6 +70,21 @@ def test_job_fails_after_backoff_limit(batch: client.BatchV1Api, ns: str) -> Non
     job = batch.read_namespaced_job("boom", ns)
     assert job.status.failed == 2
     assert [c.reason for c in job.status.conditions if c.type == "Failed"] == ["BackoffLimitExceeded"]
+
+
+def test_on_failure_restarts_count_toward_backoff_limit(
+    batch: client.BatchV1Api, core: client.CoreV1Api, ns: str
+) -> None:
+    batch.create_namespaced_job(ns, _job("crashy", ["false"], restart_policy="OnFailure", backoff_limit=2))
+    assert wait_for(lambda: _condition(batch, ns, "crashy")) == "Failed"
+    job = batch.read_namespaced_job("crashy", ns)
+    failed = [c for c in job.status.conditions if c.type == "Failed"]
+    assert [(c.reason, c.message) for c in failed] == [
+        ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    ]
+    assert job.status.active == 0 and job.status.failed == 1
+    events = core.list_namespaced_event(ns, field_selector="involvedObject.name=crashy").items
+    assert len([e for e in events if e.reason == "SuccessfulCreate"]) == 1  # restarted in place, not replaced
 
 
 def _pod_names(core: client.CoreV1Api, ns: str, job: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from kubesim.testing import KubeSim
-from tests.kubesim.conftest import wait_phase
+from tests.kubesim.conftest import make_pod, wait_phase
 
 
 def _kubectl_works() -> bool:
@@ -51,3 +52,36 @@ def test_kubectl_apply_get_logs_delete(sim: KubeSim, core: client.CoreV1Api, ns:
     assert "kubesim-node" in listing and "kc" in listing
     assert _kubectl(sim, "logs", "-n", ns, "kc") == "42\n"
     assert "deleted" in _kubectl(sim, "delete", "-n", ns, "pod", "kc")
+
+
+def _header_and_rows(text: str) -> tuple[list[str], dict[str, list[str]]]:
+    lines = [line.split() for line in text.strip().splitlines()]
+    return lines[0], {cells[0]: cells for cells in lines[1:]}
+
+
+def test_kubectl_get_prints_table_columns_and_describe_works(
+    sim: KubeSim, core: client.CoreV1Api, ns: str
+) -> None:
+    core.create_namespaced_pod(ns, make_pod("table-pod", ["python", "-c", "print('hi')"]))
+    wait_phase(core, ns, "table-pod", ("Succeeded",))
+    header, rows = _header_and_rows(_kubectl(sim, "get", "pods", "-n", ns))
+    assert header == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert rows["table-pod"][1:4] == ["0/1", "Completed", "0"]
+    header, rows = _header_and_rows(_kubectl(sim, "get", "nodes"))
+    assert header == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert rows["kubesim-node"][1:3] == ["Ready", "<none>"] and rows["kubesim-node"][4] == "v1.32.0-kubesim"
+    header, rows = _header_and_rows(_kubectl(sim, "get", "pods", "-A", "-o", "wide"))
+    assert header == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
+    pod = core.read_namespaced_pod("table-pod", ns)
+    assert rows[ns][1] == "table-pod" and rows[ns][6:] == ["127.0.0.1", pod.spec.node_name]
+    header, rows = _header_and_rows(_kubectl(sim, "get", "serviceaccounts", "-n", ns))
+    assert header == ["NAME", "AGE"] and "default" in rows
+    described = _kubectl(sim, "describe", "pod", "-n", ns, "table-pod")
+    for field, value in (
+        ("Name", "table-pod"),
+        ("Namespace", ns),
+        ("Status", "Succeeded"),
+        ("Node", "kubesim-"),
+    ):
+        assert re.search(rf"^{field}:\s+{value}", described, re.MULTILINE), described
+    assert "kubesim ignores container images" in described

@@ -1,0 +1,143 @@
+"""What a container process sees of its pod: volumes mapped to local folders, and its environment."""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kubesim import runtime
+from kubesim.podstatus import POD_IP
+from kubesim.quantity import parse_quantity
+from kubesim.runtime import PathMap, expand
+from kubesim.store import Obj
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+
+_SVC_HOST = re.compile(r"\b[a-z0-9]([-a-z0-9.]*[a-z0-9])?\.svc(\.cluster\.local)?\b")
+_FIELD = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
+
+
+class PodEnvironment:
+    """Builds mounts and env for the containers of one node's pods (there is no chroot or DNS to lean on)."""
+
+    def __init__(self, cluster: Cluster, node_name: str, gpu_count: int):
+        self.cluster = cluster
+        self.node_name = node_name
+        self.gpu_count = gpu_count
+
+    def prepare_volumes(self, pod_dir: Path, pod: Obj, container: Obj) -> list[tuple[str, str]]:
+        """Create the local folders behind the container's mounts; return (mountPath, folder) pairs."""
+        volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
+        mounts = []
+        for mount in container.get("volumeMounts") or []:
+            volume = volumes.get(mount["name"], {})
+            if "hostPath" in volume:
+                host = self.cluster.state_dir / "hostpath" / volume["hostPath"]["path"].lstrip("/")
+            else:
+                host = pod_dir / "volumes" / mount["name"]
+            host.mkdir(parents=True, exist_ok=True)
+            self._fill_volume(pod["metadata"]["namespace"], volume, host)
+            sub = mount.get("subPath")
+            target = host / sub if sub else host
+            target.mkdir(parents=True, exist_ok=True)
+            mounts.append((mount["mountPath"], str(target)))
+            link = pod_dir / "rootfs" / mount["mountPath"].lstrip("/")
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.exists() and not link.is_symlink():
+                link.symlink_to(target)
+        return mounts
+
+    def _fill_volume(self, namespace: str, volume: Obj, host: Path) -> None:
+        for kind, plural in (("configMap", "configmaps"), ("secret", "secrets")):
+            if kind not in volume:
+                continue
+            ref = volume[kind]
+            obj = self.cluster.store.peek(plural, namespace, ref.get("name") or ref.get("secretName") or "")
+            for key, value in ((obj or {}).get("data") or {}).items():
+                data = base64.b64decode(value) if kind == "secret" else str(value).encode()
+                (host / key).write_bytes(data)
+
+    def env(self, pod_dir: Path, gpus: list[int], pod: Obj, container: Obj, paths: PathMap) -> dict[str, str]:
+        """The container's environment, with service host names rewritten to the shared loopback."""
+        meta = pod["metadata"]
+        namespace = meta["namespace"]
+        env = {k: os.environ[k] for k in runtime._PASS_ENV if k in os.environ}
+        env.update(
+            {
+                "HOSTNAME": meta["name"],
+                "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                "KUBERNETES_SERVICE_PORT": str(self.cluster.port),
+                "KUBESIM_POD_DIR": str(pod_dir),
+            }
+        )
+        if self.gpu_count:
+            env["CUDA_VISIBLE_DEVICES"] = env["NVIDIA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+        services = self.cluster.store.list("services", namespace)[0]
+        service_names = {s["metadata"]["name"] for s in services}
+        if pod["spec"].get("enableServiceLinks", True):
+            for svc in services:
+                ports = (svc.get("spec") or {}).get("ports") or []
+                ip = (svc.get("spec") or {}).get("clusterIP")
+                if ports and ip and ip != "None":
+                    prefix = svc["metadata"]["name"].upper().replace("-", "_")
+                    env[f"{prefix}_SERVICE_HOST"] = "127.0.0.1"
+                    env[f"{prefix}_SERVICE_PORT"] = str(ports[0].get("port"))
+        for source in container.get("envFrom") or []:
+            ref = source.get("configMapRef") or source.get("secretRef") or {}
+            plural = "configmaps" if "configMapRef" in source else "secrets"
+            obj = self.cluster.store.peek(plural, namespace, ref.get("name", "")) or {}
+            for key, value in (obj.get("data") or {}).items():
+                decoded = base64.b64decode(value).decode() if plural == "secrets" else str(value)
+                env[source.get("prefix", "") + key] = decoded
+        for var in container.get("env") or []:
+            if "valueFrom" in var:
+                value = self._value_from(pod, var["valueFrom"])
+            else:
+                value = expand(str(var.get("value", "")), env)
+            env[var["name"]] = paths.rewrite(localize_hosts(value, service_names))
+        return env
+
+    def _value_from(self, pod: Obj, source: Obj) -> str:
+        meta = pod["metadata"]
+        if "fieldRef" in source:
+            path = source["fieldRef"].get("fieldPath", "")
+            simple = {
+                "metadata.name": meta["name"],
+                "metadata.namespace": meta["namespace"],
+                "metadata.uid": meta["uid"],
+                "spec.nodeName": self.node_name,
+                "spec.serviceAccountName": pod["spec"].get("serviceAccountName", ""),
+                "status.podIP": POD_IP,
+                "status.hostIP": POD_IP,
+            }
+            if path in simple:
+                return simple[path]
+            if m := _FIELD.match(path):
+                return str((meta.get(m.group(1)) or {}).get(m.group(2), ""))
+            return ""
+        for kind, plural in (("configMapKeyRef", "configmaps"), ("secretKeyRef", "secrets")):
+            if kind in source:
+                ref = source[kind]
+                obj = self.cluster.store.peek(plural, meta["namespace"], ref.get("name", "")) or {}
+                value = (obj.get("data") or {}).get(ref.get("key", ""), "")
+                return base64.b64decode(value).decode() if plural == "secrets" and value else str(value)
+        if "resourceFieldRef" in source:
+            ref = source["resourceFieldRef"]
+            for container in pod["spec"].get("containers") or []:
+                if not ref.get("containerName") or container["name"] == ref["containerName"]:
+                    section, _, res = ref.get("resource", "").partition(".")
+                    value = ((container.get("resources") or {}).get(section) or {}).get(res)
+                    if value is not None:
+                        return str(int(parse_quantity(value).__ceil__()))
+        return ""
+
+
+def localize_hosts(value: str, service_names: set[str]) -> str:
+    """Rewrite ``*.svc[.cluster.local]`` names (and a bare Service name) to the pods' shared loopback IP."""
+    if value in service_names:
+        return POD_IP
+    return _SVC_HOST.sub(POD_IP, value)

@@ -1,0 +1,80 @@
+"""Pure helpers that build the pieces of a pod's status the kubelet reports (states, phase, conditions)."""
+
+from __future__ import annotations
+
+from kubesim.runtime import ContainerProcess, now_rfc3339
+from kubesim.store import Obj
+
+POD_IP = "127.0.0.1"
+
+
+def terminated_state(proc: ContainerProcess) -> Obj:
+    """The ``state.terminated`` of an ended container, with the reason a real kubelet would give."""
+    code = proc.exit_code if proc.exit_code is not None else 0
+    if proc.start_error:
+        reason, code = "StartError", 128
+    elif proc.oom_killed:
+        reason, code = "OOMKilled", 137
+    else:
+        reason = "Completed" if code == 0 else "Error"
+    result = {
+        "exitCode": code,
+        "reason": reason,
+        "startedAt": proc.started_at,
+        "finishedAt": proc.finished_at or now_rfc3339(),
+        "containerID": f"kubesim://{proc.pid or 0}",
+    }
+    if proc.start_error:
+        result["message"] = proc.start_error
+    return result
+
+
+def pod_phase(statuses: list[Obj]) -> str:
+    """The pod phase implied by its container statuses (restarting containers keep it Running)."""
+    states = [s["state"] for s in statuses]
+    if any("running" in s for s in states):
+        return "Running"
+    if all("terminated" in s for s in states):
+        if all(s["terminated"]["exitCode"] == 0 for s in states):
+            return "Succeeded"
+        return "Failed"
+    if any(s.get("restartCount") for s in statuses):
+        return "Running"
+    return "Pending"
+
+
+def mark_started(pod: Obj) -> None:
+    """What the kubelet sets when it admits a pod: IPs, start time, Initialized."""
+    st = pod.setdefault("status", {})
+    st.update(
+        hostIP=POD_IP,
+        hostIPs=[{"ip": POD_IP}],
+        podIP=POD_IP,
+        podIPs=[{"ip": POD_IP}],
+        startTime=now_rfc3339(),
+    )
+    set_condition(st, "Initialized", True, "")
+    set_condition(st, "PodReadyToStartContainers", True, "")
+
+
+def set_condition(status: Obj, type_: str, value: bool, reason: str, message: str = "") -> None:
+    """Set one condition in ``status.conditions``, moving lastTransitionTime only when it changes."""
+    conditions = status.setdefault("conditions", [])
+    wanted = "True" if value else "False"
+    for cond in conditions:
+        if cond["type"] == type_:
+            if cond["status"] != wanted or cond.get("reason", "") != reason:
+                cond.update(status=wanted, lastTransitionTime=now_rfc3339())
+                if reason:
+                    cond["reason"] = reason
+                else:
+                    cond.pop("reason", None)
+                if message:
+                    cond["message"] = message
+            return
+    new: Obj = {"type": type_, "status": wanted, "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
+    if reason:
+        new["reason"] = reason
+    if message:
+        new["message"] = message
+    conditions.append(new)

@@ -1,0 +1,74 @@
+"""Pods taken away by the cluster and images that never pull, end to end on kubesim through the official
+client: an eviction (as `kubectl drain` does it) requeues the job, which resumes from its checkpoint; an
+image that cannot be pulled fails the job with the kubelet's reason, naming the image.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from jobs import cluster
+from jobs.models import JobEvent, LogLine, MetricSample
+from jobs.services import job_submit
+from kubesim.testing import KubeSim
+from tests.factories import make_tenant, member
+from tests.jobs.engine import describe, python_spec, wait_status, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+CHECKPOINTED = """
+import json, os, pathlib, time
+ck = pathlib.Path(os.environ["CHECKPOINT_DIR"]) / "step"
+start = int(ck.read_text()) if ck.exists() else 0
+print(f"resuming from {start}", flush=True)
+for step in range(start, 30):
+    time.sleep(0.1)
+    tmp = ck.with_suffix(".tmp")
+    tmp.write_text(str(step + 1))
+    os.replace(tmp, ck)
+    print(json.dumps({"metric": "loss", "value": 1 / (step + 1), "step": step}), flush=True)
+print("finished", flush=True)
+"""
+
+
+def submit(document: str) -> Any:
+    tenant = make_tenant()
+    return job_submit(tenant=tenant, user=member(tenant), document=document)
+
+
+def test_evicted_pod_requeues_the_job_which_resumes_from_its_checkpoint(engine: KubeSim) -> None:
+    job = submit(python_spec("drained", CHECKPOINTED, retries=1))
+    wait_status(job, "running")
+    wait_until(lambda: MetricSample.objects.filter(job=job).count() >= 3, what="three steps")
+    [pod] = [p for p in cluster.job_pods(job) if not p["metadata"].get("deletionTimestamp")]
+    body = k8s.V1Eviction(
+        metadata=k8s.V1ObjectMeta(name=pod["metadata"]["name"], namespace=pod["metadata"]["namespace"])
+    )
+    cluster.cluster().core.create_namespaced_pod_eviction(
+        pod["metadata"]["name"], pod["metadata"]["namespace"], body
+    )
+
+    requeue = wait_until(
+        lambda: JobEvent.objects.filter(job=job, to_status="requeued").first(), timeout=30, what="a requeue"
+    )
+    assert requeue.reason in ("Evicted", "EvictionByEvictionAPI"), describe(job)
+    assert requeue.data == {"counts": True}, "an eviction is an infrastructure fault: it uses a retry"
+    job = wait_status(job, "succeeded", timeout=60, logs=True)
+    assert job.attempt == 2
+    resumed = LogLine.objects.get(job=job, attempt=2, text__startswith="resuming from")
+    assert int(resumed.text.split()[-1]) >= 3
+
+
+def test_an_image_that_cannot_be_pulled_fails_the_job_with_the_reason(engine: KubeSim) -> None:
+    rule = engine.fail_image_pulls(r"registry\.example/missing")
+    try:
+        document = python_spec("no-image", "print('never')", image="registry.example/missing:1.0")
+        job = wait_status(submit(document), "failed", timeout=30)
+    finally:
+        engine.clear_image_pull_failures(rule)
+    assert job.reason in ("ErrImagePull", "ImagePullBackOff"), describe(job)
+    assert "registry.example/missing:1.0" in job.message, job.message
+    assert job.attempt == 1 and not LogLine.objects.filter(job=job).exists()

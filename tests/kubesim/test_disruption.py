@@ -1,0 +1,128 @@
+"""Disruptions: NotReady nodes and the taint manager, the Eviction API, and injected image pull failures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+from kubesim.testing import KubeSim
+from tests.kubesim.conftest import error_body, make_pod, wait_for, wait_phase
+
+UNREACHABLE = "node.kubernetes.io/unreachable"
+_DEDICATED = client.V1Toleration(key="kubesim.test/dedicated", operator="Exists", effect="NoSchedule")
+
+
+def _condition(pod: client.V1Pod, type_: str) -> client.V1PodCondition | None:
+    return next((c for c in pod.status.conditions or [] if c.type == type_), None)
+
+
+def _pod_on(node: str, name: str, unreachable_seconds: int | None) -> client.V1Pod:
+    pod = make_pod(name, ["sleep", "60"])
+    pod.spec.node_selector = {"kubernetes.io/hostname": node}
+    pod.spec.tolerations = [_DEDICATED]
+    if unreachable_seconds is not None:
+        pod.spec.tolerations.append(
+            client.V1Toleration(
+                key=UNREACHABLE, operator="Exists", effect="NoExecute", toleration_seconds=unreachable_seconds
+            )
+        )
+    return pod
+
+
+def test_not_ready_node_taints_marks_pods_unready_and_evicts_after_toleration(
+    sim: KubeSim, core: client.CoreV1Api, ns: str
+) -> None:
+    node = "partitioned-node"
+    sim.add_gpu_node(node, gpus=1, taints=[{"key": "kubesim.test/dedicated", "effect": "NoSchedule"}])
+    core.create_namespaced_pod(ns, _pod_on(node, "short", 1))
+    core.create_namespaced_pod(ns, _pod_on(node, "patient", None))  # gets the default 300 s toleration
+    for name in ("short", "patient"):
+        wait_phase(core, ns, name, ("Running",))
+    sim.set_node_ready(node, False)
+
+    status = core.read_node(node)
+    ready = next(c for c in status.status.conditions if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("Unknown", "NodeStatusUnknown")
+    assert {(t.key, t.effect) for t in status.spec.taints} >= {
+        (UNREACHABLE, "NoSchedule"),
+        (UNREACHABLE, "NoExecute"),
+    }
+    for name in ("short", "patient"):
+        assert _condition(core.read_namespaced_pod(name, ns), "Ready").status == "False"
+
+    evicted = wait_phase(core, ns, "short", ("Failed",), timeout=10)
+    assert evicted.status.reason == "NodeLost"
+    disruption = _condition(evicted, "DisruptionTarget")
+    assert (disruption.status, disruption.reason) == ("True", "DeletionByTaintManager")
+    patient = core.read_namespaced_pod("patient", ns)
+    assert patient.status.phase == "Running" and _condition(patient, "DisruptionTarget") is None
+    assert [t.toleration_seconds for t in patient.spec.tolerations if t.key == UNREACHABLE] == [300]
+
+    sim.set_node_ready(node, True)
+    status = core.read_node(node)
+    assert not [t for t in status.spec.taints or [] if t.key == UNREACHABLE]
+    assert next(c for c in status.status.conditions if c.type == "Ready").status == "True"
+    wait_for(lambda: _condition(core.read_namespaced_pod("patient", ns), "Ready").status == "True")
+    assert core.read_namespaced_pod("short", ns).status.phase == "Failed"
+    core.delete_namespaced_pod("patient", ns, grace_period_seconds=0)
+
+
+def test_eviction_api_stops_pod_gracefully_and_ends_it_evicted(core: client.CoreV1Api, ns: str) -> None:
+    script = (
+        "import signal, sys, time\n"
+        "def stop(*_):\n    print('got SIGTERM', flush=True)\n    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, stop)\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    )
+    core.create_namespaced_pod(ns, make_pod("evictee", ["python", "-c", script]))
+    wait_phase(core, ns, "evictee", ("Running",))
+    wait_for(lambda: "ready" in core.read_namespaced_pod_log("evictee", ns))
+    body = client.V1Eviction(
+        api_version="policy/v1", kind="Eviction", metadata=client.V1ObjectMeta(name="evictee", namespace=ns)
+    )
+    core.create_namespaced_pod_eviction("evictee", ns, body)
+    pod = wait_phase(core, ns, "evictee", ("Failed", "Succeeded"))
+    assert (pod.status.phase, pod.status.reason) == ("Failed", "Evicted")
+    disruption = _condition(pod, "DisruptionTarget")
+    assert (disruption.status, disruption.reason) == ("True", "EvictionByEvictionAPI")
+    assert core.read_namespaced_pod_log("evictee", ns) == "ready\ngot SIGTERM\n"
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod_eviction("nobody", ns, body)
+    assert err.value.status == 404
+
+
+def _waiting_reasons(core: client.CoreV1Api, ns: str, name: str, wanted: set[str]) -> dict[str, Any]:
+    """Watch the pod until its container has waited with each reason in ``wanted``; return their states."""
+    seen: dict[str, Any] = {}
+    for event in watch.Watch().stream(
+        core.list_namespaced_pod, ns, field_selector=f"metadata.name={name}", timeout_seconds=10
+    ):
+        pod = event["object"]
+        assert pod.status.phase == "Pending"
+        for cs in pod.status.container_statuses or []:
+            if cs.state.waiting is not None:
+                seen.setdefault(cs.state.waiting.reason, cs.state.waiting)
+            assert cs.state.running is None and cs.state.terminated is None
+        if wanted <= set(seen):
+            break
+    return seen
+
+
+def test_injected_image_pull_failure_keeps_container_waiting(
+    sim: KubeSim, core: client.CoreV1Api, ns: str
+) -> None:
+    image = f"registry.example/{ns}/broken:1.0"
+    rule = sim.fail_image_pulls(rf"^registry\.example/{ns}/broken:")
+    try:
+        core.create_namespaced_pod(ns, make_pod("unpullable", ["sh", "-c", "echo ran"], image=image))
+        seen = _waiting_reasons(core, ns, "unpullable", {"ErrImagePull", "ImagePullBackOff"})
+        assert image in seen["ErrImagePull"].message and image in seen["ImagePullBackOff"].message
+        with pytest.raises(ApiException) as err:
+            core.read_namespaced_pod_log("unpullable", ns)
+        assert err.value.status == 400 and "waiting to start" in error_body(err.value)["message"]
+    finally:
+        sim.clear_image_pull_failures(rule)
+    assert wait_phase(core, ns, "unpullable", ("Succeeded",)).status.phase == "Succeeded"
+    assert core.read_namespaced_pod_log("unpullable", ns) == "ran\n"
