@@ -10,6 +10,22 @@ from typing import Any
 from jobs.models import Job, LogLine
 from jobs.states import TERMINAL
 
+# A learner that checkpoints each step atomically (a kill between truncate and write must not leave an
+# empty checkpoint), resumes from the last one and says where it resumed: for requeue-and-resume tests.
+CHECKPOINTED = """
+import json, os, pathlib, time
+ck = pathlib.Path(os.environ["CHECKPOINT_DIR"]) / "step"
+start = int(ck.read_text()) if ck.exists() else 0
+print(f"resuming from {start}", flush=True)
+for step in range(start, 30):
+    time.sleep(0.1)
+    tmp = ck.with_suffix(".tmp")
+    tmp.write_text(str(step + 1))
+    os.replace(tmp, ck)
+    print(json.dumps({"metric": "loss", "value": 1 / (step + 1), "step": step}), flush=True)
+print("finished", flush=True)
+"""
+
 
 def wait_until(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
     """Poll `check` every 0.1 s until it returns something truthy (returned), or fail after `timeout`."""

@@ -16,7 +16,7 @@ from jobs.models import Job, JobEvent, LogLine, MetricSample
 from jobs.services import job_cancel, job_submit
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member
-from tests.jobs.engine import wait_status, wait_until
+from tests.jobs.engine import CHECKPOINTED, wait_status, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -116,19 +116,6 @@ def test_cancel_while_queued_never_launches(engine: KubeSim) -> None:
     assert second.status == "cancelled" and second.attempt == 0
     job_cancel(job=first, user=user)
     wait_status(first, "cancelled")
-
-
-CHECKPOINTED = """
-import json, os, pathlib, time
-ck = pathlib.Path(os.environ["CHECKPOINT_DIR"]) / "step"
-start = int(ck.read_text()) if ck.exists() else 0
-print(f"resuming from {start}", flush=True)
-for step in range(start, 40):
-    time.sleep(0.1)
-    ck.write_text(str(step + 1))
-    print(json.dumps({"metric": "loss", "value": 1 / (step + 1), "step": step}), flush=True)
-print("finished", flush=True)
-"""
 
 
 def test_node_lost_requeues_and_resumes_from_checkpoint(engine: KubeSim) -> None:

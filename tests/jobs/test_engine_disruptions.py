@@ -15,23 +15,9 @@ from jobs.models import JobEvent, LogLine, MetricSample
 from jobs.services import job_submit
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member
-from tests.jobs.engine import describe, python_spec, wait_status, wait_until
+from tests.jobs.engine import CHECKPOINTED, describe, python_spec, wait_status, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-CHECKPOINTED = """
-import json, os, pathlib, time
-ck = pathlib.Path(os.environ["CHECKPOINT_DIR"]) / "step"
-start = int(ck.read_text()) if ck.exists() else 0
-print(f"resuming from {start}", flush=True)
-for step in range(start, 30):
-    time.sleep(0.1)
-    tmp = ck.with_suffix(".tmp")
-    tmp.write_text(str(step + 1))
-    os.replace(tmp, ck)
-    print(json.dumps({"metric": "loss", "value": 1 / (step + 1), "step": step}), flush=True)
-print("finished", flush=True)
-"""
 
 
 def submit(document: str) -> Any:

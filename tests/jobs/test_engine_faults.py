@@ -25,7 +25,7 @@ from jobs.services import job_cancel, job_submit
 from jobs.states import TERMINAL
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member
-from tests.jobs.engine import describe, python_spec, wait_status, wait_until
+from tests.jobs.engine import CHECKPOINTED, describe, python_spec, wait_status, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -193,20 +193,6 @@ def test_unschedulable_pod_is_reported_then_requeued_without_using_a_retry(
 
 
 # -- pods deleted behind the platform's back, and orphans ---------------------------------------------------
-
-CHECKPOINTED = """
-import json, os, pathlib, time
-ck = pathlib.Path(os.environ["CHECKPOINT_DIR"]) / "step"
-start = int(ck.read_text()) if ck.exists() else 0
-print(f"resuming from {start}", flush=True)
-for step in range(start, 30):
-    time.sleep(0.1)
-    tmp = ck.with_suffix(".tmp")  # a kill between truncate and write must not leave an empty checkpoint
-    tmp.write_text(str(step + 1))
-    os.replace(tmp, ck)
-    print(json.dumps({"metric": "loss", "value": 1 / (step + 1), "step": step}), flush=True)
-print("finished", flush=True)
-"""
 
 
 def test_deleted_pod_requeues_and_runs_again_and_reconcile_removes_orphans(engine: KubeSim) -> None:
