@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import yaml
 
-from kubesim import admission, validation
+from kubesim import admission, validation, volumes
 from kubesim.errors import ApiError, already_exists, bad_request, conflict, forbidden, gone, not_found
 from kubesim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from kubesim.resources import STATUS_SUBRESOURCE, Resource
@@ -118,6 +118,8 @@ class Api:
                 obj.setdefault("data", {})[key] = base64.b64encode(str(value).encode()).decode()
         elif res.plural == "resourcequotas":
             obj["status"] = {"hard": dict((obj.get("spec") or {}).get("hard") or {}), "used": {}}
+        elif res.plural == "persistentvolumeclaims":
+            volumes.default_claim(obj)
 
     def _default_service(self, obj: Obj) -> None:
         spec = obj.setdefault("spec", {})
@@ -249,6 +251,8 @@ class Api:
             self._check_pod_update(current, result)
         if res.plural == "jobs":
             self._check_job_update(current, result)
+        if res.plural == "persistentvolumeclaims":
+            volumes.keep_binding(current, result)
         if result.get("spec") != current.get("spec"):
             meta["generation"] = int(cur_meta.get("generation", 1)) + 1
         if res.plural == "secrets":

@@ -20,6 +20,7 @@ from kubesim.kubelet import Kubelet
 from kubesim.scheduler import Scheduler
 from kubesim.store import Obj, Store
 from kubesim.throttle import Throttle
+from kubesim.volumes import ClaimController
 
 LOCAL_NODE = "kubesim-node"
 _TICK = 0.05
@@ -77,6 +78,7 @@ class Cluster:
             GarbageCollector(self),
             QuotaController(self),
             TaintManager(self),
+            ClaimController(self),
         ]
         self.loop_lock = threading.RLock()
         self.thread: threading.Thread | None = None

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from kubesim import runtime
 from kubesim.podenv import PodEnvironment
-from kubesim.podstatus import mark_started, pod_phase, set_condition, terminated_state
+from kubesim.podstatus import init_failure, mark_started, pod_phase, set_condition, terminated_state
 from kubesim.quantity import parse_quantity
 from kubesim.runtime import ContainerProcess, PathMap, expand, now_rfc3339, resolve_executable
 from kubesim.store import Obj
@@ -43,8 +43,14 @@ class PodRuntime:
     waiting: dict[str, tuple[str, str]] = field(default_factory=dict)
     pull_failures: dict[str, int] = field(default_factory=dict)
     pull_failed_at: dict[str, float] = field(default_factory=dict)
+    init_done: set[str] = field(default_factory=set)
+    init_failed: str | None = None
     terminating_since: float | None = None
     done: bool = False
+
+    def initialized(self, pod: Obj) -> bool:
+        """Whether every init container has completed (trivially so without any)."""
+        return len(self.init_done) == len(pod["spec"].get("initContainers") or [])
 
 
 class Kubelet:
@@ -63,12 +69,15 @@ class Kubelet:
         self.unreachable = False
         self.last_sample = 0.0
         self.environment = PodEnvironment(cluster, node_name, gpu_count)
+        self.mount_warned: dict[str, float] = {}
 
     def step(self) -> None:
         """Start newly bound pods, terminate deleted ones and report container state changes."""
         if self.paused or self.unreachable:
             return
         mine = {p["metadata"]["uid"]: p for p in self.bound_pods()}
+        for uid in [u for u in self.mount_warned if u not in mine]:
+            del self.mount_warned[uid]
         for uid, runtime_ in list(self.pods.items()):
             if uid not in mine:
                 self._kill(runtime_)
@@ -83,6 +92,8 @@ class Kubelet:
                         self.cluster.store.remove(
                             "pods", pod["metadata"]["namespace"], pod["metadata"]["name"]
                         )
+                    continue
+                if not self._volumes_ready(pod):
                     continue
                 self.pods[uid] = self._start_pod(pod)
             self._sync_pod(self.pods[uid], pod)
@@ -99,18 +110,30 @@ class Kubelet:
             if (p.get("spec") or {}).get("nodeName") == self.node_name
         ]
 
+    def _volumes_ready(self, pod: Obj) -> bool:
+        """Hold a pod whose claim, ConfigMap or Secret is missing, with a FailedMount Event every 10 s."""
+        problem = self.environment.volume_problem(pod)
+        uid = pod["metadata"]["uid"]
+        if problem is None:
+            self.mount_warned.pop(uid, None)
+            return True
+        if time.monotonic() - self.mount_warned.get(uid, -1e9) >= 10:
+            self.mount_warned[uid] = time.monotonic()
+            self.cluster.api.record_event(pod, "Warning", "FailedMount", problem, "kubelet")
+        return False
+
     def _start_pod(self, pod: Obj) -> PodRuntime:
         meta = pod["metadata"]
         pod_dir = self.cluster.state_dir / "pods" / f"{meta['namespace']}_{meta['name']}_{meta['uid'][:8]}"
         pod_dir.mkdir(parents=True, exist_ok=True)
         used = {g for r in self.pods.values() for g in r.gpus}
-        want = sum(
-            int(parse_quantity(((c.get("resources") or {}).get("limits") or {}).get(GPU, 0)))
-            for c in pod["spec"].get("containers") or []
+        want = max(
+            sum(_gpus(c) for c in pod["spec"].get("containers") or []),
+            max((_gpus(c) for c in pod["spec"].get("initContainers") or []), default=0),
         )
         free = [g for g in range(self.gpu_count) if g not in used]
         runtime_ = PodRuntime(meta["uid"], meta["namespace"], meta["name"], pod_dir, free[:want])
-        for container in pod["spec"].get("containers") or []:
+        for container in (pod["spec"].get("initContainers") or []) + (pod["spec"].get("containers") or []):
             image = container.get("image", "")
             if self.cluster.faults.image_pull_error(image) is None:
                 self.cluster.api.record_event(
@@ -121,7 +144,8 @@ class Kubelet:
                     f"the container's command runs as a local process",
                     "kubelet",
                 )
-        self.cluster.api.mutate("pods", meta["namespace"], meta["name"], mark_started)
+        inits = [c["name"] for c in pod["spec"].get("initContainers") or []]
+        self.cluster.api.mutate("pods", meta["namespace"], meta["name"], lambda p: mark_started(p, inits))
         return runtime_
 
     def _sync_pod(self, rt: PodRuntime, pod: Obj) -> None:
@@ -133,35 +157,78 @@ class Kubelet:
             self._terminate(rt, pod)
             return
         changed = False
+        if not rt.initialized(pod):
+            changed = self._sync_init(rt, pod)
+            if rt.init_failed or not rt.initialized(pod):
+                if changed:
+                    self._report(rt, pod)
+                return
+        policy = spec.get("restartPolicy", "Always")
         for container in spec.get("containers") or []:
             cname = container["name"]
             proc = rt.containers.get(cname)
             if proc is None:
                 changed = self._maybe_launch(rt, pod, container) or changed
                 continue
-            if proc.stopped:
-                continue
-            self._enforce_memory(rt, proc)
-            code = proc.poll()
+            code = self._reap(rt, proc)
             if code is None:
                 continue
-            proc.stopped = True
-            if code == 137 and self.cluster.cgroups.oom_killed(proc.cgroup):
-                proc.oom_killed = True
-            self.cluster.cgroups.remove(proc.cgroup)
             changed = True
-            policy = spec.get("restartPolicy", "Always")
             if policy == "Always" or (policy == "OnFailure" and code != 0):
-                rt.last_state[cname] = {"terminated": terminated_state(proc)}
-                rt.restarts[cname] = rt.restarts.get(cname, 0) + 1
-                delay = min(self.cluster.restart_backoff * 2 ** (rt.restarts[cname] - 1), 300)
-                rt.backoff_until[cname] = time.monotonic() + delay
-                del rt.containers[cname]
-                self.cluster.api.record_event(
-                    pod, "Warning", "BackOff", f"Back-off restarting failed container {cname}", "kubelet"
-                )
+                self._back_off(rt, pod, proc)
         if changed:
             self._report(rt, pod)
+
+    def _sync_init(self, rt: PodRuntime, pod: Obj) -> bool:
+        """Run init containers one at a time, in order: the first unfinished one is started, watched and,
+        when it fails, retried with back-off (OnFailure, Always) or made to fail the pod (Never)."""
+        changed = False
+        for container in pod["spec"].get("initContainers") or []:
+            cname = container["name"]
+            if cname in rt.init_done:
+                continue
+            proc = rt.containers.get(cname)
+            if proc is None:
+                return self._maybe_launch(rt, pod, container) or changed
+            code = self._reap(rt, proc)
+            if code is None:
+                return changed
+            changed = True
+            if code == 0:
+                rt.init_done.add(cname)
+                continue
+            if pod["spec"].get("restartPolicy", "Always") == "Never":
+                rt.init_failed = cname
+            else:
+                self._back_off(rt, pod, proc)
+            return True
+        return changed
+
+    def _reap(self, rt: PodRuntime, proc: ContainerProcess) -> int | None:
+        """The exit code of a container that has just ended (None while it runs or once already reaped)."""
+        if proc.stopped:
+            return None
+        self._enforce_memory(rt, proc)
+        code = proc.poll()
+        if code is None:
+            return None
+        proc.stopped = True
+        if code == 137 and self.cluster.cgroups.oom_killed(proc.cgroup):
+            proc.oom_killed = True
+        self.cluster.cgroups.remove(proc.cgroup)
+        return code
+
+    def _back_off(self, rt: PodRuntime, pod: Obj, proc: ContainerProcess) -> None:
+        """Schedule a restart of an ended container after the doubling back-off."""
+        cname = proc.name
+        rt.last_state[cname] = {"terminated": terminated_state(proc)}
+        rt.restarts[cname] = rt.restarts.get(cname, 0) + 1
+        delay = min(self.cluster.restart_backoff * 2 ** (rt.restarts[cname] - 1), 300)
+        rt.backoff_until[cname] = time.monotonic() + delay
+        del rt.containers[cname]
+        self.cluster.api.record_event(
+            pod, "Warning", "BackOff", f"Back-off restarting failed container {cname}", "kubelet"
+        )
 
     def _maybe_launch(self, rt: PodRuntime, pod: Obj, container: Obj) -> bool:
         """Start a container unless it is backing off; an injected pull failure keeps it waiting."""
@@ -281,7 +348,9 @@ class Kubelet:
         rt.done = True
         self.pods.pop(rt.uid, None)
 
-    def _container_status(self, rt: PodRuntime, container: Obj) -> Obj:
+    def _container_status(self, rt: PodRuntime, container: Obj, pending: str = "ContainerCreating") -> Obj:
+        """One entry of containerStatuses or initContainerStatuses; ``pending`` is the waiting reason of a
+        container that has not been started yet."""
         cname = container["name"]
         proc = rt.containers.get(cname)
         status: Obj = {
@@ -298,7 +367,7 @@ class Kubelet:
                 reason, message = rt.waiting[cname]
                 status["state"] = {"waiting": {"reason": reason, "message": message}}
             else:
-                reason = "CrashLoopBackOff" if rt.restarts.get(cname) else "ContainerCreating"
+                reason = "CrashLoopBackOff" if rt.restarts.get(cname) else pending
                 status["state"] = {"waiting": {"reason": reason}}
         elif proc.exit_code is None:
             status.update(ready=True, started=True, containerID=f"kubesim://{proc.pid}")
@@ -308,15 +377,36 @@ class Kubelet:
             status["state"] = {"terminated": terminated_state(proc)}
         return status
 
+    def _init_status(self, rt: PodRuntime, container: Obj, index: int) -> Obj:
+        """An initContainerStatuses entry: ready once it has completed; later ones wait PodInitializing."""
+        status = self._container_status(rt, container, "PodInitializing")
+        status["ready"] = container["name"] in rt.init_done
+        status["started"] = "running" in status["state"]
+        return status
+
     def _report(self, rt: PodRuntime, pod: Obj, terminal: tuple[str, str, str] | None = None) -> None:
         """Write container statuses, phase and readiness; ``terminal`` forces (phase, reason, message)."""
         spec = pod["spec"]
-        statuses = [self._container_status(rt, c) for c in spec.get("containers") or []]
-        phase = terminal[0] if terminal else pod_phase(statuses)
+        initialized = rt.initialized(pod)
+        inits = spec.get("initContainers") or []
+        init_statuses = [self._init_status(rt, c, i) for i, c in enumerate(inits)]
+        waiting = "ContainerCreating" if initialized else "PodInitializing"
+        statuses = [self._container_status(rt, c, waiting) for c in spec.get("containers") or []]
+        if terminal is None and rt.init_failed:
+            terminal = init_failure(rt.init_failed, init_statuses)
+        phase = terminal[0] if terminal else pod_phase(statuses) if initialized else "Pending"
         ready = all(s["ready"] for s in statuses)
+        incomplete = [s["name"] for s in init_statuses if not s["ready"]]
 
         def apply(p: Obj) -> None:
             st = p.setdefault("status", {})
+            if inits:
+                st["initContainerStatuses"] = init_statuses
+                message = f"containers with incomplete status: [{' '.join(incomplete)}]"
+                if initialized:
+                    set_condition(st, "Initialized", True, "")
+                else:
+                    set_condition(st, "Initialized", False, "ContainersNotInitialized", message)
             st["containerStatuses"] = statuses
             st["phase"] = phase
             if terminal:
@@ -353,7 +443,10 @@ class Kubelet:
             def apply(p: Obj) -> None:
                 st = p.setdefault("status", {})
                 st.update(phase="Failed", reason=reason, message=message)
-                for cs in st.get("containerStatuses") or []:
+                inits = [
+                    cs for cs in st.get("initContainerStatuses") or [] if "terminated" not in cs["state"]
+                ]
+                for cs in inits + (st.get("containerStatuses") or []):
                     started = (cs.get("state") or {}).get("running", {}).get("startedAt")
                     cs["state"] = {
                         "terminated": {
@@ -375,3 +468,7 @@ class Kubelet:
         for rt in list(self.pods.values()):
             self._kill(rt)
             self._release(rt)
+
+
+def _gpus(container: Obj) -> int:
+    return int(parse_quantity(((container.get("resources") or {}).get("limits") or {}).get(GPU, 0)))

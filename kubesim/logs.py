@@ -50,7 +50,8 @@ def _render(line: bytes, timestamps: bool, since: datetime | None) -> bytes | No
 
 
 def _container_status(pod: Obj, name: str) -> Obj:
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+    st = pod.get("status") or {}
+    for status in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
         if status.get("name") == name:
             return dict(status)
     return {}
@@ -64,14 +65,16 @@ def serve(handler: Handler, namespace: str, name: str, params: Params) -> None:
     if pod is None:
         raise not_found("pods", name)
     names = [c["name"] for c in (pod["spec"].get("containers") or [])]
+    inits = [c["name"] for c in (pod["spec"].get("initContainers") or [])]
     container = params.get("container")
     if not container:
         if len(names) != 1:
+            also = f" or one of the init containers: [{' '.join(inits)}]" if inits else ""
             raise bad_request(
-                f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
+                f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]{also}"
             )
         container = names[0]
-    if container not in names:
+    if container not in names + inits:
         raise bad_request(f"container {container} is not valid for pod {name}")
     status = _container_status(pod, container)
     restart = int(status.get("restartCount", 0))

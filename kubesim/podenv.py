@@ -13,6 +13,8 @@ from kubesim.podstatus import POD_IP
 from kubesim.quantity import parse_quantity
 from kubesim.runtime import PathMap, expand
 from kubesim.store import Obj
+from kubesim.volumes import PLURAL as PVCS
+from kubesim.volumes import claim_folder
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -37,6 +39,8 @@ class PodEnvironment:
             volume = volumes.get(mount["name"], {})
             if "hostPath" in volume:
                 host = self.cluster.state_dir / "hostpath" / volume["hostPath"]["path"].lstrip("/")
+            elif "persistentVolumeClaim" in volume:
+                host = self._claim_folder(pod_dir, pod, volume["persistentVolumeClaim"].get("claimName", ""))
             else:
                 host = pod_dir / "volumes" / mount["name"]
             host.mkdir(parents=True, exist_ok=True)
@@ -51,15 +55,65 @@ class PodEnvironment:
                 link.symlink_to(target)
         return mounts
 
+    def _claim_folder(self, pod_dir: Path, pod: Obj, claim_name: str) -> Path:
+        claim = self.cluster.store.peek(PVCS, pod["metadata"]["namespace"], claim_name)
+        if claim is None or not (claim.get("spec") or {}).get("volumeName"):
+            # volume_problem keeps such pods from starting; a claim lost in between gets a scratch folder.
+            return pod_dir / "volumes" / f"missing-claim-{claim_name}"
+        return claim_folder(self.cluster.state_dir, claim)
+
+    def volume_problem(self, pod: Obj) -> str | None:
+        """Why the kubelet cannot set up the pod's volumes yet (a missing claim, ConfigMap or Secret), in
+        the words of its FailedMount event, or None."""
+        namespace = pod["metadata"]["namespace"]
+        store = self.cluster.store
+        for volume in pod["spec"].get("volumes") or []:
+            vname = volume.get("name", "")
+            if "persistentVolumeClaim" in volume:
+                claim_name = volume["persistentVolumeClaim"].get("claimName", "")
+                claim = store.peek(PVCS, namespace, claim_name)
+                if claim is None or (claim.get("status") or {}).get("phase") != "Bound":
+                    return (
+                        f"Unable to attach or mount volumes: unmounted volumes=[{vname}]: "
+                        f'persistentvolumeclaim "{claim_name}" not found or not bound'
+                    )
+            for kind, plural, key in (
+                ("configMap", "configmaps", "name"),
+                ("secret", "secrets", "secretName"),
+            ):
+                ref = volume.get(kind)
+                if ref is None or ref.get("optional"):
+                    continue
+                if store.peek(plural, namespace, ref.get(key) or "") is None:
+                    return (
+                        f'MountVolume.SetUp failed for volume "{vname}" : '
+                        f'{kind.lower()} "{ref.get(key) or ""}" not found'
+                    )
+        return None
+
     def _fill_volume(self, namespace: str, volume: Obj, host: Path) -> None:
+        """Write a configMap/secret volume's keys as files (``items`` picks keys and renames them)."""
         for kind, plural in (("configMap", "configmaps"), ("secret", "secrets")):
             if kind not in volume:
                 continue
             ref = volume[kind]
             obj = self.cluster.store.peek(plural, namespace, ref.get("name") or ref.get("secretName") or "")
+            files: dict[str, bytes] = {}
             for key, value in ((obj or {}).get("data") or {}).items():
-                data = base64.b64decode(value) if kind == "secret" else str(value).encode()
-                (host / key).write_bytes(data)
+                files[key] = base64.b64decode(value) if kind == "secret" else str(value).encode()
+            for key, value in ((obj or {}).get("binaryData") or {}).items():
+                files[key] = base64.b64decode(value)
+            items = ref.get("items")
+            if items:
+                files = {item["path"]: files[item["key"]] for item in items if item.get("key") in files}
+            mode = ref.get("defaultMode", 0o644)
+            for rel, data in files.items():
+                target = (host / rel).resolve()
+                if not target.is_relative_to(host.resolve()):
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+                target.chmod(mode)
 
     def env(self, pod_dir: Path, gpus: list[int], pod: Obj, container: Obj, paths: PathMap) -> dict[str, str]:
         """The container's environment, with service host names rewritten to the shared loopback."""

@@ -43,8 +43,24 @@ def pod_phase(statuses: list[Obj]) -> str:
     return "Pending"
 
 
-def mark_started(pod: Obj) -> None:
-    """What the kubelet sets when it admits a pod: IPs, start time, Initialized."""
+def init_failure(name: str, init_statuses: list[Obj]) -> tuple[str, str, str]:
+    """(phase, reason, message) of a pod whose init container ``name`` failed under restartPolicy Never.
+
+    A real kubelet leaves ``status.reason`` empty here (kubectl derives ``Init:Error`` from the init
+    container's state); kubesim names the container in reason and message so a failure is easy to report.
+    """
+    states: list[Obj] = [s["state"] for s in init_statuses if s["name"] == name]
+    state: Obj = (states[0] if states else {}).get("terminated") or {}
+    message = (
+        f'Init container "{name}" failed with exit code {state.get("exitCode")} '
+        f"(reason {state.get('reason', 'Error')}); the pod's containers were not started"
+    )
+    return "Failed", "InitContainerFailed", message
+
+
+def mark_started(pod: Obj, init_containers: list[str] | None = None) -> None:
+    """What the kubelet sets when it admits a pod: IPs, start time, Initialized (False while init containers
+    have yet to run)."""
     st = pod.setdefault("status", {})
     st.update(
         hostIP=POD_IP,
@@ -53,7 +69,11 @@ def mark_started(pod: Obj) -> None:
         podIPs=[{"ip": POD_IP}],
         startTime=now_rfc3339(),
     )
-    set_condition(st, "Initialized", True, "")
+    if init_containers:
+        message = f"containers with incomplete status: [{' '.join(init_containers)}]"
+        set_condition(st, "Initialized", False, "ContainersNotInitialized", message)
+    else:
+        set_condition(st, "Initialized", True, "")
     set_condition(st, "PodReadyToStartContainers", True, "")
 
 
@@ -71,6 +91,10 @@ def set_condition(status: Obj, type_: str, value: bool, reason: str, message: st
                     cond.pop("reason", None)
                 if message:
                     cond["message"] = message
+                else:
+                    cond.pop("message", None)
+            elif message and cond.get("message") != message:
+                cond["message"] = message
             return
     new: Obj = {"type": type_, "status": wanted, "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
     if reason:

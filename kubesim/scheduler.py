@@ -10,6 +10,8 @@ from kubesim.admission import TERMINAL, pod_requests
 from kubesim.podstatus import set_condition as _set_condition
 from kubesim.quantity import parse_quantity
 from kubesim.store import Obj
+from kubesim.volumes import PLURAL as PVCS
+from kubesim.volumes import claim_problem
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -85,16 +87,22 @@ class Scheduler:
                 "default-scheduler",
             ):
                 pending.append(pod)
+        claims = tuple(
+            (c["metadata"]["namespace"], c["metadata"]["name"], c["metadata"]["resourceVersion"])
+            for c in store.list(PVCS)[0]
+        )
         signature = (
             tuple((n["metadata"]["name"], n["metadata"]["resourceVersion"]) for n in nodes),
             tuple(sorted((k, tuple(sorted(v.items()))) for k, v in used.items())),
+            claims,
         )
         pending.sort(key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["resourceVersion"]))
         for pod in pending:
             uid = pod["metadata"]["uid"]
             if self.unschedulable.get(uid) == signature:
                 continue
-            chosen, reasons = self._pick(pod, nodes, used)
+            problem = claim_problem(store, pod)
+            chosen, reasons = (None, Counter({problem: -1})) if problem else self._pick(pod, nodes, used)
             if chosen is None:
                 self._unschedulable(pod, reasons, len(nodes))
                 self.unschedulable[uid] = signature
@@ -103,7 +111,11 @@ class Scheduler:
             used[chosen].update(pod_requests(pod))
             used[chosen]["pods"] += 1
             self._bind(pod, chosen)
-            signature = (signature[0], tuple(sorted((k, tuple(sorted(v.items()))) for k, v in used.items())))
+            signature = (
+                signature[0],
+                tuple(sorted((k, tuple(sorted(v.items()))) for k, v in used.items())),
+                claims,
+            )
         live = {p["metadata"]["uid"] for p in pending}
         for uid in list(self.unschedulable):
             if uid not in live:
@@ -152,7 +164,8 @@ class Scheduler:
         return (best[1] if best else None), reasons
 
     def _unschedulable(self, pod: Obj, reasons: Counter[str], node_count: int) -> None:
-        detail = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+        # A volume problem (count -1) is a PreFilter failure: the scheduler names it without a node count.
+        detail = ", ".join(r if n < 0 else f"{n} {r}" for r, n in sorted(reasons.items()))
         message = f"0/{node_count} nodes are available: {detail}." if detail else "no nodes available"
         meta = pod["metadata"]
 

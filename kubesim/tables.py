@@ -2,7 +2,8 @@
 
 kubectl asks for ``Accept: application/json;as=Table;v=v1;g=meta.k8s.io``; the apiserver answers with rows
 of server-rendered cells. kubesim renders pods (NAME READY STATUS RESTARTS AGE, plus IP and NODE for
-``-o wide``), nodes (NAME STATUS ROLES AGE VERSION) and NAME/AGE for every other kind.
+``-o wide``), nodes (NAME STATUS ROLES AGE VERSION), persistentvolumeclaims (NAME STATUS VOLUME CAPACITY
+ACCESS MODES STORAGECLASS AGE) and NAME/AGE for every other kind.
 """
 
 from __future__ import annotations
@@ -55,10 +56,34 @@ def human_age(created: str | None, now: datetime | None = None) -> str:
     return f"{days // 365}y{days % 365}d" if days < 2920 and days % 365 else f"{days // 365}y"
 
 
+def _init_status(pod: Obj) -> str | None:
+    """kubectl's STATUS while init containers run or after one failed (``Init:1/2``, ``Init:Error``,
+    ``Init:CrashLoopBackOff``), or None once they have all completed."""
+    st = pod.get("status") or {}
+    total = len((pod.get("spec") or {}).get("initContainers") or [])
+    for i, cs in enumerate(st.get("initContainerStatuses") or []):
+        state = cs.get("state") or {}
+        terminated, waiting = state.get("terminated"), state.get("waiting") or {}
+        if terminated is not None and terminated.get("exitCode") == 0:
+            continue
+        if terminated is not None:
+            return "Init:" + (terminated.get("reason") or f"ExitCode:{terminated.get('exitCode')}")
+        if waiting.get("reason") and waiting["reason"] != "PodInitializing":
+            return "Init:" + waiting["reason"]
+        return f"Init:{i}/{total}"
+    return None
+
+
 def _pod_status(pod: Obj) -> str:
-    """The STATUS column: kubectl's printer logic in short (reason, waiting/terminated reason, phase)."""
+    """The STATUS column: kubectl's printer logic in short (reason, init containers, waiting/terminated
+    reason, phase)."""
     st = pod.get("status") or {}
     reason = st.get("reason") or st.get("phase") or "Unknown"
+    initializing = _init_status(pod)
+    if initializing is not None:
+        if pod["metadata"].get("deletionTimestamp"):
+            return "Terminating"
+        return initializing
     for cs in st.get("containerStatuses") or []:
         state = cs.get("state") or {}
         if (state.get("waiting") or {}).get("reason"):
@@ -76,6 +101,8 @@ def _pod_row(pod: Obj) -> list[Any]:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     total = len((pod.get("spec") or {}).get("containers") or [])
     ready = sum(1 for cs in statuses if cs.get("ready"))
+    if _init_status(pod) is not None:
+        statuses = (pod.get("status") or {}).get("initContainerStatuses") or []
     restarts = sum(int(cs.get("restartCount", 0)) for cs in statuses)
     return [
         pod["metadata"]["name"],
@@ -114,6 +141,31 @@ def _node_row(node: Obj) -> list[Any]:
     ]
 
 
+_ACCESS_MODES = {
+    "ReadWriteOnce": "RWO",
+    "ReadOnlyMany": "ROX",
+    "ReadWriteMany": "RWX",
+    "ReadWriteOncePod": "RWOP",
+}
+
+
+def _claim_row(claim: Obj) -> list[Any]:
+    spec, st = claim.get("spec") or {}, claim.get("status") or {}
+    phase = "Terminating" if claim["metadata"].get("deletionTimestamp") else st.get("phase", "Pending")
+    modes = ",".join(_ACCESS_MODES.get(m, m) for m in st.get("accessModes") or [])
+    return [
+        claim["metadata"]["name"],
+        phase,
+        spec.get("volumeName", ""),
+        (st.get("capacity") or {}).get("storage", ""),
+        modes,
+        spec.get("storageClassName") or "<unset>",
+        spec.get("volumeAttributesClassName") or "<unset>",
+        human_age(claim["metadata"].get("creationTimestamp")),
+        spec.get("volumeMode", "Filesystem"),
+    ]
+
+
 def _generic_row(obj: Obj) -> list[Any]:
     return [obj["metadata"]["name"], human_age(obj["metadata"].get("creationTimestamp"))]
 
@@ -143,6 +195,20 @@ _LAYOUTS: dict[str, tuple[list[_COLUMN], Callable[[Obj], list[Any]]]] = {
             ("Internal-IP", "string", "The node's internal IP address.", 1),
         ],
         _node_row,
+    ),
+    "persistentvolumeclaims": (
+        [
+            _NAME,
+            ("Status", "string", "The phase of the claim (Terminating while it is being deleted).", 0),
+            ("Volume", "string", "The volume bound to the claim.", 0),
+            ("Capacity", "string", "The capacity of the bound volume.", 0),
+            ("Access Modes", "string", "The access modes of the bound volume.", 0),
+            ("StorageClass", "string", "The storage class of the claim.", 0),
+            ("VolumeAttributesClass", "string", "The volume attributes class of the claim.", 1),
+            _AGE,
+            ("VolumeMode", "string", "Whether the volume is a filesystem or a raw block device.", 1),
+        ],
+        _claim_row,
     ),
 }
 

@@ -53,6 +53,10 @@ def validate(plural: str, kind: str, obj: Obj) -> None:
         causes += pod_spec_causes(obj.get("spec") or {}, "spec")
     elif plural == "jobs":
         causes += _job_causes(obj.get("spec") or {})
+    elif plural == "persistentvolumeclaims":
+        from kubesim.volumes import claim_causes
+
+        causes += claim_causes(obj)
     for key in ("labels", "annotations"):
         for label_key, value in (obj["metadata"].get(key) or {}).items():
             if not isinstance(value, str):

@@ -118,3 +118,15 @@ def wait_phase(
         return pod if pod.status.phase in phases else None
 
     return wait_for(check, timeout)
+
+
+def table_rows(api_client: client.ApiClient, url: str) -> tuple[list[str], dict[str, list[Any]]]:
+    """GET ``url`` as a meta.k8s.io/v1 Table, as kubectl asks for it: column names and cells by name."""
+    accept = "application/json;as=Table;v=v1;g=meta.k8s.io"
+    response = api_client.call_api("GET", url, header_params={"Accept": accept})
+    assert response.status == 200
+    body = json.loads(bytes(response.read()))
+    shown = [i for i, c in enumerate(body["columnDefinitions"]) if c["priority"] == 0]
+    columns = [body["columnDefinitions"][i]["name"] for i in shown]
+    rows = {row["cells"][0]: [row["cells"][i] for i in shown] for row in body["rows"]}
+    return columns, rows

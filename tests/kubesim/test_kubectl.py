@@ -85,3 +85,27 @@ def test_kubectl_get_prints_table_columns_and_describe_works(
     ):
         assert re.search(rf"^{field}:\s+{value}", described, re.MULTILINE), described
     assert "kubesim ignores container images" in described
+
+
+def test_kubectl_get_pvc_and_init_pod_status(sim: KubeSim, core: client.CoreV1Api, ns: str) -> None:
+    core.create_namespaced_persistent_volume_claim(
+        ns,
+        client.V1PersistentVolumeClaim(
+            metadata=client.V1ObjectMeta(name="ckpt"),
+            spec=client.V1PersistentVolumeClaimSpec(
+                access_modes=["ReadWriteOnce"],
+                resources=client.V1VolumeResourceRequirements(requests={"storage": "2Gi"}),
+            ),
+        ),
+    )
+    pod = make_pod("init-pod", ["true"])
+    pod.spec.init_containers = [client.V1Container(name="fetch", image="x", command=["sh", "-c", "exit 2"])]
+    core.create_namespaced_pod(ns, pod)
+    wait_phase(core, ns, "init-pod", ("Failed",))
+    header, rows = _header_and_rows(_kubectl(sim, "get", "pvc", "-n", ns))
+    assert header == ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES", "STORAGECLASS", "AGE"]
+    volume = core.read_namespaced_persistent_volume_claim("ckpt", ns).spec.volume_name
+    assert rows["ckpt"][1:6] == ["Bound", volume, "2Gi", "RWO", "<unset>"]
+    _, rows = _header_and_rows(_kubectl(sim, "get", "pods", "-n", ns))
+    assert rows["init-pod"][1:4] == ["0/1", "Init:Error", "0"]
+    assert _kubectl(sim, "logs", "-n", ns, "init-pod", "-c", "fetch") == ""
