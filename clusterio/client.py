@@ -183,13 +183,15 @@ class Cluster:
         limits: TenantLimits,
         default_cpu_millis: int = 1000,
         default_memory_mib: int = 1024,
+        labels: dict[str, str] | None = None,
     ) -> None:
         """Create (or bring up to date) a tenant's namespace and the objects that fence it in.
 
         Idempotent: existing objects are kept when they already say what is wanted and replaced
-        (optimistically, by resourceVersion) when not, e.g. after the tenant's quota changed.
+        (optimistically, by resourceVersion) when not, e.g. after the tenant's quota changed. `labels` are
+        extra namespace labels (the operator's; the platform's own win).
         """
-        ns_body = make_namespace(namespace, tenant_slug)
+        ns_body = make_namespace(namespace, tenant_slug, labels)
         try:
             self._json(self.core.create_namespace, ns_body)
         except Conflict:

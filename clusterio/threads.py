@@ -19,9 +19,11 @@ Variables set, and who reads them:
   `tensorflow/core/common_runtime/process_util.cc`); both default to the host's cores.
 - `TRAINYARD_DATALOADER_WORKERS`: a hint only, for `torch.utils.data.DataLoader(num_workers=...)`:
   one CPU is left to the training loop; 0 means "load in the main process".
+- `TRAINYARD_TORCH_INTEROP_THREADS`: a hint only, for `torch.set_num_interop_threads(...)`; PyTorch's
+  inter-op pool is only settable from code (the example script, examples/train/train.py, applies it).
 
-Not set: `TORCH_NUM_THREADS` and any "torch inter-op" variable, because PyTorch reads neither
-(its inter-op pool is only settable from code, `torch.set_num_interop_threads`).
+Not set: `TORCH_NUM_THREADS`, because PyTorch does not read it (its intra-op pool follows
+`OMP_NUM_THREADS`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ THREAD_ENV_NAMES: tuple[str, ...] = (
     "TF_NUM_INTEROP_THREADS",
 )
 DATALOADER_WORKERS_ENV = "TRAINYARD_DATALOADER_WORKERS"
+TORCH_INTEROP_ENV = "TRAINYARD_TORCH_INTEROP_THREADS"
 
 
 def threads_for_cpu(cpu_millis: int) -> int:
@@ -56,4 +59,5 @@ def thread_env(cpu_millis: int) -> dict[str, str]:
     threads = threads_for_cpu(cpu_millis)
     env = dict.fromkeys(THREAD_ENV_NAMES, str(threads))
     env[DATALOADER_WORKERS_ENV] = str(threads - 1)
+    env[TORCH_INTEROP_ENV] = str(threads)
     return env

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from django.conf import settings
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -19,13 +20,13 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError, ValidationError
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.parsers import BaseParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusterio.errors import ClusterError
 from jobs import cluster
-from jobs.models import Job
+from jobs.models import Job, TelemetrySample
 from jobs.selectors import job_events, job_get, job_list, job_logs, job_metrics
 from jobs.serializers import (
     JobDetailSerializer,
@@ -36,6 +37,7 @@ from jobs.serializers import (
 )
 from jobs.services import JobRejected, job_cancel, job_retry, job_submit
 from jobs.states import JobStatus
+from jobs.telemetry import telemetry_list
 from portal.apiutil import api_user
 from portal.pagination import paginate
 from tenants.api import ApiView, errors
@@ -173,10 +175,20 @@ def _query(name: str, kind: Any, description: str, **extra: Any) -> OpenApiParam
     )
 
 
+class JobSubmitFormSerializer(serializers.Serializer[Any]):
+    """A submission as a form, for a job that carries its code (docs/artifacts.md)."""
+
+    spec = serializers.CharField(help_text="The spec as YAML/JSON text (or send it as a file part).")
+    tenant = serializers.CharField(required=False)
+    code = serializers.FileField(
+        required=False, help_text="A ZIP of the model definition, unpacked into MODEL_DIR."
+    )
+
+
 class JobListView(ApiView):
     """GET: the jobs you may see (filters: tenant, status, owner, search). POST: submit a job."""
 
-    parser_classes = [JSONParser, TextParser]
+    parser_classes = [JSONParser, MultiPartParser, TextParser]
 
     @extend_schema(
         operation_id="jobs_list",
@@ -210,6 +222,7 @@ class JobListView(ApiView):
             "application/json": JobSubmitSerializer,
             "application/yaml": OpenApiTypes.STR,
             "text/yaml": OpenApiTypes.STR,
+            "multipart/form-data": JobSubmitFormSerializer,
         },
         responses={201: JobDetailSerializer, **errors(400, 401, 403, 429)},
         description="Submit a job: JSON `{tenant, spec}`, or the bare spec as YAML text with `?tenant=`.",
@@ -228,6 +241,15 @@ class JobListView(ApiView):
                 request_only=True,
             ),
             OpenApiExample(
+                "Form",
+                value={
+                    "tenant": "demo",
+                    "spec": "name: mnist\nimage: pytorch/pytorch:2.3\ncommand: [python, train.py]\n",
+                },
+                media_type="multipart/form-data",
+                request_only=True,
+            ),
+            OpenApiExample(
                 "YAML",
                 value="name: mnist\nimage: pytorch/pytorch:2.3\ncommand: [python, train.py]\nresources: {gpus: 1}\n",
                 media_type="text/yaml",
@@ -236,6 +258,8 @@ class JobListView(ApiView):
         ],
     )
     def post(self, request: Request) -> Response:
+        if request.content_type.startswith("multipart/"):
+            return self._post_multipart(request)
         data = request.data
         if isinstance(data, dict) and "spec" in data:
             unknown = set(data) - {"tenant", "spec"}
@@ -250,6 +274,27 @@ class JobListView(ApiView):
             raise ValidationError({"spec": ["must be a YAML/JSON text or an object"]})
         try:
             job = job_submit(tenant=tenant, user=api_user(request), document=document)
+        except JobRejected as exc:
+            return rejected(exc)
+        return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    def _post_multipart(self, request: Request) -> Response:
+        """A form with `spec` (text or a file), optional `tenant`, and optional `code` (a ZIP file)."""
+        unknown = (set(request.data) | set(request.FILES)) - {"tenant", "spec", "code"}
+        if unknown:
+            raise ValidationError({k: ["unknown field; send 'spec', 'code' and 'tenant'"] for k in unknown})
+        spec_file, code_file = request.FILES.get("spec"), request.FILES.get("code")
+        form: Any = request.data
+        document: Any = spec_file.read() if spec_file is not None else form.get("spec")
+        if not document:
+            raise ValidationError({"spec": ["required: the job spec, as a form field or a file"]})
+        if code_file is not None and code_file.size > settings.CODE_MAX_BYTES:
+            limit = settings.CODE_MAX_BYTES
+            raise ValidationError({"code": [f"the code archive is {code_file.size} bytes; at most {limit}"]})
+        tenant = _submit_tenant(request, form.get("tenant") or _text(request, "tenant"))
+        code = code_file.read() if code_file is not None else None
+        try:
+            job = job_submit(tenant=tenant, user=api_user(request), document=document, code=code)
         except JobRejected as exc:
             return rejected(exc)
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
@@ -359,5 +404,46 @@ class ClusterView(ApiView):
                     }
                     for n in nodes
                 ]
+            }
+        )
+
+
+class TelemetrySampleSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = TelemetrySample
+        fields = [
+            "ts", "attempt", "learner", "cpu_millis_used", "cpu_millis_limit", "memory_mib_used",
+            "memory_mib_limit", "samples_per_sec", "steps_per_sec", "gpu_util",
+        ]  # fmt: skip
+
+
+class TelemetryPageSerializer(serializers.Serializer):
+    samples = TelemetrySampleSerializer(many=True)
+    decisions = JobEventSerializer(many=True, help_text="The tuner's decisions (events of kind tuning).")
+
+
+class JobTelemetryView(ApiView):
+    """Per-learner CPU/memory use, limits and speed the platform recorded, and the tuner's decisions."""
+
+    @extend_schema(
+        parameters=[
+            JOB_ID,
+            _query("attempt", OpenApiTypes.INT, "Only this attempt's samples."),
+            _query("limit", OpenApiTypes.INT, "The newest N samples (1-10000, default 2000)."),
+        ],
+        responses={200: TelemetryPageSerializer, **errors(400, 401, 404, 429)},
+    )
+    def get(self, request: Request, job_id: str) -> Response:
+        job = _job(request, job_id)
+        samples = telemetry_list(
+            job=job,
+            attempt=_int(request, "attempt", None, 0, 2**31),
+            limit=_int(request, "limit", 2000, 1, 10000) or 2000,
+        )
+        decisions = job_events(job=job).filter(kind="tuning")
+        return Response(
+            {
+                "samples": TelemetrySampleSerializer(samples, many=True).data,
+                "decisions": JobEventSerializer(decisions, many=True).data,
             }
         )

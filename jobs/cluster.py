@@ -12,9 +12,10 @@ from typing import Any
 
 from django.conf import settings
 
-from clusterio import names
+from clusterio import names, telemetry
 from clusterio.builders import JobPodsSpec, TenantLimits, VolumeSpec, datastore_secret_keys
 from clusterio.client import Cluster, NodeInfo
+from clusterio.telemetry import PodUsage
 from jobs.credentials import Credentials, unseal
 from jobs.models import Job, JobCredentials
 from tenants.models import Tenant
@@ -132,7 +133,10 @@ def launch(job: Job) -> list[str]:
     returns the pod names."""
     client = cluster()
     client.ensure_tenant(
-        namespace=namespace_for(job.tenant), tenant_slug=job.tenant.slug, limits=tenant_limits(job.tenant)
+        namespace=namespace_for(job.tenant),
+        tenant_slug=job.tenant.slug,
+        limits=tenant_limits(job.tenant),
+        labels=settings.TENANT_NAMESPACE_LABELS,
     )
     credentials = job_credentials(job)
     return client.launch(spec=pods_spec(job, credentials), credentials=credentials or None)
@@ -183,3 +187,14 @@ def pod_learner(pod: dict[str, Any]) -> int | None:
         return int(labels[names.LABEL_LEARNER])
     except (KeyError, ValueError):
         return None
+
+
+def learner_usage(job: Job) -> dict[int, PodUsage | None]:
+    """CPU, memory (and GPU, where exposed) each learner of the current attempt uses, from metrics.k8s.io."""
+    return telemetry.learner_usage(
+        cluster(),
+        namespace=namespace_for(job.tenant),
+        job_id=job.pk,
+        attempt=job.attempt,
+        learners=job.learners,
+    )

@@ -20,6 +20,7 @@ from jobs.models import Job, JobEvent, Learner, LogLine, MetricSample
 from jobs.podstate import LearnerView, Verdict
 from jobs.states import ACTIVE, TERMINAL, WAITING, JobStatus
 from jobs.streams import job_group, send_after_commit, tenant_group
+from portal.telemetry import count as metrics_count
 
 log = logging.getLogger(__name__)
 MAX_LOG_LINE = 8192
@@ -256,6 +257,8 @@ def logs_append(
                     "metrics": [[s.name, s.step, s.value, s.log_seq] for s in samples],
                 },
             )
+    if lines:
+        metrics_count("log_lines", len(lines))
     return lines
 
 

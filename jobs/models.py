@@ -56,6 +56,13 @@ class Job(models.Model):
     cpu_millis = models.PositiveIntegerField(default=1000)
     memory_mib = models.PositiveIntegerField(default=1024)
     placements = models.JSONField(default=list, blank=True, help_text="Node planned for each learner.")
+    code = models.ForeignKey(
+        "CodeArchive", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs",
+        help_text="The model definition unpacked into MODEL_DIR (docs/artifacts.md).",
+    )  # fmt: skip
+    checkpoint_bytes = models.BigIntegerField(
+        null=True, blank=True, help_text="Size of CHECKPOINT_DIR when the last attempt ended."
+    )
     queue_position = models.PositiveIntegerField(null=True, blank=True, help_text="Place in the queue.")
     created_at = models.DateTimeField(default=timezone.now)
     admitted_at = models.DateTimeField(null=True, blank=True)
@@ -204,3 +211,82 @@ class JobCredentials(models.Model):
 
     def __str__(self) -> str:
         return f"credentials of {self.job_id} ({', '.join(self.stores)})"
+
+
+class TelemetryQuerySet(models.QuerySet["TelemetrySample"]):
+    """Telemetry reads the job page needs (a template can call only argument-free methods)."""
+
+    def recent(self) -> list[TelemetrySample]:
+        """The newest 30 rows, oldest first."""
+        newest: list[TelemetrySample] = [row for row in self.order_by("-ts", "-learner")[:30]]
+        return newest[::-1]
+
+
+class TelemetrySample(models.Model):
+    """One look at one learner: CPU and memory used against its limits, its training speed and GPU use.
+
+    Recorded periodically for running jobs (jobs/telemetry.py), one row per learner per look (the rows of
+    one look share `ts`), kept for the job's life; the tuner (jobs/tuning/) decides from them.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="telemetry")
+    attempt = models.PositiveIntegerField()
+    learner = models.PositiveIntegerField()
+    ts = models.DateTimeField(default=timezone.now)
+    cpu_millis_used = models.PositiveIntegerField()
+    cpu_millis_limit = models.PositiveIntegerField()
+    memory_mib_used = models.PositiveIntegerField()
+    memory_mib_limit = models.PositiveIntegerField()
+    samples_per_sec = models.FloatField(null=True, blank=True, help_text="From the job's metric lines.")
+    steps_per_sec = models.FloatField(null=True, blank=True, help_text="Rate of the step counter.")
+    gpu_util = models.FloatField(null=True, blank=True, help_text="0-1, where the cluster exposes it.")
+
+    objects = TelemetryQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["job", "ts", "learner"]
+        indexes = [models.Index(fields=["job", "attempt", "ts"])]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}/{self.learner}@{self.ts:%H:%M:%S} cpu {self.cpu_millis_used}m"
+
+
+class CodeArchive(models.Model):
+    """A model definition (a ZIP) uploaded with a job: checked at upload, stored once per tenant and
+    content (jobs/artifacts/), unpacked into each learner's MODEL_DIR by the fetch init container."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="code_archives")
+    sha256 = models.CharField(max_length=64)
+    size = models.BigIntegerField(help_text="Bytes of the ZIP.")
+    unpacked_size = models.BigIntegerField(help_text="Bytes of its files once unpacked.")
+    entries = models.PositiveIntegerField()
+    storage_name = models.CharField(max_length=255, help_text="Its name in artifact storage.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "sha256"], name="unique_code_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}:{self.sha256[:12]} ({self.size} bytes)"
+
+
+class ResultFile(models.Model):
+    """One file a learner left in RESULT_DIR, uploaded by the pod's launcher when its command exited."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="result_files")
+    attempt = models.PositiveIntegerField()
+    learner = models.PositiveIntegerField(default=0)
+    path = models.CharField(max_length=512, help_text="Relative to RESULT_DIR, '/'-separated.")
+    size = models.BigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    storage_name = models.CharField(max_length=600)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["job", "attempt", "learner", "path"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "attempt", "learner", "path"], name="unique_result_path")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}/{self.attempt}/{self.learner}:{self.path}"

@@ -8,7 +8,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from jobs.models import Job, JobEvent, LogLine, MetricSample
+from jobs.models import Job, JobEvent, LogLine, MetricSample, ResultFile
 from tenants.models import Tenant
 from tenants.scoping import Perm, restrict
 
@@ -89,3 +89,12 @@ def tenant_gpu_hours_by_day(*, tenant: Tenant, days: int = 14) -> list[tuple[dat
             hours[began.date()] += gpus * part.total_seconds() / 3600
             began = next_day
     return sorted(hours.items())
+
+
+def job_results(*, job: Job, attempt: int | None = None) -> QuerySet[ResultFile]:
+    """The result files of one attempt of a job the caller got through job_get: the given attempt, or the
+    latest one that uploaded any (an earlier attempt's files stay listed under their own attempt)."""
+    files = ResultFile.objects.filter(job=job)
+    if attempt is None:
+        attempt = files.order_by("-attempt").values_list("attempt", flat=True).first()
+    return files.filter(attempt=attempt or 0).order_by("learner", "path")

@@ -53,9 +53,26 @@ class JobSerializer(serializers.ModelSerializer):
 
 class JobDetailSerializer(JobSerializer):
     learners = serializers.SerializerMethodField()
+    code = serializers.SerializerMethodField()
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "spec", "placements", "learners"]
+        fields = [*JobSerializer.Meta.fields, "spec", "placements", "learners", "code", "checkpoint_bytes"]
+
+    @extend_schema_field(
+        inline_serializer(
+            "JobCode",
+            {
+                "sha256": serializers.CharField(),
+                "size": serializers.IntegerField(help_text="Bytes of the ZIP."),
+                "entries": serializers.IntegerField(),
+            },
+            allow_null=True,
+        )
+    )
+    def get_code(self, job: Job) -> dict[str, object] | None:
+        if job.code is None:
+            return None
+        return {"sha256": job.code.sha256, "size": job.code.size, "entries": job.code.entries}
 
     @extend_schema_field(LearnerSerializer(many=True))
     def get_learners(self, job: Job) -> list[dict[str, object]]:

@@ -10,9 +10,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from jobs import cluster
+from jobs.artifacts.code import CodeRejected, code_archive_store, inspect_code_zip
 from jobs.credentials import seal
 from jobs.lifecycle import enqueue, job_requeue_or_fail, transition
-from jobs.models import Job, JobCredentials, JobEvent
+from jobs.models import CodeArchive, Job, JobCredentials, JobEvent
 from jobs.spec import Demand, ParsedSpec, SpecError, parse_spec, spec_demand
 from jobs.states import TERMINAL, WAITING, JobStatus
 from tenants.models import Quota, Tenant
@@ -83,14 +84,18 @@ def job_submit(
     user: User,
     document: str | bytes | Mapping[str, Any],
     credentials: Mapping[str, Mapping[str, str]] | None = None,
+    code: bytes | CodeArchive | None = None,
 ) -> Job:
     """Validate a Trainyard spec or FfDL manifest and queue it for `tenant`.
 
     The manifest's data-store credentials (or `credentials`, when a job is retried) are stored sealed,
-    apart from the spec. Raises JobRejected (nothing stored) on a bad spec, a job that can never fit the
-    tenant's quota, a full queue, an inactive tenant, or a user who may not submit there.
+    apart from the spec; `code` is a model-definition ZIP (checked, stored once per tenant) or, for a
+    retry, the archive already stored. Raises JobRejected (no job stored) on a bad spec or ZIP, a job
+    that can never fit the tenant's quota, a full queue, an inactive tenant, or a user who may not submit.
     """
     parsed, demand = job_validate(tenant=tenant, user=user, document=document)
+    if isinstance(code, bytes):
+        _check_code(code)
     secrets = {store: dict(fields) for store, fields in (credentials or parsed.secrets).items()}
     with transaction.atomic():
         quota = Quota.objects.select_for_update().get(tenant=tenant)
@@ -98,6 +103,7 @@ def job_submit(
         if queued >= quota.max_queued_jobs:
             full = f"tenant {tenant.slug} already has {queued} jobs waiting (limit {quota.max_queued_jobs})"
             raise JobRejected({"": [full]}, status=429)
+        archive = code_archive_store(tenant=tenant, data=code) if isinstance(code, bytes) else code
         spec = parsed.spec
         job = Job.objects.create(
             tenant=tenant,
@@ -111,6 +117,7 @@ def job_submit(
             gpus=demand.gpus,
             cpu_millis=demand.cpu_millis,
             memory_mib=demand.memory_mib,
+            code=archive,
         )
         if secrets:
             JobCredentials.objects.create(job=job, sealed=seal(secrets), stores=sorted(secrets))
@@ -124,6 +131,13 @@ def job_submit(
         )
         enqueue("jobs.tasks.schedule")
     return job
+
+
+def _check_code(data: bytes) -> None:
+    try:
+        inspect_code_zip(data)
+    except CodeRejected as exc:
+        raise JobRejected({"code": [f"the code archive {exc}"]}) from exc
 
 
 def job_transition(
@@ -166,7 +180,11 @@ def job_retry(*, job: Job, user: User) -> Job:
     if job.status not in TERMINAL:
         raise JobRejected({"": [f"job {job.pk} is still {job.status}; cancel it first"]}, status=409)
     new = job_submit(
-        tenant=job.tenant, user=user, document=job.spec, credentials=cluster.job_credentials(job)
+        tenant=job.tenant,
+        user=user,
+        document=job.spec,
+        credentials=cluster.job_credentials(job),
+        code=job.code,
     )
     JobEvent.objects.create(
         job=new, kind="retry", reason="RetryOf", message=f"retry of {job.pk}", data={"retry_of": job.pk}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,6 +19,9 @@ from jobs.lifecycle import enqueue, job_launched, job_pods_gone, job_requeue_or_
 from jobs.models import Job
 from jobs.scheduling import CycleResult, run_cycle
 from jobs.states import ACTIVE, JobStatus
+from jobs.telemetry import telemetry_record_running
+from jobs.tuning.service import autotune_running
+from portal.telemetry import gauge as metrics_gauge
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +34,10 @@ def schedule() -> dict[str, object]:
     except ClusterError as exc:
         log.warning("scheduler cycle skipped: cluster unreachable (%s)", exc)
         return {"ran": False, "error": str(exc)}
+    started = time.monotonic()
     result: CycleResult = run_cycle(nodes=nodes)
+    if result.ran:
+        metrics_gauge("admission_cycle_seconds", time.monotonic() - started)
     return {"ran": result.ran, "admitted": result.admitted, "pending": result.pending}
 
 
@@ -194,3 +201,15 @@ def _repair(stale: Job, reason: str) -> int:
         else:
             job_requeue_or_fail(job, reason=reason, message="its pods disappeared from the cluster")
     return 1
+
+
+@shared_task(name="jobs.tasks.telemetry", acks_late=True, soft_time_limit=30, time_limit=45)
+def record_telemetry() -> dict[str, int]:
+    """Record one telemetry look at every running job (beat runs it every TELEMETRY_INTERVAL_SECONDS)."""
+    return telemetry_record_running()
+
+
+@shared_task(name="jobs.tasks.autotune", acks_late=True, soft_time_limit=30, time_limit=45)
+def autotune() -> dict[str, int]:
+    """One tuner pass over running jobs that declare a range (beat: every TUNING_INTERVAL_SECONDS)."""
+    return autotune_running()

@@ -24,6 +24,7 @@ from jobs.lifecycle import job_apply_verdict, job_pods_gone, learner_update, log
 from jobs.models import Job, Learner, LogLine
 from jobs.podstate import judge, view_from_pod
 from jobs.states import ACTIVE, JobStatus
+from portal import telemetry
 
 log = logging.getLogger(__name__)
 DRAIN_TIMEOUT = 15.0
@@ -71,6 +72,7 @@ class Watcher:
 
     def on_event(self, kind: str, pod: dict[str, Any]) -> None:
         """One pod changed: update the cache and re-judge its job's attempt."""
+        telemetry.observe_pod_event(kind, pod)
         with self.lock:
             key = self._remember(kind, pod)
         if key is not None:

@@ -3,6 +3,8 @@
 from django.urls import path
 
 from jobs import api as jobs_api
+from jobs.artifacts import api as artifacts_api
+from jobs.artifacts import pod_views
 from tenants import api as tenants_api
 
 urlpatterns = [
@@ -13,6 +15,29 @@ urlpatterns = [
     path("jobs/<str:job_id>/events/", jobs_api.JobEventsView.as_view(), name="api-job-events"),
     path("jobs/<str:job_id>/logs/", jobs_api.JobLogsView.as_view(), name="api-job-logs"),
     path("jobs/<str:job_id>/metrics/", jobs_api.JobMetricsView.as_view(), name="api-job-metrics"),
+    path("jobs/<str:job_id>/telemetry/", jobs_api.JobTelemetryView.as_view(), name="api-job-telemetry"),
+    path("jobs/<str:job_id>/results/", artifacts_api.JobResultsView.as_view(), name="api-job-results"),
+    path(
+        "jobs/<str:job_id>/results.zip", artifacts_api.JobResultsZipView.as_view(), name="api-job-results-zip"
+    ),
+    path(
+        "jobs/<str:job_id>/results/<path:path>",
+        artifacts_api.JobResultFileView.as_view(),
+        name="api-job-result-file",
+    ),
+    path("jobs/<str:job_id>/code/", artifacts_api.JobCodeView.as_view(), name="api-job-code"),
+    # What learner pods call, with their attempt's artifact token (docs/artifacts.md).
+    path("artifacts/<str:job_id>/<int:attempt>/code", pod_views.code_download, name="pod-code"),
+    path(
+        "artifacts/<str:job_id>/<int:attempt>/<int:learner>/results/files/<path:path>",
+        pod_views.result_upload,
+        name="pod-result-upload",
+    ),
+    path(
+        "artifacts/<str:job_id>/<int:attempt>/<int:learner>/results/complete",
+        pod_views.results_complete,
+        name="pod-results-complete",
+    ),
     path("tenants/", tenants_api.TenantListView.as_view(), name="api-tenants"),
     path("tenants/<slug:slug>/", tenants_api.TenantDetailView.as_view(), name="api-tenant"),
     path("tenants/<slug:slug>/members/", tenants_api.TenantMembersView.as_view(), name="api-tenant-members"),

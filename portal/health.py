@@ -1,7 +1,21 @@
-"""Probes and metrics: /healthz (the process is alive), /readyz (its dependencies answer), /metrics."""
+"""Probes and metrics: /healthz (the process is alive), /readyz (its dependencies answer), /metrics, and
+the heartbeat files that the worker's and beat's exec probes read (they serve no HTTP).
+
+A worker touches `<HEARTBEAT_DIR>/trainyard-worker.alive` when it is ready and at each of its event
+heartbeats (every 2 s, from its consumer loop); beat touches `trainyard-beat.alive` when it starts and
+each time it sends a task (the scheduler cycle every SCHEDULE_INTERVAL_SECONDS). A probe is then "is the
+file younger than N seconds" (deploy/k8s/worker.yaml, beat.yaml). Celery imports this module in both
+(CELERY_IMPORTS), which connects the handlers; with HEARTBEAT_DIR empty (the default) they do nothing.
+"""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+from typing import Any
+
+from celery import signals
+from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CollectorRegistry, generate_latest
@@ -9,7 +23,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from clusterio.errors import ClusterError
 from jobs import cluster
-from portal.telemetry import TrainyardCollector, _redis
+from portal.telemetry import WEBSOCKET_CLIENTS, TrainyardCollector, _redis
+
+log = logging.getLogger(__name__)
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -54,4 +70,63 @@ def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus exposition of the platform's figures (see portal/telemetry.py)."""
     registry = CollectorRegistry()
     registry.register(TrainyardCollector())
+    registry.register(WEBSOCKET_CLIENTS)
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+# -- heartbeats of the processes without HTTP ------------------------------------------------------
+
+
+def heartbeat_path(process: str) -> Path | None:
+    """Where `process` ("worker" or "beat") keeps its heartbeat; None when heartbeats are off."""
+    directory: str = getattr(settings, "HEARTBEAT_DIR", "")
+    return Path(directory) / f"trainyard-{process}.alive" if directory else None
+
+
+def heartbeat(process: str) -> None:
+    """Touch the process's heartbeat file (never raises: a probe failing is the signal)."""
+    path = heartbeat_path(process)
+    if path is None:
+        return
+    try:
+        path.touch()
+    except OSError as exc:
+        log.warning("heartbeat %s not written: %s", path, exc)
+
+
+def _heartbeat_gone(process: str) -> None:
+    path = heartbeat_path(process)
+    if path is not None:
+        path.unlink(missing_ok=True)
+
+
+_beat_running = False
+_worker_stopping = False
+
+
+@signals.worker_ready.connect
+@signals.heartbeat_sent.connect
+def _worker_alive(**_: Any) -> None:
+    if not _worker_stopping:  # the last heartbeat ("worker-offline") is sent on the way out
+        heartbeat("worker")
+
+
+@signals.worker_shutting_down.connect
+def _worker_shutting_down(**_: Any) -> None:
+    """A worker that is shutting down is no longer ready: its readiness probe fails at once."""
+    global _worker_stopping
+    _worker_stopping = True
+    _heartbeat_gone("worker")
+
+
+@signals.beat_init.connect
+def _beat_started(**_: Any) -> None:
+    global _beat_running
+    _beat_running = True
+    heartbeat("beat")
+
+
+@signals.after_task_publish.connect
+def _task_sent(**_: Any) -> None:
+    if _beat_running:  # web and worker send tasks too; only beat's sends are its pulse
+        heartbeat("beat")

@@ -3,23 +3,43 @@
 Web, worker and watcher are separate processes, so figures measured in one (an admission cycle's
 duration, a pod event's lag, log lines stored, task failures) are kept in one Redis hash; the web
 process's collector reads it, and the database, at scrape time. Redis holds only what may be lost.
+These are cluster-wide: every web pod reports the same values. The one per-pod figure is the number of
+WebSocket clients, counted in the web process that holds them (sum it over pods).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from datetime import datetime
 from functools import cache
+from typing import Any
 
 import redis
 from django.conf import settings
 from django.db.models import Count, Min
+from prometheus_client import Gauge
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
 KEY = "trainyard:telemetry"
+# The figures other processes record, always exposed (0 until first recorded), with their help text.
+COUNTERS = {
+    "log_lines": "Log lines stored by the log followers (rate() gives lines per second)",
+    "task_failures": "Celery tasks that raised",
+}
+GAUGES = {
+    "admission_cycle_seconds": "Duration of the latest admission cycle (the scheduler task that ran one)",
+    "pod_event_lag_seconds": (
+        "Latest pod event's delay: from the newest state change it reports to the watch loop receiving it"
+    ),
+}
+# Per process (not registered globally: each /metrics scrape builds its own registry around it).
+WEBSOCKET_CLIENTS = Gauge(
+    "trainyard_websocket_clients", "Open WebSocket connections to this web process", registry=None
+)
 
 
 @cache
@@ -61,6 +81,7 @@ class TrainyardCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         from jobs.models import Job
         from jobs.states import JobStatus
+        from tenants.models import Tenant
 
         by_state = GaugeMetricFamily("trainyard_jobs", "Jobs by state", labels=["state"])
         counts = dict(Job.objects.values_list("status").annotate(n=Count("id")))
@@ -75,18 +96,86 @@ class TrainyardCollector(Collector):
         )
         now = time.time()
         rows = Job.objects.waiting().values("tenant__slug").annotate(n=Count("id"), first=Min("created_at"))
-        for row in rows:
-            queue.add_metric([row["tenant__slug"]], row["n"])
-            oldest.add_metric([row["tenant__slug"]], max(0.0, now - row["first"].timestamp()))
+        waiting = {row["tenant__slug"]: row for row in rows}
+        # Every active tenant has a sample (0 when nothing waits), so "no queue" is 0, not a missing series.
+        for slug in sorted(
+            set(Tenant.objects.filter(active=True).values_list("slug", flat=True)) | set(waiting)
+        ):
+            row = waiting.get(slug)
+            queue.add_metric([slug], row["n"] if row else 0)
+            oldest.add_metric([slug], max(0.0, now - row["first"].timestamp()) if row else 0.0)
         yield queue
         yield oldest
-        for key, value in sorted(snapshot().items()):
-            kind, _, name = key.partition(":")
-            if kind == "counter":
-                counter = CounterMetricFamily(f"trainyard_{name}", f"Trainyard {name.replace('_', ' ')}")
-                counter.add_metric([], value)
-                yield counter
-            elif kind == "gauge":
-                yield GaugeMetricFamily(
-                    f"trainyard_{name}", f"Trainyard {name.replace('_', ' ')}", value=value
-                )
+        recorded = snapshot()
+        counters = {key.partition(":")[2] for key in recorded if key.startswith("counter:")} | set(COUNTERS)
+        gauges = {key.partition(":")[2] for key in recorded if key.startswith("gauge:")} | set(GAUGES)
+        for name in sorted(counters):
+            help_text = COUNTERS.get(name, f"Trainyard {name.replace('_', ' ')}")
+            counter = CounterMetricFamily(f"trainyard_{name}", help_text)
+            counter.add_metric([], recorded.get(f"counter:{name}", 0.0))
+            yield counter
+        for name in sorted(gauges):
+            help_text = GAUGES.get(name, f"Trainyard {name.replace('_', ' ')}")
+            yield GaugeMetricFamily(f"trainyard_{name}", help_text, value=recorded.get(f"gauge:{name}", 0.0))
+
+
+def _timestamp(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
+
+
+def pod_event_lag(pod: dict[str, Any], now: float) -> float | None:
+    """Seconds from the newest change a pod reports (condition transitions, container starts and ends,
+    its creation) to `now`; None when it reports none. The API's times have one-second resolution."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    stamps = [meta.get("creationTimestamp"), status.get("startTime")]
+    stamps += [c.get("lastTransitionTime") for c in status.get("conditions") or []]
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        for state in (container.get("state") or {}).values():
+            if isinstance(state, dict):
+                stamps += [state.get("startedAt"), state.get("finishedAt")]
+    times = [t for t in map(_timestamp, stamps) if t is not None]
+    return max(0.0, now - max(times)) if times else None
+
+
+def observe_pod_event(kind: str, pod: dict[str, Any]) -> None:
+    """Record the watch loop's lag for one pod event (a deletion reports no new time, so it is skipped)."""
+    if kind == "DELETED":
+        return
+    lag = pod_event_lag(pod, time.time())
+    if lag is not None:
+        gauge("pod_event_lag_seconds", lag)
+
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class CountWebSocketClients:
+    """ASGI middleware: WEBSOCKET_CLIENTS counts the sockets the wrapped app accepted and has not let go."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        accepted = False
+
+        async def counting_send(message: dict[str, Any]) -> None:
+            nonlocal accepted
+            if message.get("type") == "websocket.accept" and not accepted:
+                accepted = True
+                WEBSOCKET_CLIENTS.inc()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counting_send)
+        finally:
+            if accepted:
+                WEBSOCKET_CLIENTS.dec()

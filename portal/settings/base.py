@@ -1,14 +1,46 @@
 """Settings shared by every environment; every value comes from the environment."""
 
+import os
 from pathlib import Path
+from typing import Any
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
 if (BASE_DIR / ".env").exists():
     environ.Env.read_env(BASE_DIR / ".env")
+
+# Secrets from mounted files: `SECRET_KEY_FILE=/run/secrets/trainyard/SECRET_KEY` sets SECRET_KEY from
+# that file's content (a Secret mounted as a volume, Docker/compose secrets). Both set, and different,
+# is an error (a child process inherits both, the same).
+FILE_SECRETS = (
+    "SECRET_KEY",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "CELERY_BROKER_URL",
+    "CELERY_RESULT_BACKEND",
+    "CREDENTIALS_KEY",
+)
+
+
+def _read_secret_files(names: tuple[str, ...]) -> None:
+    for name in names:
+        path = os.environ.get(f"{name}_FILE", "")
+        if not path:
+            continue
+        try:
+            value = Path(path).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE: cannot read {path}: {exc}") from exc
+        if os.environ.get(name, value) != value:
+            raise ImproperlyConfigured(f"set {name} or {name}_FILE, not both")
+        os.environ[name] = value
+
+
+_read_secret_files(FILE_SECRETS)
 
 SECRET_KEY = env("SECRET_KEY", default="")
 DEBUG = env.bool("DEBUG", default=False)
@@ -34,6 +66,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "portal.middleware.RequestIdMiddleware",
+    "portal.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -163,22 +197,74 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 # The cluster: a kubeconfig file (kubesim writes one), or in-cluster credentials when unset.
 KUBECONFIG = env("KUBECONFIG", default="")
 KUBE_CONTEXT = env("KUBE_CONTEXT", default="")
-TENANT_NAMESPACE_PREFIX = env("TENANT_NAMESPACE_PREFIX", default="ty-")
+# Tenant namespaces are `<prefix>-<tenant slug>` (clusterio.names adds the dash): `ty` gives `ty-vision`.
+TENANT_NAMESPACE_PREFIX = env("TENANT_NAMESPACE_PREFIX", default="ty")
+# Extra labels on every tenant namespace, e.g. `example.com/cost-center=ml,team=research` (the platform's own
+# tenant and managed-by labels win over these).
+TENANT_NAMESPACE_LABELS: dict[str, str] = env.dict("TENANT_NAMESPACE_LABELS", default={})
 
 # Fernet key(s) that seal data-store credentials at rest (jobs/credentials.py); comma-separated to rotate,
 # the first seals. Empty: derived from SECRET_KEY.
 CREDENTIALS_KEY = env("CREDENTIALS_KEY", default="")
 
+# Artifacts (docs/artifacts.md): code ZIPs in, result files out. A local folder by default; ARTIFACT_STORAGE=s3
+# for any S3-compatible store (django-storages), with credentials from env or the instance's role.
+ARTIFACT_STORAGE_KIND = env("ARTIFACT_STORAGE", default="file")
+if ARTIFACT_STORAGE_KIND == "s3":
+    ARTIFACT_STORAGE: dict[str, Any] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env("ARTIFACT_S3_BUCKET", default="trainyard-artifacts"),
+            "endpoint_url": env("ARTIFACT_S3_ENDPOINT", default=None),
+            "region_name": env("ARTIFACT_S3_REGION", default=None),
+            "access_key": env("ARTIFACT_S3_ACCESS_KEY", default=None),
+            "secret_key": env("ARTIFACT_S3_SECRET_KEY", default=None),
+            "file_overwrite": True,
+        },
+    }
+else:
+    ARTIFACT_STORAGE = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": env("ARTIFACT_ROOT", default=str(BASE_DIR / "var" / "artifacts"))},
+    }
+# How pods reach this platform (their view of its URL); empty: no code fetch, no result upload.
+ARTIFACTS_BASE_URL = env("ARTIFACTS_BASE_URL", default="")
+ARTIFACT_FETCH_IMAGE = env("ARTIFACT_FETCH_IMAGE", default="ghcr.io/trainyard/trainyard:0.1.0")
+ARTIFACT_CODE_TOKEN_SECONDS = env.int("ARTIFACT_CODE_TOKEN_SECONDS", default=3600)
+CODE_MAX_BYTES = env.int("CODE_MAX_BYTES", default=64 * 1024 * 1024)
+CODE_MAX_UNPACKED_BYTES = env.int("CODE_MAX_UNPACKED_BYTES", default=1024 * 1024 * 1024)
+CODE_MAX_ENTRIES = env.int("CODE_MAX_ENTRIES", default=20_000)
+RESULT_MAX_FILE_BYTES = env.int("RESULT_MAX_FILE_BYTES", default=4 * 1024 * 1024 * 1024)
+
 # Hard limits on what a job spec may carry; see jobs/spec.py.
 SPEC_MAX_BYTES = env.int("SPEC_MAX_BYTES", default=64 * 1024)
 
-LOGGING = {
+# Logs go to stderr, `plain` for people or `json` (one object per line, production's default) for a log
+# pipeline; both carry the request id, job id and Celery task id of their context (portal/logging.py).
+LOG_FORMAT = env("LOG_FORMAT", default="plain")
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "portal.logging.ContextFilter"}},
+    "formatters": {
+        "plain": {"()": "portal.logging.PlainFormatter"},
+        "json": {"()": "portal.logging.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["context"]}
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
 }
+# Celery keeps Django's logging (and so the format above) instead of installing its own handlers.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Modules every worker and beat import at start: the heartbeat and log-context signal handlers.
+CELERY_IMPORTS = ["portal.health", "portal.logging"]
+# Where worker and beat keep the heartbeat files their exec probes read (portal/health.py); empty: none.
+HEARTBEAT_DIR = env("HEARTBEAT_DIR", default="")
+
+# Content-Security-Policy of every response, in the shape of Django 6's SECURE_CSP (portal/middleware.py);
+# empty: no header. Production sets one.
+SECURE_CSP: dict[str, list[str] | bool] = {}
 
 # Where checkpoints live when the cluster has no shared storage class (kubesim, single node): a node
 # folder per job that outlives its pods, so a requeued attempt resumes. Empty: per-pod scratch only.
@@ -190,7 +276,20 @@ LAUNCH_GRACE_SECONDS = env.int("LAUNCH_GRACE_SECONDS", default=30)
 PENDING_TIMEOUT_SECONDS = env.int("PENDING_TIMEOUT_SECONDS", default=600)
 SCHEDULE_INTERVAL_SECONDS = env.float("SCHEDULE_INTERVAL_SECONDS", default=3.0)
 RECONCILE_INTERVAL_SECONDS = env.float("RECONCILE_INTERVAL_SECONDS", default=30.0)
+# Telemetry and the tuner (docs/tuning.md): how often running jobs are sampled and the tuner runs, how
+# long a window of samples it judges, how steady the speed must be (coefficient of variation) to call a
+# job stable, how many changes one job may get, and how much slower "after" may be before it is reverted.
+TELEMETRY_INTERVAL_SECONDS = env.float("TELEMETRY_INTERVAL_SECONDS", default=10.0)
+TUNING_INTERVAL_SECONDS = env.float("TUNING_INTERVAL_SECONDS", default=30.0)
+TUNING_WINDOW_SECONDS = env.float("TUNING_WINDOW_SECONDS", default=120.0)
+TUNING_MIN_SAMPLES = env.int("TUNING_MIN_SAMPLES", default=5)
+TUNING_STABLE_CV = env.float("TUNING_STABLE_CV", default=0.15)
+TUNING_CPU_HIGH = env.float("TUNING_CPU_HIGH", default=0.85)
+TUNING_MAX_CHANGES = env.int("TUNING_MAX_CHANGES", default=3)
+TUNING_REGRESSION_TOLERANCE = env.float("TUNING_REGRESSION_TOLERANCE", default=0.05)
 CELERY_BEAT_SCHEDULE = {
     "schedule": {"task": "jobs.tasks.schedule", "schedule": SCHEDULE_INTERVAL_SECONDS},
     "reconcile": {"task": "jobs.tasks.reconcile", "schedule": RECONCILE_INTERVAL_SECONDS},
+    "telemetry": {"task": "jobs.tasks.telemetry", "schedule": TELEMETRY_INTERVAL_SECONDS},
+    "autotune": {"task": "jobs.tasks.autotune", "schedule": TUNING_INTERVAL_SECONDS},
 }

@@ -1,7 +1,10 @@
 """Settings for `make test`: real PostgreSQL and Redis, fast hashing, its own Redis db."""
 
+import tempfile
+from pathlib import Path
+
 from .base import *  # noqa: F403
-from .base import env
+from .base import ARTIFACT_STORAGE, env
 
 SECRET_KEY = env("SECRET_KEY", default="test-key-not-secret")
 DEBUG = False
@@ -28,3 +31,8 @@ REST_FRAMEWORK = REST_FRAMEWORK | {  # noqa: F405
         "user": env("API_THROTTLE_USER", default="100000/hour"),
     },
 }
+# Artifacts of a test run live outside the repository, one folder per test database (so two runs on one
+# machine keep apart); a browser test's server process computes the same folder.
+if ARTIFACT_STORAGE["BACKEND"].endswith("FileSystemStorage"):
+    _artifacts = Path(tempfile.gettempdir()) / f"trainyard-artifacts-{DATABASES['default']['TEST']['NAME']}"  # noqa: F405
+    ARTIFACT_STORAGE["OPTIONS"]["location"] = env("ARTIFACT_ROOT", default=str(_artifacts))

@@ -143,6 +143,7 @@ def test_cpu_only_learner_pod_matches_expected_manifest() -> None:
         {"name": "TRAINYARD_SCRATCH_DIR", "value": "/scratch"},
         *({"name": name, "value": "2"} for name in THREAD_ENV_NAMES),
         {"name": "TRAINYARD_DATALOADER_WORKERS", "value": "1"},
+        {"name": "TRAINYARD_TORCH_INTEROP_THREADS", "value": "2"},
     ]
     assert to_dict(make_learner_pod(_spec(), 0)) == {
         "apiVersion": "v1",

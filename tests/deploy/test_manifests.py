@@ -9,7 +9,10 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,6 +178,50 @@ def test_web_has_liveness_and_readiness_probes_that_get_through_the_production_s
             assert headers.get("x-forwarded-proto") == "https", f"{probe_name} would be redirected"
 
 
+def heartbeat_probe(container: Obj, probe_name: str) -> tuple[str, float]:
+    """The heartbeat file an exec probe reads and the age (seconds) past which it fails."""
+    command = container[probe_name]["exec"]["command"]
+    assert command[:2] == ["python", "-c"], f"{probe_name}: {command}"
+    match = re.fullmatch(
+        r"import os, sys, time; sys\.exit\(time\.time\(\) - os\.stat\('([^']+)'\)\.st_mtime > (\d+)\)",
+        command[2],
+    )
+    assert match, f"{probe_name}: not a heartbeat age check: {command[2]}"
+    return match.group(1), float(match.group(2))
+
+
+@pytest.mark.parametrize("name", ["web", "worker", "beat"])
+def test_web_worker_and_beat_have_startup_liveness_and_readiness_probes(name: str) -> None:
+    (container,) = pod_spec(find("Deployment", name))["containers"]
+    for probe_name in ("startupProbe", "livenessProbe", "readinessProbe"):
+        probe = container.get(probe_name)
+        assert probe and ("httpGet" in probe or "exec" in probe), f"{name} has no {probe_name}"
+    requests = container["resources"]["requests"]
+    assert requests.get("cpu") and requests.get("memory"), f"{name} requests no cpu or memory"
+
+
+@pytest.mark.parametrize("name", ["worker", "beat"])
+def test_worker_and_beat_probes_read_the_heartbeat_file_the_process_writes(name: str) -> None:
+    """The probes' path is where portal/health.py writes under the ConfigMap's HEARTBEAT_DIR (a writable
+    emptyDir); the liveness age is the most lenient and well above the process's own pulse."""
+    from portal import health
+
+    (container,) = pod_spec(find("Deployment", name))["containers"]
+    config = find("ConfigMap", "trainyard-config")["data"]
+    expected = f"{config['HEARTBEAT_DIR'].rstrip('/')}/trainyard-{name}.alive"
+    ages = {}
+    for probe_name in ("startupProbe", "livenessProbe", "readinessProbe"):
+        path, ages[probe_name] = heartbeat_probe(container, probe_name)
+        assert path == expected, f"{name} {probe_name} reads {path}, the process writes {expected}"
+    assert health.heartbeat_path(name) is None, "heartbeats are off unless HEARTBEAT_DIR is set"
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert config["HEARTBEAT_DIR"].rstrip("/") in mounts
+    assert ages["livenessProbe"] >= ages["readinessProbe"]
+    # worker: an event heartbeat every 2 s; beat: each task it sends, the scheduler cycle the most often.
+    pulse = 2.0 if name == "worker" else float(config["SCHEDULE_INTERVAL_SECONDS"])
+    assert ages["readinessProbe"] >= 5 * pulse, f"{name}: readiness age too close to its heartbeat interval"
+
+
 @pytest.mark.parametrize("name", ["beat", "watcher"])
 def test_beat_and_watcher_run_exactly_one_replica_with_recreate(name: str) -> None:
     deployment = find("Deployment", name)
@@ -267,9 +314,21 @@ def test_only_processes_that_call_the_cluster_get_its_credentials() -> None:
 # -- settings --------------------------------------------------------------------------------------
 
 
+def file_secret_names() -> set[str]:
+    """The settings that may come from a mounted file (`FILE_SECRETS` in base.py): X is also read as X_FILE."""
+    for node in ast.walk(ast.parse(SETTINGS[0].read_text())):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "FILE_SECRETS" for t in node.targets
+        ):
+            value = ast.literal_eval(node.value)
+            return set(value)
+    raise AssertionError("portal/settings/base.py defines no FILE_SECRETS")
+
+
 def settings_env_names() -> set[str]:
-    """Every environment variable the settings read: `env("X")`, `env.bool("X")`, `env.db("X")`, ..."""
-    names: set[str] = set()
+    """Every environment variable the settings read: `env("X")`, `env.bool("X")`, `env.db("X")`, ...,
+    and `X_FILE` for each secret that may come from a file."""
+    names: set[str] = {f"{name}_FILE" for name in file_secret_names()}
     for path in SETTINGS:
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call) or not node.args:
@@ -295,7 +354,8 @@ def test_configmap_and_secret_carry_only_settings_that_exist_and_every_required_
     assert set(config) <= known, f"not read by any setting: {sorted(set(config) - known)}"
     assert secret_keys <= known, f"not read by any setting: {sorted(secret_keys - known)}"
     assert not set(config) & secret_keys
-    assert {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"} <= secret_keys
+    assert {"SECRET_KEY", "CREDENTIALS_KEY", "DATABASE_URL", "REDIS_URL"} <= secret_keys
+    assert secret_keys <= file_secret_names(), "every Secret key may also come from a mounted file"
     assert {"ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS"} <= set(config)
     assert config["DJANGO_SETTINGS_MODULE"] == "portal.settings.production"
     assert config["KUBECONFIG"] == "", "an empty KUBECONFIG selects the in-cluster service account"
@@ -603,6 +663,25 @@ def test_the_image_is_multi_stage_slim_and_unprivileged() -> None:
     assert "collectstatic --noinput" in body
     assert not re.search(r"^ENV .*SECRET_KEY", body, re.M), "the build-time SECRET_KEY must not persist"
     assert _dockerfile_user() != 0
+
+
+def test_the_images_collectstatic_step_loads_the_production_settings() -> None:
+    """The build-time throwaway values satisfy the production settings (which refuse to load without their
+    secrets), so `docker build` gets past collectstatic."""
+    (line,) = [line for line in _dockerfile_stages()[-1] if "collectstatic" in line]
+    assignments = dict(re.findall(r"\b([A-Z_]+)=(\S+)", line.split("python manage.py")[0]))
+    assert {"SECRET_KEY", "CREDENTIALS_KEY", "ALLOWED_HOSTS"} <= set(assignments)
+    clean = {k: v for k, v in os.environ.items() if k not in settings_env_names()}
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env=clean | assignments | {"DJANGO_SETTINGS_MODULE": "portal.settings.production"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_the_image_leaves_torch_and_the_test_tooling_out() -> None:

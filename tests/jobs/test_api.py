@@ -123,7 +123,20 @@ def test_submitting_into_someone_elses_tenant_is_refused() -> None:
     assert not Job.objects.exists()
 
 
-@pytest.mark.parametrize("suffix", ["", "events/", "logs/", "metrics/"])
+@pytest.mark.parametrize(
+    "suffix",
+    [
+        "",
+        "events/",
+        "logs/",
+        "metrics/",
+        "telemetry/",
+        "results/",
+        "results.zip",
+        "results/model.pt",
+        "code/",
+    ],
+)
 def test_other_tenants_job_is_404_on_every_read(suffix: str) -> None:
     mine, other = make_tenant(), make_tenant()
     job = job_submit(tenant=other, user=member(other), document=SPEC)

@@ -71,3 +71,202 @@ def test_metrics_expose_jobs_by_state_and_queue_per_tenant(client: Client, fresh
     assert 'trainyard_queue_oldest_wait_seconds{tenant="vision"}' in text
     assert "trainyard_log_lines_total" in text
     assert "trainyard_admission_cycle_seconds 0.25" in text
+
+
+# -- each dependency down ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dead_database(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """/readyz's database check pointed at a PostgreSQL port where nothing listens (a real refusal)."""
+    from django.db import connection
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    from portal import health
+
+    dead = DatabaseWrapper({**connection.settings_dict, "HOST": "127.0.0.1", "PORT": "9"}, alias="dead")
+    monkeypatch.setattr(health, "connection", dead)
+    yield
+    dead.close()
+
+
+def test_readyz_names_a_database_that_is_down(
+    client: Client, kubesim_cluster: KubeSim, settings: Any, fresh_redis: None, dead_database: None
+) -> None:
+    settings.KUBECONFIG = str(kubesim_cluster.kubeconfig_path)
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    checks = response.json()["checks"]
+    assert checks["database"] != "ok" and "OperationalError" in checks["database"]
+    assert checks["redis"] == "ok" and checks["cluster"] == "ok"
+
+
+def test_healthz_answers_with_every_dependency_down(
+    client: Client, tmp_path: Any, settings: Any, fresh_redis: None, dead_database: None
+) -> None:
+    settings.KUBECONFIG = str(tmp_path / "missing-kubeconfig")
+    settings.REDIS_URL = "redis://127.0.0.1:9/0"
+    response = client.get("/healthz")
+    assert response.status_code == 200 and response.content == b"ok"
+    ready = client.get("/readyz")
+    assert ready.status_code == 503
+    assert all(value != "ok" for value in ready.json()["checks"].values())
+
+
+# -- /metrics: every named series, recorded where it happens -------------------------------------------
+
+NAMED_SERIES = [
+    "trainyard_jobs",  # jobs by state
+    "trainyard_queue_length",  # per tenant
+    "trainyard_queue_oldest_wait_seconds",  # per tenant
+    "trainyard_admission_cycle_seconds",
+    "trainyard_pod_event_lag_seconds",
+    "trainyard_log_lines_total",  # rate() gives lines per second
+    "trainyard_websocket_clients",
+    "trainyard_task_failures_total",
+]
+
+
+@pytest.fixture
+def clean_telemetry(fresh_redis: None) -> Iterator[None]:
+    telemetry._redis().delete(telemetry.KEY)
+    yield
+    telemetry._redis().delete(telemetry.KEY)
+
+
+def series(text: str) -> dict[str, float]:
+    """`name{labels}` → value of every sample in an exposition."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            found[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return found
+
+
+def test_metrics_expose_every_named_series_before_anything_was_recorded(
+    client: Client, clean_telemetry: None
+) -> None:
+    make_tenant(slug="idle")  # queue series are per tenant: an idle one reports 0
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    names = {key.split("{")[0] for key in series(response.content.decode())}
+    missing = [name for name in NAMED_SERIES if name not in names]
+    assert not missing, f"/metrics lacks {missing}"
+    assert 'trainyard_queue_length{tenant="idle"} 0.0' in response.content.decode()
+
+
+def test_the_scheduler_task_records_the_admission_cycle_duration(
+    kubesim_cluster: KubeSim, settings: Any, clean_telemetry: None
+) -> None:
+    from jobs.tasks import schedule
+
+    settings.KUBECONFIG = str(kubesim_cluster.kubeconfig_path)
+    tenant = make_tenant()
+    job_submit(tenant=tenant, user=member(tenant), document={"name": "a", "image": "b", "command": ["c"]})
+    assert schedule()["ran"] is True
+    assert telemetry.snapshot().get("gauge:admission_cycle_seconds", 0) > 0
+
+
+def test_stored_log_lines_are_counted(clean_telemetry: None) -> None:
+    from jobs.lifecycle import logs_append
+    from jobs.models import Learner
+
+    tenant = make_tenant()
+    job = job_submit(
+        tenant=tenant, user=member(tenant), document={"name": "a", "image": "b", "command": ["c"]}
+    )
+    Learner.objects.create(job=job, attempt=1, index=0, pod_name="p")
+    logs_append(job_id=job.pk, attempt=1, learner=0, records=[(None, "one"), (None, "two")], cursor=(None, 0))
+    logs_append(job_id=job.pk, attempt=1, learner=0, records=[(None, "three")], cursor=(None, 0))
+    assert telemetry.snapshot()["counter:log_lines"] == 3
+
+
+def test_the_watch_loop_records_how_late_a_pod_event_arrives(
+    kubesim_cluster: KubeSim, clean_telemetry: None
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from clusterio.client import Cluster
+    from jobs.watcher import Watcher
+
+    changed = (datetime.now(UTC) - timedelta(seconds=7)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    earlier = (datetime.now(UTC) - timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pod = {
+        "metadata": {"name": "not-ours", "namespace": "x", "creationTimestamp": earlier},
+        "status": {"conditions": [{"type": "Ready", "lastTransitionTime": changed}]},
+    }
+    Watcher(Cluster(kubeconfig=str(kubesim_cluster.kubeconfig_path))).on_event("MODIFIED", pod)
+    lag = telemetry.snapshot()["gauge:pod_event_lag_seconds"]
+    assert 6 <= lag <= 30
+
+
+def test_pod_event_lag_reads_the_newest_change_the_pod_reports() -> None:
+    pod = {
+        "metadata": {"creationTimestamp": "2030-01-01T00:00:00Z"},
+        "status": {
+            "startTime": "2030-01-01T00:00:01Z",
+            "conditions": [{"lastTransitionTime": "2030-01-01T00:00:02Z"}],
+            "containerStatuses": [
+                {"state": {"terminated": {"startedAt": "x", "finishedAt": "2030-01-01T00:00:05Z"}}}
+            ],
+        },
+    }
+    finished = datetime_ts("2030-01-01T00:00:05Z")
+    assert telemetry.pod_event_lag(pod, finished + 1.5) == 1.5
+    assert telemetry.pod_event_lag(pod, finished - 10) == 0.0, "a clock behind the API's is no negative lag"
+    assert telemetry.pod_event_lag({"metadata": {}}, finished) is None
+
+
+def datetime_ts(value: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(value).timestamp()
+
+
+def test_a_failing_celery_task_is_counted(clean_telemetry: None) -> None:
+    from celery import shared_task
+
+    @shared_task(name="tests.portal.fails")
+    def fails() -> None:
+        raise RuntimeError("boom")
+
+    fails.apply()
+    assert telemetry.snapshot()["counter:task_failures"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_open_websockets_are_counted_by_the_web_process(client: Client) -> None:
+    from asgiref.sync import async_to_sync
+    from channels.testing import WebsocketCommunicator
+    from django.conf import settings as django_settings
+
+    from portal.asgi import application
+
+    tenant = make_tenant()
+    client.force_login(member(tenant))
+    cookie = client.cookies[django_settings.SESSION_COOKIE_NAME].value
+    headers = [
+        (b"origin", b"http://testserver"),
+        (b"host", b"testserver"),
+        (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={cookie}".encode()),
+    ]
+    before = telemetry.WEBSOCKET_CLIENTS._value.get()
+
+    async def scenario() -> tuple[float, float]:
+        first = WebsocketCommunicator(application, "/ws/", headers=headers)
+        second = WebsocketCommunicator(application, "/ws/", headers=headers)
+        assert (await first.connect())[0] and (await second.connect())[0]
+        both = telemetry.WEBSOCKET_CLIENTS._value.get()
+        await first.disconnect()
+        one = telemetry.WEBSOCKET_CLIENTS._value.get()
+        await second.disconnect()
+        return both, one
+
+    both, one = async_to_sync(scenario)()
+    assert (both, one) == (before + 2, before + 1)
+    assert telemetry.WEBSOCKET_CLIENTS._value.get() == before
+    text = Client().get("/metrics").content.decode()
+    assert f"trainyard_websocket_clients {before:.1f}" in text

@@ -1,8 +1,14 @@
-"""Settings come from the environment; production has no default secret."""
+"""Settings come from the environment (or mounted files); production has no default secret, passes
+`check --deploy`, and sends secure cookies, HSTS and a Content-Security-Policy."""
 
+import json
 import os
+import secrets
 import subprocess
 import sys
+from pathlib import Path
+
+from cryptography.fernet import Fernet
 
 from tests.conftest import ROOT
 
@@ -10,12 +16,18 @@ CHECK = (
     "import django; django.setup(); from django.conf import settings; "
     "print(settings.DATABASES['default']['NAME'])"
 )
+SECRETS = {"SECRET_KEY", "CREDENTIALS_KEY", "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "ALLOWED_HOSTS"}
+PRODUCTION = {
+    "SECRET_KEY": secrets.token_urlsafe(64),
+    "CREDENTIALS_KEY": Fernet.generate_key().decode(),
+    "ALLOWED_HOSTS": "example.org",
+}
 
 
-def _run(settings_module: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DATABASE_URL", "ALLOWED_HOSTS"}}
+def _run(settings_module: str, *args: str, code: str = CHECK, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in SECRETS and not k.endswith("_FILE")}
     return subprocess.run(
-        [sys.executable, "-c", CHECK],
+        [sys.executable, *(args or ("-c", code))],
         cwd=ROOT,
         env=clean | {"DJANGO_SETTINGS_MODULE": settings_module} | env,
         capture_output=True,
@@ -31,11 +43,125 @@ def test_production_without_secret_key_fails_loudly() -> None:
     assert "SECRET_KEY must be set" in result.stderr
 
 
-def test_production_with_secret_key_and_hosts_starts() -> None:
+def test_production_without_credentials_key_fails_loudly() -> None:
     result = _run("portal.settings.production", SECRET_KEY="x" * 50, ALLOWED_HOSTS="example.org")
+    assert result.returncode != 0
+    assert "CREDENTIALS_KEY must be set" in result.stderr
+
+
+def test_production_refuses_a_credentials_key_that_is_no_fernet_key() -> None:
+    result = _run("portal.settings.production", **(PRODUCTION | {"CREDENTIALS_KEY": "not-a-key"}))
+    assert result.returncode != 0
+    assert "CREDENTIALS_KEY must be Fernet keys" in result.stderr
+
+
+def test_production_with_its_secrets_and_hosts_starts() -> None:
+    result = _run("portal.settings.production", **PRODUCTION)
     assert result.returncode == 0, result.stderr
 
 
 def test_database_url_comes_from_the_environment() -> None:
     result = _run("portal.settings.local", DATABASE_URL="postgres://u:p@db.example:5432/elsewhere")
     assert result.stdout.strip() == "elsewhere"
+
+
+def test_secrets_may_come_from_mounted_files(tmp_path: Path) -> None:
+    """`NAME_FILE=/path` (a Secret mounted as a volume) reads NAME from the file, trailing newline dropped."""
+    key = Fernet.generate_key().decode()
+    files = {
+        "SECRET_KEY": "s" * 50,
+        "CREDENTIALS_KEY": key,
+        "DATABASE_URL": "postgres://u:p@db.example:5432/fromfile",
+        "REDIS_URL": "redis://cache.example:6379/3",
+    }
+    env = {"ALLOWED_HOSTS": "example.org"}
+    for name, value in files.items():
+        (tmp_path / name).write_text(value + "\n")
+        env[f"{name}_FILE"] = str(tmp_path / name)
+    code = (
+        "import django, json; django.setup(); from django.conf import settings as s; print(json.dumps(["
+        "s.SECRET_KEY, s.CREDENTIALS_KEY, s.DATABASES['default']['NAME'], s.REDIS_URL, s.CELERY_BROKER_URL]))"
+    )
+    result = _run("portal.settings.production", code=code, **env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == ["s" * 50, key, "fromfile", files["REDIS_URL"], files["REDIS_URL"]]
+
+
+def test_a_secret_set_twice_differently_or_a_missing_file_fails_loudly(tmp_path: Path) -> None:
+    (tmp_path / "key").write_text("from-the-file-" + "k" * 40)
+    both = _run("portal.settings.production", **(PRODUCTION | {"SECRET_KEY_FILE": str(tmp_path / "key")}))
+    assert both.returncode != 0 and "set SECRET_KEY or SECRET_KEY_FILE, not both" in both.stderr
+    missing = _run(
+        "portal.settings.production", **(PRODUCTION | {"DATABASE_URL_FILE": str(tmp_path / "nope")})
+    )
+    assert missing.returncode != 0 and "DATABASE_URL_FILE: cannot read" in missing.stderr
+
+
+def test_check_deploy_passes_under_the_production_settings() -> None:
+    result = _run(
+        "portal.settings.production",
+        "manage.py",
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        **PRODUCTION,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_check_deploy_fails_when_hsts_is_turned_off() -> None:
+    """The check above has teeth: a production setting turned insecure is reported."""
+    env = PRODUCTION | {"SECURE_HSTS_SECONDS": "0"}
+    result = _run(
+        "portal.settings.production", "manage.py", "check", "--deploy", "--fail-level", "WARNING", **env
+    )
+    assert result.returncode != 0 and "security.W004" in result.stderr + result.stdout
+
+
+RESPONSES = """
+import django, json
+django.setup()
+from django.conf import settings
+from django.core.management import call_command
+call_command("collectstatic", interactive=False, verbosity=0)  # the pages need WhiteNoise's manifest
+from django.test import Client
+client = Client(HTTP_X_FORWARDED_PROTO="https")
+out = {"hosts": settings.ALLOWED_HOSTS, "labels": settings.TENANT_NAMESPACE_LABELS,
+       "cookies": [settings.SESSION_COOKIE_SECURE, settings.CSRF_COOKIE_SECURE], "log": settings.LOG_FORMAT}
+for path in ("/healthz", "/login/", "/api/docs/"):
+    r = client.get(path, HTTP_HOST="trainyard.example.org")
+    out[path] = {"status": r.status_code, "csp": r.get("Content-Security-Policy"),
+                 "hsts": r.get("Strict-Transport-Security"),
+                 "csrf_cookie_secure": bool(r.cookies["csrftoken"]["secure"]) if "csrftoken" in r.cookies else None}
+out["plain"] = Client().get("/healthz", HTTP_HOST="trainyard.example.org").status_code
+out["other_host"] = Client(HTTP_X_FORWARDED_PROTO="https").get("/healthz", HTTP_HOST="evil.example").status_code
+print(json.dumps(out))
+"""
+
+
+def test_production_sends_csp_hsts_and_secure_cookies_and_takes_hosts_from_the_environment(
+    tmp_path: Path,
+) -> None:
+    env = PRODUCTION | {
+        "STATIC_ROOT": str(tmp_path / "static"),
+        "ALLOWED_HOSTS": "trainyard.example.org,localhost",
+        "TENANT_NAMESPACE_LABELS": "example.com/cost-center=ml,team=research",
+    }
+    result = _run("portal.settings.production", code=RESPONSES, **env)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["hosts"] == ["trainyard.example.org", "localhost"]
+    assert out["labels"] == {"example.com/cost-center": "ml", "team": "research"}
+    assert out["cookies"] == [True, True] and out["log"] == "json"
+    assert out["plain"] == 301, "plain HTTP is redirected to HTTPS"
+    assert out["other_host"] == 400, "a host outside ALLOWED_HOSTS is refused"
+    for path in ("/healthz", "/login/"):
+        assert out[path]["status"] == 200, (path, out[path])
+        csp = out[path]["csp"]
+        assert "default-src 'self'" in csp and "script-src 'self';" in csp and "frame-ancestors 'none'" in csp
+        assert "max-age=31536000" in out[path]["hsts"] and "includeSubDomains" in out[path]["hsts"]
+    assert out["/login/"]["csrf_cookie_secure"] is True
+    assert out["/api/docs/"]["status"] == 200
+    assert "script-src 'self' 'unsafe-inline'" in out["/api/docs/"]["csp"], "Swagger UI's inline script runs"

@@ -1,0 +1,133 @@
+"""The endpoints learner pods call (docs/artifacts.md): fetch the attempt's code, upload result files,
+report the attempt's end. No session, no API token: only the attempt's artifact token, in its header.
+Answers are short JSON bodies `{"detail": ...}` a program can print."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import tempfile
+from typing import Any
+
+from django.conf import settings
+from django.core.files import File
+from django.db import transaction
+from django.http import FileResponse, HttpRequest, JsonResponse
+from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
+
+from jobs.artifacts.storage import artifact_storage, result_name
+from jobs.artifacts.tokens import CODE_READ, HEADER, RESULTS_WRITE, Grant, TokenRefused, check_token
+from jobs.models import Job, JobEvent, ResultFile
+
+_CHUNK = 1 << 20
+
+
+def _refused(message: str, status: int = 403) -> JsonResponse:
+    return JsonResponse({"detail": message}, status=status)
+
+
+def _grant(request: HttpRequest, job_id: str, attempt: int, scope: str) -> Grant:
+    return check_token(request.headers.get(HEADER), job_id=job_id, attempt=attempt, scope=scope)
+
+
+@require_http_methods(["GET"])
+def code_download(request: HttpRequest, job_id: str, attempt: int) -> HttpResponseBase:
+    """The attempt's code ZIP, for the fetch init container."""
+    try:
+        grant = _grant(request, job_id, attempt, CODE_READ)
+    except TokenRefused as exc:
+        return _refused(str(exc))
+    archive = grant.job.code
+    if archive is None:
+        return _refused(f"job {job_id} has no code", status=404)
+    response = FileResponse(
+        artifact_storage().open(archive.storage_name, "rb"), content_type="application/zip"
+    )
+    response["X-Trainyard-Sha256"] = archive.sha256
+    return response
+
+
+def clean_result_path(path: str) -> str | None:
+    """The normalized relative path of a result file, or None when it is not one we store."""
+    if not path or len(path) > 512 or path.startswith("/") or "\\" in path:
+        return None
+    if any(ord(c) < 32 for c in path) or ".." in path.split("/"):
+        return None
+    normal = posixpath.normpath(path)
+    return None if normal in (".", "") or normal.startswith("../") else normal
+
+
+@csrf_exempt
+@require_http_methods(["PUT"])
+def result_upload(
+    request: HttpRequest, job_id: str, attempt: int, learner: int, path: str
+) -> HttpResponseBase:
+    """Store one result file (the request body), checked against its `X-Trainyard-Sha256` header."""
+    try:
+        grant = _grant(request, job_id, attempt, RESULTS_WRITE)
+    except TokenRefused as exc:
+        return _refused(str(exc))
+    relative = clean_result_path(path)
+    if relative is None:
+        return _refused(f"{path!r} is not a relative path inside RESULT_DIR", status=400)
+    if learner >= grant.job.learners:
+        return _refused(f"job {job_id} has no learner {learner}", status=400)
+    expected = (request.headers.get("X-Trainyard-Sha256") or "").lower()
+    with tempfile.TemporaryFile() as spool:
+        digest, size = hashlib.sha256(), 0
+        while chunk := request.read(_CHUNK):
+            size += len(chunk)
+            if size > settings.RESULT_MAX_FILE_BYTES:
+                return _refused(f"a result file may be at most {settings.RESULT_MAX_FILE_BYTES} bytes", 413)
+            digest.update(chunk)
+            spool.write(chunk)
+        sha = digest.hexdigest()
+        if expected and expected != sha:
+            return _refused(f"the body's sha256 is {sha}, not {expected}: the upload was damaged", 400)
+        spool.seek(0)
+        name = result_name(grant.job.tenant.slug, job_id, attempt, learner, relative)
+        storage = artifact_storage()
+        if storage.exists(name):
+            storage.delete(name)
+        stored = storage.save(name, File(spool))
+    ResultFile.objects.update_or_create(
+        job=grant.job,
+        attempt=attempt,
+        learner=learner,
+        path=relative,
+        defaults={"size": size, "sha256": sha, "storage_name": stored},
+    )
+    return JsonResponse({"path": relative, "size": size, "sha256": sha}, status=201)
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def results_complete(request: HttpRequest, job_id: str, attempt: int, learner: int) -> HttpResponseBase:
+    """The launcher's report once its command exited: exit code, files uploaded, checkpoint size."""
+    try:
+        grant = _grant(request, job_id, attempt, RESULTS_WRITE)
+    except TokenRefused as exc:
+        return _refused(str(exc))
+    try:
+        report: Any = json.loads(request.body or b"{}")
+    except ValueError:
+        return _refused("the body must be a JSON object", status=400)
+    if not isinstance(report, dict):
+        return _refused("the body must be a JSON object", status=400)
+    numbers = {k: report.get(k) for k in ("exit_code", "files", "bytes", "checkpoint_bytes")}
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in numbers.values() if v is not None):
+        return _refused("exit_code, files, bytes and checkpoint_bytes must be whole numbers", status=400)
+    with transaction.atomic():
+        if numbers["checkpoint_bytes"] is not None:
+            Job.objects.filter(pk=job_id).update(checkpoint_bytes=numbers["checkpoint_bytes"])
+        JobEvent.objects.create(
+            job=grant.job,
+            kind="results",
+            reason="ResultsUploaded",
+            message=f"learner {learner} uploaded {numbers['files'] or 0} result file(s), {numbers['bytes'] or 0} bytes",
+            data={"attempt": attempt, "learner": learner, **numbers},
+        )
+    return JsonResponse({"detail": "recorded"})
