@@ -123,6 +123,7 @@ def test_submit_with_code_stores_it_once_per_tenant_and_the_job_points_at_it(art
     assert CodeArchive.objects.count() == 2
     # A retry runs the same code.
     job = Job.objects.filter(tenant=tenant).first()
+    assert job is not None
     Job.objects.filter(pk=job.pk).update(status=JobStatus.FAILED)
     job.refresh_from_db()
     assert job_retry(job=job, user=user).code == archive
@@ -174,7 +175,7 @@ def test_the_attempts_token_fetches_its_code_and_nothing_else() -> None:
     token = mint_token(job_id=job.pk, attempt=1)
     response = pod(token).get(f"/api/v1/artifacts/{job.pk}/1/code")
     assert response.status_code == 200
-    assert b"".join(response.streaming_content) == CODE
+    assert response.getvalue() == CODE
     assert response["X-Trainyard-Sha256"] == hashlib.sha256(CODE).hexdigest()
 
     other = running_job_with_code()
@@ -236,12 +237,12 @@ def test_result_uploads_are_stored_checked_and_listed_for_the_owner_to_download(
     listed = owner.get(f"/api/v1/jobs/{job.pk}/results/").json()
     assert [(f["path"], f["size"]) for f in listed] == [("logs/train.csv", 16), ("model.pt", len(model))]
     one = owner.get(f"/api/v1/jobs/{job.pk}/results/model.pt")
-    assert one.status_code == 200 and b"".join(one.streaming_content) == model
+    assert one.status_code == 200 and one.getvalue() == model
     everything = owner.get(f"/api/v1/jobs/{job.pk}/results.zip")
-    with zipfile.ZipFile(io.BytesIO(b"".join(everything.streaming_content))) as archive:
+    with zipfile.ZipFile(io.BytesIO(everything.getvalue())) as archive:
         assert archive.read("model.pt") == model and archive.namelist() == ["logs/train.csv", "model.pt"]
     code = owner.get(f"/api/v1/jobs/{job.pk}/code/")
-    assert b"".join(code.streaming_content) == CODE
+    assert code.getvalue() == CODE
     assert owner.get(f"/api/v1/jobs/{job.pk}/results/missing.pt").status_code == 404
 
 

@@ -1,0 +1,1 @@
+"""The example PyTorch training workload and the helper that points its spec at this checkout."""
