@@ -17,6 +17,7 @@ import typer
 from typer.core import TyperGroup
 
 from trainyard import config
+from trainyard.archive import pack_code, unpack
 from trainyard.client import Client, LogLine, TrainyardError
 from trainyard.output import (
     console,
@@ -207,6 +208,10 @@ def submit(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="A job spec or FfDL manifest (YAML or JSON); - for stdin.")],
     tenant: Annotated[str | None, typer.Option(help="Tenant slug (needed if you belong to several).")] = None,
+    code: Annotated[
+        Path | None,
+        typer.Option(help="Your code: a folder (zipped for you) or a .zip, unpacked into MODEL_DIR."),
+    ] = None,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Stream the logs until the job ends.")
     ] = False,
@@ -219,8 +224,12 @@ def submit(
         text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise typer.BadParameter(f"cannot read {file}: {exc}", param_hint="FILE") from None
+    try:
+        archive = pack_code(code) if code is not None else None
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--code") from None
     api = client(ctx)
-    job = api.submit(text, tenant=tenant)
+    job = api.submit(text, tenant=tenant, code=archive)
 
     def render() -> None:
         where = f", position {job['queue_position']} in the queue" if job.get("queue_position") else ""
@@ -331,6 +340,27 @@ def logs(
     else:
         lines = api.iter_logs(job_id, learner=learner)
     print_logs(lines, prefix=prefix, as_json=as_json)
+
+
+@app.command()
+def download(
+    ctx: typer.Context,
+    job_id: JobArg,
+    code: Annotated[bool, typer.Option("--code", help="The code the job ran, not its results.")] = False,
+    results: Annotated[bool, typer.Option("--results", help="The job's result files (the default).")] = False,
+    out: Annotated[Path, typer.Option("--output-dir", "-o", help="Where to unpack them.")] = Path("."),
+) -> None:
+    """Download a job's result files (what its learners left in RESULT_DIR) or its code, unpacked."""
+    if code and results:
+        raise typer.BadParameter("choose --results or --code", param_hint="--code")
+    data = client(ctx).download(job_id, "code" if code else "results")
+    try:
+        written = unpack(data, out)
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--output-dir") from None
+    for path in written:
+        typer.echo(str(path))
+    typer.echo(f"{len(written)} file(s) from job {job_id} in {out}", err=True)
 
 
 @app.command()

@@ -13,6 +13,7 @@ per-field `errors`) or no answer at all (`status` 0, the server could not be rea
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Mapping
 from types import TracebackType
@@ -209,12 +210,38 @@ class Client:
         """One job with its spec, placements and current learners."""
         return cast(dict[str, Any], self.request("GET", f"jobs/{job_id}/"))
 
-    def submit(self, spec: str | Mapping[str, Any], tenant: str | None = None) -> dict[str, Any]:
-        """Submit a Trainyard spec or FfDL manifest (YAML/JSON text or a mapping); returns the new job."""
+    def submit(
+        self, spec: str | Mapping[str, Any], tenant: str | None = None, code: bytes | None = None
+    ) -> dict[str, Any]:
+        """Submit a Trainyard spec or FfDL manifest (YAML/JSON text or a mapping); returns the new job.
+
+        `code` is a ZIP of the model definition (see `archive.pack_code`), unpacked into the learners'
+        MODEL_DIR; it goes with the spec as a multipart form.
+        """
+        if code is not None:
+            text = spec if isinstance(spec, str) else json.dumps(dict(spec))
+            form = {"spec": text, **({"tenant": tenant} if tenant else {})}
+            files = {"code": ("code.zip", code, "application/zip")}
+            return cast(dict[str, Any], self.request("POST", "jobs/", data=form, files=files))
         body: dict[str, Any] = {"spec": spec if isinstance(spec, str) else dict(spec)}
         if tenant:
             body["tenant"] = tenant
         return cast(dict[str, Any], self.request("POST", "jobs/", json=body))
+
+    def download(self, job_id: str, what: str = "results") -> bytes:
+        """A job's result files as one ZIP (`what="results"`) or the code ZIP it ran (`what="code"`)."""
+        path = f"jobs/{job_id}/results.zip" if what == "results" else f"jobs/{job_id}/code/"
+        try:
+            response = self._http.get(path, headers={"Accept": "application/zip, application/json"})
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise TrainyardError(0, f"cannot reach {self.base_url}: {exc or type(exc).__name__}") from exc
+        if response.status_code >= 400:
+            raise error_from_response(response)
+        return response.content
+
+    def results(self, job_id: str) -> list[dict[str, Any]]:
+        """The result files of the job's latest attempt that uploaded any."""
+        return cast(list[dict[str, Any]], self.request("GET", f"jobs/{job_id}/results/"))
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """Cancel a job (a waiting one at once, a running one once its pods are gone)."""

@@ -17,13 +17,11 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from django.contrib.auth.models import User
 from django.db import connection
 from django.utils import timezone
 from typer.testing import CliRunner, Result
@@ -32,9 +30,10 @@ from jobs.lifecycle import logs_append
 from jobs.models import Job, Learner, LogLine, MetricSample
 from jobs.services import job_cancel, job_submit
 from kubesim.testing import KubeSim
-from tenants.models import ApiToken, Tenant
+from tenants.models import ApiToken
 from tenants.services import membership_set
 from tenants.tokens import token_create
+from tests.cli.conftest import Account
 from tests.factories import make_tenant, member
 from trainyard import cli, config
 from trainyard.client import Client
@@ -44,37 +43,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = {"name": "mnist", "image": "pytorch/pytorch:2.3", "command": ["python", "train.py"]}
 YAML = "name: mnist\nimage: pytorch/pytorch:2.3\ncommand: [python, train.py]\nresources: {cpu: 2}\n"
-
-
-@dataclass
-class Account:
-    """A member of one tenant, with an API token, and the server's URL."""
-
-    url: str
-    tenant: Tenant
-    user: User
-    token: str
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh HOME (so a fresh config file), no Trainyard variables, and quick log polling."""
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.delenv(config.URL_ENV, raising=False)
-    monkeypatch.delenv(config.TOKEN_ENV, raising=False)
-    monkeypatch.setattr(cli, "POLL_SECONDS", 0.1)
-    return tmp_path
-
-
-@pytest.fixture
-def account(live_server: Any, home: Path, monkeypatch: pytest.MonkeyPatch) -> Account:
-    """A user and tenant on the live server; the CLI finds them through TRAINYARD_URL/TRAINYARD_TOKEN."""
-    tenant = make_tenant()
-    user = member(tenant)
-    _, secret = token_create(user=user, name="cli-tests")
-    monkeypatch.setenv(config.URL_ENV, live_server.url)
-    monkeypatch.setenv(config.TOKEN_ENV, secret)
-    return Account(url=live_server.url, tenant=tenant, user=user, token=secret)
 
 
 def run(*args: str) -> Result:
