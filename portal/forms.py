@@ -60,13 +60,19 @@ class JobFilterForm(forms.Form):
 
 
 class SubmitForm(forms.Form):
-    """The submit editor: the tenant to submit to and the YAML text (validated by the spec parser, not here)."""
+    """The submit editor: the tenant, the YAML text (validated by the spec parser, not here) and optional code."""
 
     tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), to_field_name="slug", empty_label=None)
     spec = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 28, "spellcheck": "false", "class": "editor"}),
         max_length=settings.SPEC_MAX_BYTES,
         strip=False,
+    )
+
+    code = forms.FileField(
+        required=False,
+        help_text="Optional: a ZIP of your code, unpacked into MODEL_DIR where the command runs.",
+        widget=forms.ClearableFileInput(attrs={"accept": ".zip,application/zip"}),
     )
 
     def __init__(self, *args: Any, tenants: QuerySet[Tenant], **kwargs: Any) -> None:

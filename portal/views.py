@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
@@ -36,7 +37,7 @@ from clusterio.errors import ClusterError
 from jobs import cluster
 from jobs.models import Job
 from jobs.scheduling import job_dry_run
-from jobs.selectors import job_events, job_get, job_list, job_logs, tenant_gpu_hours_by_day
+from jobs.selectors import job_events, job_get, job_list, job_logs, job_results, tenant_gpu_hours_by_day
 from jobs.services import JobRejected, PermissionDenied, job_cancel, job_retry, job_submit
 from jobs.states import ACTIVE, WAITING, JobStatus
 from portal.forms import JobFilterForm, SubmitForm, spec_templates
@@ -186,6 +187,14 @@ def jobs_page(request: HttpRequest) -> HttpResponse:
     return render_page(request, "portal/jobs.html", {"form": form, "page": page, "query": query.urlencode()})
 
 
+def _read_code(upload: Any) -> bytes:
+    """The uploaded code ZIP's bytes, refusing one over CODE_MAX_BYTES before reading it into memory."""
+    if upload.size > settings.CODE_MAX_BYTES:
+        limit = settings.CODE_MAX_BYTES
+        raise JobRejected({"code": [f"the code archive is {upload.size} bytes; at most {limit}"]})
+    return bytes(upload.read())
+
+
 @login_required
 def job_new(request: HttpRequest) -> HttpResponse:
     """The YAML editor: submit a job, or dry-run it; errors come back inline and the text is kept."""
@@ -202,7 +211,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
         chosen = ""
     elif chosen in templates:
         initial["spec"] = templates[chosen][1]
-    form = SubmitForm(request.POST or None, tenants=allowed, initial=initial)
+    form = SubmitForm(request.POST or None, request.FILES or None, tenants=allowed, initial=initial)
     errors: dict[str, list[str]] = {}
     dry_run = None
     if request.method == "POST":
@@ -214,7 +223,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
                 if "dry_run" in request.POST:
                     dry_run = job_dry_run(tenant=target, user=user, document=document, nodes=cluster_nodes())
                 else:
-                    job = job_submit(tenant=target, user=user, document=document)
+                    upload = form.cleaned_data.get("code")
+                    code = _read_code(upload) if upload is not None else None
+                    job = job_submit(tenant=target, user=user, document=document, code=code)
                     messages.success(request, f"Job {job.name} ({job.pk}) submitted.")
                     return redirect("job-detail", job_id=job.pk)
             except PermissionDenied as exc:
@@ -240,7 +251,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
     )
 
 
-JOB_PARTS = ("timeline", "learners", "times")
+JOB_PARTS = ("timeline", "learners", "times", "results")
 """The parts of the job page that change with its state: `portal/_job_<part>.html`, re-rendered live."""
 
 
@@ -249,6 +260,7 @@ def _job_history(job: Job) -> dict[str, Any]:
         "job": job,
         "events": job_events(job=job),
         "learners": job.learner_set.order_by("-attempt", "index"),
+        "results": job_results(job=job),
     }
 
 

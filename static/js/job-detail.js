@@ -305,6 +305,7 @@ const parts = {
   timeline: document.getElementById("events"),
   learners: document.getElementById("learners"),
   times: document.getElementById("job-times"),
+  results: document.getElementById("results"),
 };
 let partsRequest = null;
 let partsAgain = false;

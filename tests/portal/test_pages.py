@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +13,8 @@ from django.utils import timezone
 
 from clusterio.capacity import NodeInfo, Resources
 from clusterio.errors import Unavailable
-from jobs.models import Job, JobEvent, Learner, LogLine
+from jobs.artifacts.code import zip_directory_bytes
+from jobs.models import Job, JobEvent, Learner, LogLine, ResultFile
 from jobs.selectors import tenant_gpu_hours_by_day
 from jobs.services import job_cancel, job_submit
 from jobs.spec import parse_spec
@@ -306,7 +308,10 @@ def test_job_parts_follow_the_jobs_state_for_the_live_page(
     Learner.objects.create(job=job, attempt=1, index=0, pod_name="hello-0", node="gpu-node-0", phase="Failed")
     job_cancel(job=job, user=alice)
     after = signed_in.get(f"/jobs/{job.pk}/parts/").json()
-    assert set(after) == {"status", "timeline", "learners", "times"} and after["status"] == "cancelled"
+    assert (
+        set(after) == {"status", "timeline", "learners", "times", "results"}
+        and after["status"] == "cancelled"
+    )
     assert after["timeline"].count("<li") == before["timeline"].count("<li") + 1
     assert "event-cancelled" in after["timeline"] and "CancelledByUser" in after["timeline"]
     assert "hello-0" in after["learners"] and "gpu-node-0" in after["learners"]
@@ -369,3 +374,53 @@ def test_job_page_with_a_nul_byte_in_the_id_is_a_404_not_a_crash(client: Client)
     tenant = make_tenant()
     client.force_login(member(tenant))
     assert client.get("/jobs/a%00b/").status_code == 404
+
+
+# -- code upload and results on the pages ---------------------------------------------------------------
+
+
+@pytest.fixture
+def artifact_store(settings: Any, tmp_path: Any) -> Any:
+    settings.ARTIFACT_STORAGE = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(tmp_path / "store")},
+    }
+    return tmp_path / "store"
+
+
+def test_submit_page_takes_a_code_zip_and_shows_a_bad_one_as_a_field_error(
+    signed_in: Client, team: Tenant, artifact_store: Any
+) -> None:
+    good = io.BytesIO(zip_directory_bytes({"train.py": b"print(1)\n"}))
+    good.name = "model.zip"
+    response = signed_in.post(
+        "/jobs/new/", {"tenant": team.slug, "spec": GOOD_SPEC, "code": good, "submit": "1"}
+    )
+    assert response.status_code == 302, _html(response)
+    job = Job.objects.get()
+    assert job.code is not None and job.code.entries == 1
+
+    bad = io.BytesIO(b"this is not a zip")
+    bad.name = "model.zip"
+    refused = signed_in.post(
+        "/jobs/new/", {"tenant": team.slug, "spec": GOOD_SPEC, "code": bad, "submit": "1"}
+    )
+    assert refused.status_code == 400
+    page = _html(refused)
+    assert "not a readable ZIP archive" in page and '<code class="field">code</code>' in page
+    assert "name: hello" in page, "the spec text is kept"
+    assert Job.objects.count() == 1
+
+
+def test_job_page_lists_result_files_and_the_code(
+    signed_in: Client, team: Tenant, alice: User, artifact_store: Any
+) -> None:
+    job = job_submit(tenant=team, user=alice, document=GOOD_SPEC, code=zip_directory_bytes({"a.py": b"1"}))
+    Job.objects.filter(pk=job.pk).update(checkpoint_bytes=5 * 1024 * 1024)
+    ResultFile.objects.create(
+        job=job, attempt=1, learner=0, path="model.pt", size=2048, sha256="ab" * 32, storage_name="x"
+    )
+    page = _html(signed_in.get(f"/jobs/{job.pk}/"))
+    assert f"/api/v1/jobs/{job.pk}/results/model.pt?attempt=1&amp;learner=0" in page
+    assert f"/api/v1/jobs/{job.pk}/results.zip" in page and f"/api/v1/jobs/{job.pk}/code/" in page
+    assert "5.0\xa0MB" in page
