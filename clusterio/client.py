@@ -26,8 +26,10 @@ from clusterio import names
 from clusterio.builders import (
     JobPodsSpec,
     TenantLimits,
+    attempt_secret_name,
     make_datastore_secret,
     make_headless_service,
+    make_job_checkpoint_pvc,
     make_learner_pod,
     make_limit_range,
     make_namespace,
@@ -263,18 +265,37 @@ class Cluster:
 
     # -- jobs --------------------------------------------------------------------------------------
 
-    def launch(self, *, spec: JobPodsSpec, credentials: dict[str, dict[str, str]] | None = None) -> list[str]:
-        """Create one attempt's data-store Secret (with `credentials`), headless Service and learner pods.
+    def launch(
+        self,
+        *,
+        spec: JobPodsSpec,
+        credentials: dict[str, dict[str, str]] | None = None,
+        artifact_token: str | None = None,
+    ) -> list[str]:
+        """Create one attempt's Secret (`credentials`, `artifact_token`), headless Service and learner pods.
 
-        A retried call adopts objects of the same job and attempt; a name taken by anything else
-        raises `Conflict`. A quota refusal raises `Forbidden` and leaves what was created so far
-        for `teardown`. Returns the pod names in learner order.
+        With `spec.checkpoint_claim_size` the job's checkpoint claim is created first (or adopted: it
+        belongs to the job, not the attempt, and `teardown` leaves it). A retried call adopts objects of
+        the same job and attempt; a name taken by anything else raises `Conflict`. A quota refusal
+        raises `Forbidden` and leaves what was created so far for `teardown`. Returns the pod names in
+        learner order. A spec with `artifacts` needs `artifact_token` (ValueError otherwise).
         """
         ns = spec.namespace
-        if credentials:
-            secret_name = spec.datastore_secret or names.datastore_secret_name(spec.job_id, spec.attempt)
+        if spec.artifacts is not None and not artifact_token:
+            raise ValueError("a spec with artifacts needs the attempt's artifact_token")
+        if spec.checkpoint_claim and spec.checkpoint_claim_size:
+            self._create_or_adopt(
+                spec,
+                make_job_checkpoint_pvc(spec),
+                self.core.create_namespaced_persistent_volume_claim,
+                self.core.read_namespaced_persistent_volume_claim,
+                same_attempt=False,
+            )
+        if credentials or artifact_token:
             labels = names.job_labels(spec.tenant, spec.job_id, spec.attempt)
-            secret = make_datastore_secret(ns, secret_name, labels, credentials)
+            secret = make_datastore_secret(
+                ns, attempt_secret_name(spec), labels, credentials or {}, artifact_token=artifact_token
+            )
             self._create_or_adopt(
                 spec, secret, self.core.create_namespaced_secret, self.core.read_namespaced_secret
             )
@@ -290,7 +311,13 @@ class Cluster:
         return pods
 
     def _create_or_adopt(
-        self, spec: JobPodsSpec, body: Any, create: Callable[..., Any], read: Callable[..., Any]
+        self,
+        spec: JobPodsSpec,
+        body: Any,
+        create: Callable[..., Any],
+        read: Callable[..., Any],
+        *,
+        same_attempt: bool = True,
     ) -> None:
         name, namespace = body.metadata.name, body.metadata.namespace
         try:
@@ -302,7 +329,7 @@ class Cluster:
         if (
             labels.get(names.LABEL_MANAGED_BY) != names.MANAGED_BY
             or labels.get(names.LABEL_JOB) != names.label_value(spec.job_id)
-            or labels.get(names.LABEL_ATTEMPT) != str(spec.attempt)
+            or (same_attempt and labels.get(names.LABEL_ATTEMPT) != str(spec.attempt))
         ):
             raise Conflict(
                 f"{body.kind} {namespace}/{name} exists and belongs to something else",
@@ -319,6 +346,8 @@ class Cluster:
         grace_seconds: int | None = None,
     ) -> int:
         """Delete a job's pods, Services and Secrets (of one attempt, or of all), in the background.
+
+        The job's checkpoint claim is not deleted here: it outlives attempts (`delete_checkpoint_claim`).
 
         Returns how many objects this call started deleting (objects already terminating are deleted
         again, e.g. to shorten their grace period, but not counted), so a repeated teardown returns 0.
@@ -342,6 +371,22 @@ class Cluster:
                 if not meta.get("deletionTimestamp"):
                     deleted += 1
         return deleted
+
+    def delete_checkpoint_claim(self, *, namespace: str, name: str) -> bool:
+        """Delete a job's checkpoint claim (when the job itself is deleted); False when it was already gone.
+
+        `teardown` never touches it, so a requeued attempt resumes from the same checkpoints.
+        """
+        try:
+            self._json(
+                self.core.delete_namespaced_persistent_volume_claim,
+                name,
+                namespace,
+                body=client.V1DeleteOptions(propagation_policy="Background"),
+            )
+        except NotFound:
+            return False
+        return True
 
     def job_pods(self, *, namespace: str, job_id: names.JobId, attempt: int | None = None) -> list[Obj]:
         """A job's pods (of one attempt, or all), ordered by attempt then learner index."""

@@ -140,6 +140,12 @@ def datastore_secret_name(job_id: JobId, attempt: int) -> str:
     return dns_label(f"{job_object_name(job_id, attempt)}-ds")
 
 
+def checkpoint_claim_name(job_id: JobId) -> str:
+    """Name a job's checkpoint PersistentVolumeClaim, e.g. `ty-42-ckpt`: one per job, shared by its attempts."""
+    budget = DNS_LABEL_MAX - len(OBJECT_PREFIX) - 1 - len("-ckpt")
+    return dns_label(f"{OBJECT_PREFIX}-{dns_label(str(job_id), budget)}-ckpt")
+
+
 def managed_selector() -> str:
     """Label selector matching every object Trainyard manages (used by the watch loop and reconcile)."""
     return f"{LABEL_MANAGED_BY}={MANAGED_BY}"

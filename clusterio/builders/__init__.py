@@ -11,6 +11,13 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
+from clusterio.builders.artifacts import (
+    TOKEN_ENV,
+    attempt_secret_name,
+    checkpoint_claim_labels,
+    make_checkpoint_pvc,
+    make_job_checkpoint_pvc,
+)
 from clusterio.builders.job import (
     datastore_env_name,
     datastore_secret_keys,
@@ -22,7 +29,16 @@ from clusterio.builders.job import (
     master_address,
 )
 from clusterio.builders.quantities import cpu_quantity, memory_quantity
-from clusterio.builders.specs import JobPodsSpec, TenantLimits, ThreadsMode, VolumeKind, VolumeSpec
+from clusterio.builders.specs import (
+    AccessMode,
+    ArtifactSpec,
+    JobPodsSpec,
+    S3Fetch,
+    TenantLimits,
+    ThreadsMode,
+    VolumeKind,
+    VolumeSpec,
+)
 from clusterio.builders.tenant import (
     make_limit_range,
     make_namespace,
@@ -43,18 +59,26 @@ def to_dict(obj: Any) -> Any:
 
 
 __all__ = [
+    "TOKEN_ENV",
+    "AccessMode",
+    "ArtifactSpec",
     "JobPodsSpec",
+    "S3Fetch",
     "TenantLimits",
     "ThreadsMode",
     "VolumeKind",
     "VolumeSpec",
+    "attempt_secret_name",
+    "checkpoint_claim_labels",
     "cpu_quantity",
     "datastore_env_name",
     "datastore_secret_keys",
     "is_reserved_env_name",
     "learner_env",
+    "make_checkpoint_pvc",
     "make_datastore_secret",
     "make_headless_service",
+    "make_job_checkpoint_pvc",
     "make_learner_pod",
     "make_limit_range",
     "make_namespace",

@@ -8,6 +8,15 @@ from collections.abc import Mapping
 from kubernetes import client
 
 from clusterio import names
+from clusterio.builders.artifacts import (
+    TOKEN_ENV,
+    learner_artifact_env,
+    learner_command,
+    make_fetch_container,
+    model_mount,
+    model_volume,
+    token_env,
+)
 from clusterio.builders.quantities import cpu_quantity, memory_quantity
 from clusterio.builders.specs import JobPodsSpec
 from clusterio.builders.tenant import GPU_RESOURCE
@@ -92,11 +101,13 @@ def make_datastore_secret(
     name: str,
     labels: Mapping[str, str],
     credentials: Mapping[str, Mapping[str, str]],
+    artifact_token: str | None = None,
 ) -> client.V1Secret:
     """Build the Opaque Secret holding one attempt's data-store credentials, keyed by env name.
 
-    `credentials` maps a store id to its fields (`{"s3": {"access_key_id": ...}}`); the pods read the
-    keys through `secretKeyRef`, so no credential is ever written into a pod spec.
+    `credentials` maps a store id to its fields (`{"s3": {"access_key_id": ...}}`); `artifact_token`,
+    when given, is stored under TRAINYARD_ARTIFACT_TOKEN. The pods read the keys through
+    `secretKeyRef`, so no credential or token is ever written into a pod spec.
     """
     datastore_secret_keys(credentials)
     string_data = {
@@ -104,6 +115,8 @@ def make_datastore_secret(
         for store_id, fields in credentials.items()
         for key, value in fields.items()
     }
+    if artifact_token:
+        string_data[TOKEN_ENV] = artifact_token
     return client.V1Secret(
         api_version="v1",
         kind="Secret",
@@ -130,8 +143,9 @@ def master_address(spec: JobPodsSpec) -> str:
 def learner_env(spec: JobPodsSpec, index: int) -> list[client.V1EnvVar]:
     """Build learner `index`'s environment: platform variables first, then the user's.
 
-    Order: torchrun, FfDL, Trainyard, thread sizing (when managed), data-store secret references,
-    then user entries whose names are not reserved; platform values always win.
+    Order: torchrun, FfDL, Trainyard, thread sizing (when managed), artifact variables (MODEL_DIR,
+    results URL, then the token's secret reference), data-store secret references, then user entries
+    whose names are not reserved; platform values always win.
     """
     master = master_address(spec)
     platform = {
@@ -158,7 +172,11 @@ def learner_env(spec: JobPodsSpec, index: int) -> list[client.V1EnvVar]:
     }
     if spec.threads == "auto":
         platform.update(thread_env(spec.cpu_millis))
+    if spec.artifacts is not None:
+        platform.update(learner_artifact_env(spec.artifacts, index))
     env = [client.V1EnvVar(name=key, value=value) for key, value in platform.items()]
+    if spec.artifacts is not None:
+        env.append(token_env(spec))
     for key in spec.datastore_keys:
         if key in platform:
             continue
@@ -203,6 +221,8 @@ def _volumes(spec: JobPodsSpec) -> tuple[list[client.V1Volume], list[client.V1Vo
         ),
         checkpoint,
     ]
+    if spec.artifacts is not None:
+        volumes.append(model_volume())
     mounts = [
         client.V1VolumeMount(name="scratch", mount_path=spec.scratch_dir),
         client.V1VolumeMount(name="dshm", mount_path="/dev/shm"),  # noqa: S108 - the container's own shm
@@ -210,6 +230,8 @@ def _volumes(spec: JobPodsSpec) -> tuple[list[client.V1Volume], list[client.V1Vo
             name="checkpoint", mount_path=spec.checkpoint_dir, sub_path=spec.checkpoint_sub_path
         ),
     ]
+    if spec.artifacts is not None:
+        mounts.append(model_mount(spec.artifacts))
     for volume in spec.volumes:
         volume_name = names.dns_label(f"vol-{volume.name}")
         if volume.kind == "host":
@@ -256,36 +278,46 @@ def _labels(spec: JobPodsSpec, index: int) -> dict[str, str]:
     return labels
 
 
+def _security_context(spec: JobPodsSpec) -> client.V1SecurityContext:
+    return client.V1SecurityContext(
+        run_as_non_root=True,
+        run_as_user=spec.run_as_user,
+        allow_privilege_escalation=False,
+        read_only_root_filesystem=False,
+        capabilities=client.V1Capabilities(drop=["ALL"]),
+        seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
+    )
+
+
 def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
     """Build learner `index` (0-based) of one attempt as a bare pod that runs once.
 
     Guaranteed QoS (requests == limits), GPUs only when asked for (with the GPU taint tolerated and
     the product selected when `gpu_type` is set), a non-root restricted security context, no API
     token, stable DNS (`hostname.subdomain`) for the rendezvous, and the runtime cap as
-    `activeDeadlineSeconds`.
+    `activeDeadlineSeconds`. With `spec.artifacts`: the `fetch` init container when there is code or
+    S3 data to fetch, the code folder as working directory, and the launcher around the command.
     """
     if not 0 <= index < spec.learners:
         raise ValueError(f"learner index {index} out of range for {spec.learners} learners")
     pod_name = names.learner_pod_name(spec.job_id, spec.attempt, index)
     volumes, mounts = _volumes(spec)
+    artifacts = spec.artifacts
+    init_containers = None
+    if artifacts is not None and artifacts.needs_fetch:
+        init_containers = [make_fetch_container(spec, mounts, _security_context(spec))]
     container = client.V1Container(
         name=CONTAINER_NAME,
         image=spec.image,
-        command=list(spec.command),
+        command=learner_command(spec),
+        working_dir=artifacts.model_dir if artifacts is not None and artifacts.code_url else None,
         env=learner_env(spec, index),
         resources=_resources(spec),
         ports=[
             client.V1ContainerPort(name=RENDEZVOUS_PORT_NAME, container_port=spec.master_port, protocol="TCP")
         ],
         volume_mounts=mounts,
-        security_context=client.V1SecurityContext(
-            run_as_non_root=True,
-            run_as_user=spec.run_as_user,
-            allow_privilege_escalation=False,
-            read_only_root_filesystem=False,
-            capabilities=client.V1Capabilities(drop=["ALL"]),
-            seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
-        ),
+        security_context=_security_context(spec),
     )
     tolerations = None
     if spec.gpus > 0:
@@ -312,6 +344,7 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
                 fs_group=spec.run_as_user,
                 seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
             ),
+            init_containers=init_containers,
             containers=[container],
             volumes=volumes,
         ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -10,6 +11,12 @@ from clusterio.names import SERVICE_ACCOUNT_NAME, JobId
 
 VolumeKind = Literal["host", "pvc", "s3"]
 ThreadsMode = Literal["auto", "off"]
+AccessMode = Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"]
+
+DEFAULT_MODEL_DIR = "/trainyard/model"
+DEFAULT_CODE_MAX_UNPACKED = 1 << 30
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _positive(value: int, what: str) -> None:
@@ -69,6 +76,95 @@ class VolumeSpec:
 
 
 @dataclass(frozen=True)
+class S3Fetch:
+    """One S3 download the `fetch` init container performs before the learner starts.
+
+    Every object under `prefix` of `bucket` lands in `target`, keeping its key after the prefix.
+    The credentials are read from the env vars `access_key_env` / `secret_key_env`, which must be
+    data-store Secret keys of the pod (`JobPodsSpec.datastore_keys`); without them boto3's default
+    chain applies (public buckets, node roles). `target` must lie in a writable volume of the pod.
+    """
+
+    bucket: str
+    target: str
+    prefix: str = ""
+    endpoint: str | None = None
+    region: str | None = None
+    access_key_env: str | None = None
+    secret_key_env: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.bucket:
+            raise ValueError("an S3 fetch needs a bucket")
+        if not self.target.startswith("/"):
+            raise ValueError(f"S3 fetch target must be absolute, got {self.target!r}")
+        if bool(self.access_key_env) != bool(self.secret_key_env):
+            raise ValueError("give both access_key_env and secret_key_env, or neither")
+        for env_name in (self.access_key_env, self.secret_key_env):
+            if env_name and not _ENV_NAME_RE.match(env_name):
+                raise ValueError(f"not an env var name: {env_name!r}")
+
+    def as_json(self) -> dict[str, str]:
+        """The entry of TRAINYARD_S3_FETCH (docs/artifacts.md) for this download."""
+        entry = {
+            "endpoint": self.endpoint or "",
+            "bucket": self.bucket,
+            "prefix": self.prefix,
+            "target": self.target,
+            "access_key_env": self.access_key_env or "",
+            "secret_key_env": self.secret_key_env or "",
+        }
+        if self.region:
+            entry["region"] = self.region
+        return entry
+
+
+@dataclass(frozen=True)
+class ArtifactSpec:
+    """How one attempt's code gets into its learners and its results get out (docs/artifacts.md).
+
+    `code_url` (with `code_sha256`) and `s3_fetch` add the `fetch` init container, run from
+    `fetch_image`; `results_url` wraps the command in the launcher. The attempt's token is not part
+    of the spec (a spec may be logged): `Cluster.launch` stores it in the attempt's Secret and the
+    pods read it from there. `fetch_cpu_millis`/`fetch_memory_mib` are capped at the learner's own,
+    so the init container never raises the pod's footprint; `python` runs both programs.
+    """
+
+    code_url: str | None = None
+    code_sha256: str | None = None
+    results_url: str | None = None
+    fetch_image: str = ""
+    model_dir: str = DEFAULT_MODEL_DIR
+    s3_fetch: tuple[S3Fetch, ...] = ()
+    code_max_unpacked: int = DEFAULT_CODE_MAX_UNPACKED
+    fetch_cpu_millis: int = 500
+    fetch_memory_mib: int = 512
+    python: str = "python3"
+
+    def __post_init__(self) -> None:
+        if bool(self.code_url) != bool(self.code_sha256):
+            raise ValueError("code_url and code_sha256 go together")
+        if self.code_sha256 and not _SHA256_RE.match(self.code_sha256):
+            raise ValueError("code_sha256 must be 64 lower-case hex digits")
+        if not self.model_dir.startswith("/") or self.model_dir.rstrip("/") == "":
+            raise ValueError(f"model_dir must be an absolute folder, got {self.model_dir!r}")
+        if not isinstance(self.s3_fetch, tuple) or not all(isinstance(f, S3Fetch) for f in self.s3_fetch):
+            raise ValueError("s3_fetch must be a tuple of S3Fetch")
+        if self.needs_fetch and not self.fetch_image:
+            raise ValueError("fetching code or S3 data needs fetch_image")
+        if not self.python:
+            raise ValueError("python must not be empty")
+        _positive(self.code_max_unpacked, "code_max_unpacked")
+        _positive(self.fetch_cpu_millis, "fetch_cpu_millis")
+        _positive(self.fetch_memory_mib, "fetch_memory_mib")
+
+    @property
+    def needs_fetch(self) -> bool:
+        """Whether the pod gets the `fetch` init container."""
+        return bool(self.code_url or self.s3_fetch)
+
+
+@dataclass(frozen=True)
 class JobPodsSpec:
     """Everything needed to build the pods, headless Service and env of one attempt of a job.
 
@@ -77,8 +173,11 @@ class JobPodsSpec:
     each exposed as an env var of the same name through `secretKeyRef`, never as a literal.
     `master_addr` overrides the DNS name of learner 0 for clusters without pod DNS (kubesim).
     `checkpoint_claim` mounts a PVC at `checkpoint_dir` (at `checkpoint_sub_path` inside it, e.g. one
-    per job so every attempt resumes from the same place); `checkpoint_host_path` mounts a node folder
-    instead (single-node clusters and kubesim); without either the directory is an emptyDir.
+    per job so every attempt resumes from the same place); with `checkpoint_claim_size` set,
+    `Cluster.launch` also creates that claim (`make_checkpoint_pvc`, kept across attempts until
+    `Cluster.delete_checkpoint_claim`), otherwise it must exist. `checkpoint_host_path` mounts a node
+    folder instead (single-node clusters and kubesim); without either the directory is an emptyDir.
+    `artifacts` adds code delivery and results upload (`ArtifactSpec`).
     """
 
     job_id: JobId
@@ -110,6 +209,10 @@ class JobPodsSpec:
     checkpoint_host_path: str | None = None
     scratch_dir: str = "/scratch"
     run_as_user: int = 1000
+    artifacts: ArtifactSpec | None = None
+    checkpoint_claim_size: str | None = None
+    checkpoint_storage_class: str | None = None
+    checkpoint_access_modes: tuple[AccessMode, ...] = ("ReadWriteOnce",)
 
     def __post_init__(self) -> None:
         _non_negative(self.attempt, "attempt")
@@ -133,6 +236,13 @@ class JobPodsSpec:
             raise ValueError("give checkpoint_claim or checkpoint_host_path, not both")
         if bool(self.datastore_keys) and not self.datastore_secret:
             raise ValueError("datastore_keys need datastore_secret")
+        if self.checkpoint_claim_size and not self.checkpoint_claim:
+            raise ValueError("checkpoint_claim_size needs checkpoint_claim")
+        if self.artifacts is not None:
+            for fetch in self.artifacts.s3_fetch:
+                for env_name in (fetch.access_key_env, fetch.secret_key_env):
+                    if env_name and env_name not in self.datastore_keys:
+                        raise ValueError(f"S3 fetch credential {env_name} is not one of datastore_keys")
         for path in (self.checkpoint_dir, self.scratch_dir):
             if not path.startswith("/"):
                 raise ValueError(f"container paths must be absolute, got {path!r}")

@@ -131,14 +131,13 @@ def test_teardown_removes_everything_of_one_attempt(
     cluster: Cluster, core: client.CoreV1Api, ns: str, job_id: str, tmp_path: Path
 ) -> None:
     command = python(wait_file_code(tmp_path / "never"))
-    creds = {"credentials": CREDENTIALS}
     keys = datastore_secret_keys(CREDENTIALS)
     for attempt in (0, 1):
         secret = names.datastore_secret_name(job_id, attempt)
         spec = job_spec(
             ns, job_id, command, attempt=attempt, learners=2, datastore_secret=secret, datastore_keys=keys
         )
-        cluster.launch(spec=spec, **creds)
+        cluster.launch(spec=spec, credentials=CREDENTIALS)
 
     assert cluster.teardown(namespace=ns, job_id=job_id, attempt=0, grace_seconds=0) == 4
     wait_for(lambda: not cluster.job_pods(namespace=ns, job_id=job_id, attempt=0))

@@ -1,0 +1,225 @@
+"""Trainyard's wrapper around a learner's command: run it, then hand its results to the platform.
+
+Run as `python -c <this file's text> <the user's argv...>` (see docs/artifacts.md). The child runs in
+its own process group with the launcher's stdout and stderr, so its output reaches the pod log
+unchanged; SIGTERM and SIGINT are forwarded to the whole group, so a graceful stop reaches every
+process the command started. When the child ends, every regular file under RESULT_DIR is uploaded
+(symlinks are skipped, never followed), CHECKPOINT_DIR is measured, and the end is reported; the
+launcher then exits with the child's code (128 + signal when a signal killed it). Upload problems
+are reported on stderr and never change that code. Without TRAINYARD_RESULTS_URL it only runs the
+child. Stdlib only, Python 3.9+; as a container's PID 1 it also reaps orphaned processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+TOKEN_ENV = "TRAINYARD_ARTIFACT_TOKEN"  # noqa: S105 - an env name
+TOKEN_HEADER = "X-Trainyard-Artifact-Token"  # noqa: S105 - a header name
+SHA_HEADER = "X-Trainyard-Sha256"
+FORWARDED = (signal.SIGTERM, signal.SIGINT)
+TRIES = 3
+BACKOFF = 0.5
+TIMEOUT = 60.0
+CHUNK = 1 << 20
+
+
+def _say(message: str) -> None:
+    print(f"trainyard: {' '.join(message.split())}", file=sys.stderr, flush=True)
+
+
+class Forwarder:
+    """Sends SIGTERM/SIGINT received by the launcher on to the child's process group."""
+
+    def __init__(self) -> None:
+        self.group: int | None = None
+        self.pending: list[int] = []
+
+    def install(self) -> None:
+        for signum in FORWARDED:
+            signal.signal(signum, self._handle)
+
+    def attach(self, group: int) -> None:
+        self.group = group
+        for signum in self.pending:
+            self._send(signum)
+        self.pending.clear()
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.group is None:
+            self.pending.append(signum)
+        else:
+            self._send(signum)
+
+    def _send(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.group or 0, signum)
+
+
+def run_child(argv: list[str], forwarder: Forwarder) -> int:
+    """Start `argv` in its own process group, wait for it (reaping orphans), return its exit code."""
+    env = {key: value for key, value in os.environ.items() if key != TOKEN_ENV}
+    try:
+        child = subprocess.Popen(argv, env=env, start_new_session=True)
+    except OSError as exc:
+        _say(f"cannot run {argv[0]!r}: {exc.strerror or exc}")
+        return 126 if isinstance(exc, PermissionError) else 127
+    forwarder.attach(child.pid)
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            return child.wait()
+        if pid == child.pid:
+            break
+    code = os.waitstatus_to_exitcode(status)
+    child.returncode = code
+    return 128 - code if code < 0 else code
+
+
+# -- results ---------------------------------------------------------------------------------------
+
+
+def result_files(root: str) -> Iterator[tuple[str, str, int]]:
+    """(relative path, path, size) of every regular file under `root`, in a stable order.
+
+    Symlinked files are skipped and symlinked folders are not entered, so nothing outside `root` is read.
+    """
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                yield os.path.relpath(path, root), path, info.st_size
+
+
+def tree_bytes(root: str) -> int:
+    """Bytes in the regular files under `root` (0 when it does not exist), symlinks not followed."""
+    return sum(size for _, _, size in result_files(root)) if root else 0
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as body:
+        for chunk in iter(lambda: body.read(CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class Refused(Exception):
+    """The platform answered with a client error: retrying, or sending more, will not help."""
+
+
+class Unreachable(Exception):
+    """The platform could not be reached even after retries."""
+
+
+def _send(method: str, url: str, headers: dict[str, str], body: Any, rewind: Any = None) -> None:
+    """One request with a couple of retries on connection errors and 5xx/429 answers."""
+    delay = BACKOFF
+    for attempt in range(1, TRIES + 1):
+        if rewind is not None:
+            rewind()
+        request = urllib.request.Request(url, data=body, method=method, headers=headers)  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310
+                response.read()
+            return
+        except urllib.error.HTTPError as exc:
+            problem = f"HTTP {exc.code} {exc.reason}"
+            if exc.code < 500 and exc.code not in (408, 429):
+                raise Refused(problem) from None
+        except (urllib.error.URLError, OSError) as exc:
+            problem = str(getattr(exc, "reason", exc))
+        if attempt == TRIES:
+            raise Unreachable(f"{problem} (after {attempt} tries)")
+        time.sleep(delay)
+        delay *= 2
+
+
+def upload_results(base: str, token: str, result_dir: str) -> tuple[int, int]:
+    """PUT every result file to `<base>/files/<relative path>`; return (files, bytes) uploaded."""
+    files = uploaded = 0
+    if not result_dir or not os.path.isdir(result_dir):
+        return files, uploaded
+    for rel, path, size in result_files(result_dir):
+        url = f"{base}/files/{urllib.parse.quote(os.fsencode(rel), safe='/')}"
+        try:
+            headers = {
+                TOKEN_HEADER: token,
+                SHA_HEADER: _sha256(path),
+                "Content-Type": "application/octet-stream",
+                "Content-Length": str(size),
+            }
+            with open(path, "rb") as body:
+                _send("PUT", url, headers, body, rewind=lambda body=body: body.seek(0))
+        except OSError as exc:
+            _say(f"cannot read result file {rel!r}: {exc.strerror or exc}")
+            continue
+        except Refused as exc:
+            _say(f"result upload of {rel!r} refused: {exc}; not uploading the rest")
+            break
+        except Unreachable as exc:
+            _say(f"result upload of {rel!r} failed: {exc}; not uploading the rest")
+            break
+        files += 1
+        uploaded += size
+    return files, uploaded
+
+
+def report(base: str, exit_code: int) -> None:
+    """Upload the results, measure the checkpoints and post `complete`; problems only go to stderr."""
+    token = os.environ.get(TOKEN_ENV, "")
+    base = base.rstrip("/")
+    files = uploaded = 0
+    try:
+        files, uploaded = upload_results(base, token, os.environ.get("RESULT_DIR", ""))
+        summary = {
+            "exit_code": exit_code,
+            "files": files,
+            "bytes": uploaded,
+            "checkpoint_bytes": tree_bytes(os.environ.get("CHECKPOINT_DIR", "")),
+        }
+        body = json.dumps(summary).encode("utf-8")
+        headers = {TOKEN_HEADER: token, "Content-Type": "application/json"}
+        _send("POST", f"{base}/complete", headers, body)
+    except (Refused, Unreachable) as exc:
+        _say(f"could not report the attempt's end: {exc}")
+    except Exception as exc:
+        _say(f"results upload failed: {type(exc).__name__}: {exc}")
+    _say(f"uploaded {files} result file(s), {uploaded} bytes")
+
+
+def main(argv: list[str]) -> int:
+    """Run the wrapped command, report its results, and return the exit status to leave with."""
+    if not argv:
+        _say("the launcher needs a command to run")
+        return 2
+    forwarder = Forwarder()
+    forwarder.install()
+    code = run_child(argv, forwarder)
+    base = os.environ.get("TRAINYARD_RESULTS_URL", "").strip()
+    if base:
+        report(base, code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
