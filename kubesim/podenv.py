@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -120,6 +121,9 @@ class PodEnvironment:
         meta = pod["metadata"]
         namespace = meta["namespace"]
         env = {k: os.environ[k] for k in runtime._PASS_ENV if k in os.environ}
+        # `python` run by a shell inside the container (`sh -c "python train.py"`) finds kubesim's own
+        # interpreter first, as a bare `python` command does (runtime.resolve_executable).
+        env["PATH"] = os.pathsep.join(p for p in (str(Path(sys.executable).parent), env.get("PATH")) if p)
         env.update(
             {
                 "HOSTNAME": meta["name"],

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -19,6 +21,14 @@ def test_python_print_pod_succeeds_with_log(core: client.CoreV1Api, ns: str) -> 
     assert (terminated.exit_code, terminated.reason) == (0, "Completed")
     assert pod.status.pod_ip == "127.0.0.1" and pod.spec.node_name
     assert core.read_namespaced_pod_log("hello", ns) == "1\n"
+
+
+def test_python_through_a_shell_is_kubesims_own_interpreter(core: client.CoreV1Api, ns: str) -> None:
+    script = "python -c 'import sys; print(sys.executable)'; python3 -c 'import sys; print(sys.prefix)'"
+    core.create_namespaced_pod(ns, make_pod("shell-python", ["/bin/sh", "-c", script]))
+    assert wait_phase(core, ns, "shell-python", ("Succeeded", "Failed")).status.phase == "Succeeded"
+    executable, prefix = core.read_namespaced_pod_log("shell-python", ns).split()
+    assert Path(executable).parent == Path(sys.executable).parent and prefix == sys.prefix
 
 
 def test_failing_command_gives_failed_phase_and_error_reason(core: client.CoreV1Api, ns: str) -> None:
