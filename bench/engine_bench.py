@@ -195,7 +195,6 @@ def running_engine(clock: PodClock) -> Iterator[None]:
         with running_kubesim(state / "kubesim") as sim:
             sim.cluster.store.listeners.append(clock)
             settings.KUBECONFIG = str(sim.kubeconfig_path)
-            settings.CHECKPOINT_HOST_ROOT = "/var/lib/trainyard/checkpoints"
             app.control.purge()
             watcher = Watcher(cluster.cluster())
             watch_thread = threading.Thread(target=watcher.run, name="watcher", daemon=True)

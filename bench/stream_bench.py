@@ -351,7 +351,6 @@ def running_stack(clock: PodClock) -> Iterator[tuple[str, int]]:
         with running_kubesim(state / "kubesim") as sim:
             sim.cluster.store.listeners.append(clock)
             settings.KUBECONFIG = str(sim.kubeconfig_path)
-            settings.CHECKPOINT_HOST_ROOT = "/var/lib/trainyard/checkpoints"
             app.control.purge()
             watcher = Watcher(cluster.cluster())
             watch_thread = threading.Thread(target=watcher.run, name="watcher", daemon=True)

@@ -14,7 +14,7 @@ import contextlib
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -186,12 +186,14 @@ class Cluster:
         default_cpu_millis: int = 1000,
         default_memory_mib: int = 1024,
         labels: dict[str, str] | None = None,
+        egress_cidrs: Sequence[str] = (),
     ) -> None:
         """Create (or bring up to date) a tenant's namespace and the objects that fence it in.
 
         Idempotent: existing objects are kept when they already say what is wanted and replaced
         (optimistically, by resourceVersion) when not, e.g. after the tenant's quota changed. `labels` are
-        extra namespace labels (the operator's; the platform's own win).
+        extra namespace labels (the operator's; the platform's own win); `egress_cidrs` are the addresses
+        learners may reach beyond their namespace and DNS (the platform's artifact endpoint, S3).
         """
         ns_body = make_namespace(namespace, tenant_slug, labels)
         try:
@@ -219,7 +221,7 @@ class Cluster:
             lambda want, have: covers(want.get("spec"), have.get("spec")),
         )
         self._ensure(
-            lambda: make_network_policy(namespace),
+            lambda: make_network_policy(namespace, egress_cidrs=egress_cidrs),
             net.create_namespaced_network_policy,
             net.read_namespaced_network_policy,
             net.replace_namespaced_network_policy,

@@ -13,9 +13,18 @@ from typing import Any
 from django.conf import settings
 
 from clusterio import names, telemetry
-from clusterio.builders import JobPodsSpec, TenantLimits, VolumeSpec, datastore_secret_keys
+from clusterio.builders import (
+    ArtifactSpec,
+    JobPodsSpec,
+    S3Fetch,
+    TenantLimits,
+    VolumeSpec,
+    datastore_env_name,
+    datastore_secret_keys,
+)
 from clusterio.client import Cluster, NodeInfo
 from clusterio.telemetry import PodUsage
+from jobs.artifacts.tokens import mint_token
 from jobs.credentials import Credentials, unseal
 from jobs.models import Job, JobCredentials
 from tenants.models import Tenant
@@ -103,17 +112,66 @@ def pods_spec(job: Job, credentials: Credentials | None = None) -> JobPodsSpec:
         threads=tuning.get("threads", "auto"),
         max_runtime_seconds=spec.get("max_runtime_seconds"),
         master_port=rendezvous_port(job),
-        checkpoint_host_path=_checkpoint_host_path(job),
         datastore_secret=names.datastore_secret_name(job.pk, job.attempt) if credentials else None,
         datastore_keys=datastore_secret_keys(credentials),
+        artifacts=_artifacts(job, spec, credentials),
+        **_checkpoints(job),
     )
 
 
-def _checkpoint_host_path(job: Job) -> str | None:
-    root = settings.CHECKPOINT_HOST_ROOT
-    if not root:
+def _checkpoints(job: Job) -> dict[str, Any]:
+    """Where CHECKPOINT_DIR lives so that a requeued attempt resumes: a node folder where configured
+    (single-node clusters), else the job's own claim of CHECKPOINT_CLAIM_SIZE (kept until the job is
+    deleted), else the pod's scratch space (CHECKPOINT_CLAIM_SIZE empty: nothing outlives a pod)."""
+    if settings.CHECKPOINT_HOST_ROOT:
+        return {
+            "checkpoint_host_path": f"{settings.CHECKPOINT_HOST_ROOT.rstrip('/')}/{job.tenant.slug}/{job.pk}"
+        }
+    if not settings.CHECKPOINT_CLAIM_SIZE:
+        return {}
+    return {
+        "checkpoint_claim": names.checkpoint_claim_name(job.pk),
+        "checkpoint_claim_size": settings.CHECKPOINT_CLAIM_SIZE,
+        "checkpoint_storage_class": settings.CHECKPOINT_STORAGE_CLASS or None,
+        "checkpoint_access_modes": ("ReadWriteMany",) if job.learners > 1 else ("ReadWriteOnce",),
+    }
+
+
+def _artifacts(job: Job, spec: dict[str, Any], credentials: Credentials) -> ArtifactSpec | None:
+    """What the pods fetch and upload (docs/artifacts.md): the code ZIP, S3 data volumes, and results —
+    when pods can reach the platform (ARTIFACTS_BASE_URL) or, without it, S3 data alone."""
+    base = settings.ARTIFACTS_BASE_URL.rstrip("/")
+    fetches = tuple(
+        _s3_fetch(volume, credentials)
+        for volume in spec.get("volumes", [])
+        if volume["type"] == "s3" and volume["kind"] == "data"
+    )
+    if not base and not fetches:
         return None
-    return f"{root.rstrip('/')}/{job.tenant.slug}/{job.pk}"
+    prefix = f"{base}/api/v1/artifacts/{job.pk}/{job.attempt}"
+    code = job.code if base else None
+    return ArtifactSpec(
+        code_url=f"{prefix}/code" if code is not None else None,
+        code_sha256=code.sha256 if code is not None else None,
+        results_url=f"{prefix}/{{learner}}/results" if base else None,
+        fetch_image=settings.ARTIFACT_FETCH_IMAGE,
+        s3_fetch=fetches,
+        code_max_unpacked=settings.CODE_MAX_UNPACKED_BYTES,
+    )
+
+
+def _s3_fetch(volume: dict[str, Any], credentials: Credentials) -> S3Fetch:
+    store = volume.get("secret")
+    keys = credentials.get(store or "", {})
+    with_keys = "access_key_id" in keys and "secret_access_key" in keys
+    return S3Fetch(
+        bucket=volume["bucket"],
+        target=volume["mount_path"],
+        prefix=volume.get("prefix") or "",
+        endpoint=volume.get("endpoint") or None,
+        access_key_env=datastore_env_name(store, "access_key_id") if with_keys and store else None,
+        secret_key_env=datastore_env_name(store, "secret_access_key") if with_keys and store else None,
+    )
 
 
 def _volume(volume: dict[str, Any]) -> VolumeSpec:
@@ -137,9 +195,21 @@ def launch(job: Job) -> list[str]:
         tenant_slug=job.tenant.slug,
         limits=tenant_limits(job.tenant),
         labels=settings.TENANT_NAMESPACE_LABELS,
+        egress_cidrs=settings.TENANT_EGRESS_CIDRS,
     )
     credentials = job_credentials(job)
-    return client.launch(spec=pods_spec(job, credentials), credentials=credentials or None)
+    spec = pods_spec(job, credentials)
+    token = mint_token(job_id=job.pk, attempt=job.attempt) if spec.artifacts is not None else None
+    return client.launch(spec=spec, credentials=credentials or None, artifact_token=token)
+
+
+def delete_checkpoints(job: Job) -> bool:
+    """Delete the job's checkpoint claim (with the job: attempts share it); False when there was none."""
+    if settings.CHECKPOINT_HOST_ROOT or not settings.CHECKPOINT_CLAIM_SIZE:
+        return False
+    return cluster().delete_checkpoint_claim(
+        namespace=namespace_for(job.tenant), name=names.checkpoint_claim_name(job.pk)
+    )
 
 
 def teardown(job: Job, attempt: int | None = None) -> int:

@@ -34,7 +34,6 @@ def engine(kubesim_cluster: KubeSim, transactional_db: None, settings: Any) -> I
     from portal.celery import app
 
     settings.KUBECONFIG = str(kubesim_cluster.kubeconfig_path)
-    settings.CHECKPOINT_HOST_ROOT = "/var/lib/trainyard/checkpoints"
     app.control.purge()
     from jobs import cluster
 

@@ -305,7 +305,15 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
     artifacts = spec.artifacts
     init_containers = None
     if artifacts is not None and artifacts.needs_fetch:
-        init_containers = [make_fetch_container(spec, mounts, _security_context(spec))]
+        # The fetch container fills the S3 volumes the learner reads (read-only there): writable here.
+        s3_paths = {v.mount_path for v in spec.volumes if v.kind == "s3"}
+        fetch_mounts = [
+            client.V1VolumeMount(name=m.name, mount_path=m.mount_path, read_only=False)
+            if m.mount_path in s3_paths
+            else m
+            for m in mounts
+        ]
+        init_containers = [make_fetch_container(spec, fetch_mounts, _security_context(spec))]
     container = client.V1Container(
         name=CONTAINER_NAME,
         image=spec.image,

@@ -269,6 +269,13 @@ SECURE_CSP: dict[str, list[str] | bool] = {}
 # Where checkpoints live when the cluster has no shared storage class (kubesim, single node): a node
 # folder per job that outlives its pods, so a requeued attempt resumes. Empty: per-pod scratch only.
 CHECKPOINT_HOST_ROOT = env("CHECKPOINT_HOST_ROOT", default="")
+# Otherwise each job gets a PersistentVolumeClaim of this size for CHECKPOINT_DIR, shared by its attempts
+# and deleted with the job (empty: no claim, checkpoints live and die with the pod).
+CHECKPOINT_CLAIM_SIZE = env("CHECKPOINT_CLAIM_SIZE", default="10Gi")
+CHECKPOINT_STORAGE_CLASS = env("CHECKPOINT_STORAGE_CLASS", default="")
+# Where learner pods may connect beyond their namespace and DNS (CIDRs, comma-separated): the address of
+# ARTIFACTS_BASE_URL and of any S3 endpoint jobs read from. Empty: nothing else (default-deny egress).
+TENANT_EGRESS_CIDRS = env.list("TENANT_EGRESS_CIDRS", default=[])
 
 # The engine's clocks (seconds): how long a starting job may wait for its pods before it is launched
 # again, and how long its pods may stay pending before the job goes back to the queue.

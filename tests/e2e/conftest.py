@@ -36,8 +36,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENSHOTS = ROOT / "tmp"
-# What the `engine` fixture (tests/conftest.py) sets for the worker and watcher; the live server gets the same.
-CHECKPOINT_HOST_ROOT = "/var/lib/trainyard/checkpoints"
 
 
 def _free_port() -> int:
@@ -122,10 +120,10 @@ def live_server_url(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
     """A second daphne server for the live tests: the same test database, and the session's kubesim as its
-    cluster (the same KUBECONFIG and CHECKPOINT_HOST_ROOT as the `engine` fixture gives the worker and the
-    watcher in this process). Celery tasks it queues go through the shared Redis db to that worker."""
+    cluster (the same KUBECONFIG as the `engine` fixture gives the worker and the watcher in this process).
+    Celery tasks it queues go through the shared Redis db to that worker."""
     name = _test_database_name(django_db_blocker)
-    env = {"KUBECONFIG": str(kubesim_cluster.kubeconfig_path), "CHECKPOINT_HOST_ROOT": CHECKPOINT_HOST_ROOT}
+    env = {"KUBECONFIG": str(kubesim_cluster.kubeconfig_path)}
     with _daphne(name, env, tmp_path_factory.mktemp("e2e-live-server")) as url:
         yield url
 
