@@ -40,6 +40,7 @@ class LearnerView:
     unschedulable_message: str | None = None
     disrupted: bool = False
     deleted: bool = False
+    init_failure: tuple[str, int, str] | None = None  # (container, exit code, last message line)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,13 @@ def judge(
 
 
 def _failed(view: LearnerView) -> Verdict:
+    if view.init_failure is not None:
+        name, status, said = view.init_failure
+        reason = "FetchFailed" if name == "fetch" else "InitContainerFailed"
+        detail = f": {said}" if said else ""
+        return Verdict(
+            "failed", reason, f"learner {view.index}: init container {name} exited {status}{detail}", view.index
+        )
     if view.terminated_reason == "OOMKilled":
         return Verdict(
             "failed",
@@ -170,4 +178,15 @@ def view_from_pod(pod: dict[str, Any], index: int) -> LearnerView:
         unschedulable_message=unschedulable,
         disrupted=disrupted,
         deleted=deleted,
+        init_failure=_init_failure(status),
     )
+
+
+def _init_failure(status: dict[str, Any]) -> tuple[str, int, str] | None:
+    """The first init container that ended non-zero: its name, exit code and last line of message."""
+    for cs in status.get("initContainerStatuses") or []:
+        ended = (cs.get("state") or {}).get("terminated") or {}
+        if ended.get("exitCode"):
+            lines = [line for line in str(ended.get("message") or "").splitlines() if line.strip()]
+            return cs.get("name") or "init", int(ended["exitCode"]), lines[-1][:500] if lines else ""
+    return None

@@ -374,7 +374,7 @@ class Kubelet:
             status["state"] = {"running": {"startedAt": proc.started_at}}
         else:
             status["containerID"] = f"kubesim://{proc.pid or 0}"
-            status["state"] = {"terminated": terminated_state(proc)}
+            status["state"] = {"terminated": terminated_state(proc, container)}
         return status
 
     def _init_status(self, rt: PodRuntime, container: Obj, index: int) -> Obj:

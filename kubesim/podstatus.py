@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kubesim.runtime import ContainerProcess, now_rfc3339
 from kubesim.store import Obj
 
 POD_IP = "127.0.0.1"
 
 
-def terminated_state(proc: ContainerProcess) -> Obj:
-    """The ``state.terminated`` of an ended container, with the reason a real kubelet would give."""
+def terminated_state(proc: ContainerProcess, container: Obj | None = None) -> Obj:
+    """The ``state.terminated`` of an ended container, with the reason a real kubelet would give.
+
+    With `terminationMessagePolicy: FallbackToLogsOnError` a failed container's message is the end of its
+    log (at most 80 lines and 2048 bytes), as the kubelet does when no termination message was written.
+    """
     code = proc.exit_code if proc.exit_code is not None else 0
     if proc.start_error:
         reason, code = "StartError", 128
@@ -26,7 +32,21 @@ def terminated_state(proc: ContainerProcess) -> Obj:
     }
     if proc.start_error:
         result["message"] = proc.start_error
+    elif code != 0 and (container or {}).get("terminationMessagePolicy") == "FallbackToLogsOnError":
+        tail = log_tail_text(proc.log_path)
+        if tail:
+            result["message"] = tail
     return result
+
+
+def log_tail_text(path: Path, lines: int = 80, limit: int = 2048) -> str:
+    """The text of the last lines of a CRI-format container log (`<time> <stream> <P|F> <text>`)."""
+    try:
+        raw = path.read_bytes()[-64 * 1024 :]
+    except OSError:
+        return ""
+    texts = [line.split(b" ", 3)[-1] for line in raw.splitlines()[-lines:] if line.count(b" ") >= 3]
+    return b"\n".join(texts)[-limit:].decode("utf-8", "replace")
 
 
 def pod_phase(statuses: list[Obj]) -> str:

@@ -129,6 +129,8 @@ def make_fetch_container(
         resources=client.V1ResourceRequirements(requests=dict(amounts), limits=dict(amounts)),
         volume_mounts=list(mounts),
         security_context=security_context,
+        # Its one-line error becomes the terminated state's message, for the job's failure reason.
+        termination_message_policy="FallbackToLogsOnError",
     )
 
 

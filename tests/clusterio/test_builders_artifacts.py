@@ -151,6 +151,7 @@ def test_fetch_init_container_matches_expected_manifest() -> None:
         },
         "volumeMounts": main["volumeMounts"],
         "securityContext": main["securityContext"],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     assert {"name": "model", "mountPath": "/trainyard/model"} in main["volumeMounts"]
     assert {"name": "model", "emptyDir": {}} in pod["spec"]["volumes"]

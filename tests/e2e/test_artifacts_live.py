@@ -26,7 +26,9 @@ import pytest
 from typer.testing import CliRunner
 
 from jobs import cluster
+from jobs.artifacts.code import zip_directory_bytes
 from jobs.models import Job, JobEvent, LogLine, ResultFile
+from jobs.services import job_submit
 from kubesim.testing import KubeSim
 from tenants.tokens import token_create
 from tests.factories import make_tenant, member
@@ -198,3 +200,20 @@ def test_code_from_disk_trains_on_s3_data_survives_a_lost_node_and_its_model_com
     assert all(PASSWORD not in answer for answer in answers)
     assert not LogLine.objects.filter(job=job, text__contains=PASSWORD).exists()
     assert PASSWORD not in json.dumps(list(job.events.values_list("message", "data")))
+
+
+def test_a_missing_bucket_fails_the_job_with_the_fetch_error(
+    engine: KubeSim, live_server_url: str, s3: str, settings: Any
+) -> None:
+    settings.ARTIFACTS_BASE_URL = live_server_url
+    settings.ARTIFACT_FETCH_IMAGE = "trainyard:test"
+    engine.add_gpu_node("artifact-2", gpus=1, labels={"nvidia.com/gpu.product": GPU})
+    tenant = make_tenant(gpus=4)
+    document = manifest(s3).replace("{container: datasets}", "{container: no-such-bucket}")
+    job = job_submit(
+        tenant=tenant, user=member(tenant), document=document, code=zip_directory_bytes({"train.py": b""})
+    )
+    job = wait_status(job, "failed", timeout=60)
+    assert job.reason == "FetchFailed", describe(job)
+    assert "no-such-bucket" in job.message and PASSWORD not in job.message, job.message
+    assert job.attempt == 1 and not LogLine.objects.filter(job=job).exists()

@@ -120,3 +120,29 @@ def test_a_disrupted_pod_requeues_with_the_disruptions_own_reason(
     verdict = judge([view_from_pod(running, 0)], 1)
     assert (verdict.state, verdict.reason) == ("requeue", expected)
     assert "taken away" in verdict.message
+
+
+def test_a_failed_fetch_init_container_fails_the_job_with_its_message() -> None:
+    failed = pod(
+        phase="Failed",
+        initContainerStatuses=[
+            {
+                "name": "fetch",
+                "state": {
+                    "terminated": {
+                        "exitCode": 1,
+                        "reason": "Error",
+                        "message": "starting\nfetch: S3 bucket 'nope' does not exist\n",
+                    }
+                },
+            }
+        ],
+        containerStatuses=[{"name": "learner", "state": {"waiting": {"reason": "PodInitializing"}}}],
+    )
+    view = view_from_pod(failed, 0)
+    assert view.init_failure == ("fetch", 1, "fetch: S3 bucket 'nope' does not exist")
+    verdict = judge([view], 1)
+    assert (verdict.state, verdict.reason) == ("failed", "FetchFailed")
+    assert (
+        verdict.message == "learner 0: init container fetch exited 1: fetch: S3 bucket 'nope' does not exist"
+    )

@@ -104,6 +104,24 @@ def test_failing_init_container_fails_the_pod_and_main_never_starts_under_never(
     assert not Path(sim.state_dir / "hostpath" / "bad-init" / "ran").exists()
 
 
+def test_a_failed_container_with_fallback_to_logs_says_its_last_lines(
+    core: client.CoreV1Api, ns: str
+) -> None:
+    pod = _pod(
+        "says-why",
+        [["sh", "-c", "echo working; echo 'fetch: bucket nope does not exist' >&2; exit 1"]],
+        ["true"],
+    )
+    pod.spec.init_containers[0].termination_message_policy = "FallbackToLogsOnError"
+    core.create_namespaced_pod(ns, pod)
+    done = wait_phase(core, ns, "says-why", ("Succeeded", "Failed"))
+    failed = done.status.init_container_statuses[0].state.terminated
+    assert failed.message == "working\nfetch: bucket nope does not exist"
+    core.create_namespaced_pod(ns, _pod("quiet", [["sh", "-c", "echo nothing to see; exit 1"]], ["true"]))
+    quiet = wait_phase(core, ns, "quiet", ("Succeeded", "Failed"))
+    assert quiet.status.init_container_statuses[0].state.terminated.message is None, "File policy: no message"
+
+
 def test_failing_init_container_is_retried_with_back_off_under_on_failure(
     core: client.CoreV1Api, ns: str
 ) -> None:
