@@ -7,7 +7,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from jobs.models import Job, JobEvent, Learner
-from jobs.services import JobRejected, job_cancel, job_requeue
+from jobs.services import JobRejected, job_cancel, job_delete, job_requeue
 from jobs.states import TERMINAL
 
 
@@ -49,6 +49,20 @@ class JobAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        """Only finished jobs can be deleted, and only through `job_delete` (checkpoints, files, rows)."""
+        return super().has_delete_permission(request, obj) and (obj is None or obj.status in TERMINAL)
+
+    def delete_model(self, request: HttpRequest, obj: Job) -> None:
+        job_delete(job=obj, user=request.user)  # type: ignore[arg-type]
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        for job in queryset:
+            try:
+                job_delete(job=job, user=request.user)  # type: ignore[arg-type]
+            except JobRejected as exc:
+                self.message_user(request, f"{job.pk}: {exc}", messages.WARNING)
 
     @admin.action(description="Cancel selected jobs")
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:

@@ -35,7 +35,7 @@ from jobs.serializers import (
     LogLineSerializer,
     MetricSampleSerializer,
 )
-from jobs.services import JobRejected, job_cancel, job_retry, job_submit
+from jobs.services import JobRejected, job_cancel, job_delete, job_retry, job_submit
 from jobs.states import JobStatus
 from jobs.telemetry import telemetry_list
 from portal.apiutil import api_user
@@ -304,6 +304,18 @@ class JobDetailView(ApiView):
     @extend_schema(parameters=[JOB_ID], responses={200: JobDetailSerializer, **errors(401, 404, 429)})
     def get(self, request: Request, job_id: str) -> Response:
         return Response(JobDetailSerializer(_job(request, job_id)).data)
+
+    @extend_schema(
+        parameters=[JOB_ID],
+        responses={204: None, **errors(401, 403, 404, 409, 429, 503)},
+        description="Delete a finished job with its logs, metrics, result files and checkpoints.",
+    )
+    def delete(self, request: Request, job_id: str) -> Response:
+        try:
+            job_delete(job=_job(request, job_id), user=api_user(request))
+        except JobRejected as exc:
+            return rejected(exc)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class JobCancelView(ApiView):

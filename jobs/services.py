@@ -9,11 +9,13 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from clusterio.errors import ClusterError
 from jobs import cluster
 from jobs.artifacts.code import CodeRejected, code_archive_store, inspect_code_zip
+from jobs.artifacts.storage import artifacts_delete
 from jobs.credentials import seal
 from jobs.lifecycle import enqueue, job_requeue_or_fail, transition
-from jobs.models import CodeArchive, Job, JobCredentials, JobEvent
+from jobs.models import CodeArchive, Job, JobCredentials, JobEvent, ResultFile
 from jobs.spec import Demand, ParsedSpec, SpecError, parse_spec, spec_demand
 from jobs.states import TERMINAL, WAITING, JobStatus
 from tenants.models import Quota, Tenant
@@ -207,3 +209,31 @@ def job_requeue(*, job: Job, user: User) -> Job:
         return job_requeue_or_fail(
             current, reason="RequeuedByAdmin", message=f"requeued by {user.get_username()}", counts=False
         )
+
+
+def job_delete(*, job: Job, user: User) -> None:
+    """Delete a finished job and everything it left: its checkpoint claim on the cluster, its result
+    files, its code archive when no other job runs that code, and its rows (events, logs, metrics).
+
+    Refused (nothing deleted) for a job that has not finished, for a user who may not manage it, and,
+    with 503, while the cluster cannot be asked to delete the claim.
+    """
+    if not can_manage_owned(user, job):
+        raise PermissionDenied("you may not delete this job")
+    if job.status not in TERMINAL:
+        raise JobRejected({"": [f"job {job.pk} is still {job.status}; cancel it first"]}, status=409)
+    try:
+        cluster.delete_checkpoints(job)
+    except ClusterError as exc:
+        raise JobRejected(
+            {"": [f"the cluster cannot delete the job's checkpoints now: {exc}"]}, status=503
+        ) from exc
+    with transaction.atomic():
+        current = Job.objects.select_for_update().get(pk=job.pk)
+        files = [r.storage_name for r in ResultFile.objects.filter(job=current)]
+        archive = current.code
+        current.delete()
+        if archive is not None and not archive.jobs.exists():
+            files.append(archive.storage_name)
+            archive.delete()
+        transaction.on_commit(lambda: artifacts_delete(files))

@@ -32,3 +32,14 @@ def code_name(tenant_slug: str, sha256: str) -> str:
 def result_name(tenant_slug: str, job_id: str, attempt: int, learner: int, path: str) -> str:
     """Where one result file of one learner of one attempt lives."""
     return f"results/{tenant_slug}/{job_id}/{attempt}/{learner}/{path}"
+
+
+def artifacts_delete(names: list[str]) -> int:
+    """Delete stored artifacts by name (missing ones are skipped); returns how many were there."""
+    storage = artifact_storage()
+    gone = 0
+    for name in names:
+        if storage.exists(name):
+            storage.delete(name)
+            gone += 1
+    return gone

@@ -23,8 +23,10 @@ from typing import Any
 import boto3
 import httpx
 import pytest
+from kubernetes.client.exceptions import ApiException
 from typer.testing import CliRunner
 
+from clusterio import names
 from jobs import cluster
 from jobs.artifacts.code import zip_directory_bytes
 from jobs.models import Job, JobEvent, LogLine, ResultFile
@@ -191,15 +193,25 @@ def test_code_from_disk_trains_on_s3_data_survives_a_lost_node_and_its_model_com
         answers = [
             api.get(f"/api/v1/jobs/{job.pk}/{suffix}").text for suffix in ("", "events/", "logs/", "results/")
         ]
+    assert not LogLine.objects.filter(job=job, text__contains=PASSWORD).exists()
+    answers_events = list(job.events.values_list("message", "data"))
     out = tmp_path / "downloaded"
     downloaded = CliRunner().invoke(cli.app, ["download", job.pk, "--results", "-o", str(out)])
     assert downloaded.exit_code == 0, downloaded.output
     assert (out / "model.pt").read_bytes() == over_api.content
 
+    # The checkpoint claim outlived both attempts; deleting the job deletes it, with the job's files.
+    core = cluster.cluster().core
+    namespace, claim = cluster.namespace_for(tenant), names.checkpoint_claim_name(job.pk)
+    assert core.read_namespaced_persistent_volume_claim(claim, namespace).status.phase == "Bound"
+    with httpx.Client(base_url=live_server_url, headers={"Authorization": f"Bearer {token}"}) as api:
+        assert api.delete(f"/api/v1/jobs/{job.pk}/").status_code == 204
+    wait_until(lambda: not _claim_exists(core, claim, namespace), timeout=30, what="the claim to be deleted")
+    assert not Job.objects.filter(pk=job.pk).exists() and not ResultFile.objects.exists()
+
     # The data store's password: in no API answer, log line or event.
     assert all(PASSWORD not in answer for answer in answers)
-    assert not LogLine.objects.filter(job=job, text__contains=PASSWORD).exists()
-    assert PASSWORD not in json.dumps(list(job.events.values_list("message", "data")))
+    assert PASSWORD not in json.dumps(answers_events)
 
 
 def test_a_missing_bucket_fails_the_job_with_the_fetch_error(
@@ -217,3 +229,13 @@ def test_a_missing_bucket_fails_the_job_with_the_fetch_error(
     assert job.reason == "FetchFailed", describe(job)
     assert "no-such-bucket" in job.message and PASSWORD not in job.message, job.message
     assert job.attempt == 1 and not LogLine.objects.filter(job=job).exists()
+
+
+def _claim_exists(core: Any, name: str, namespace: str) -> bool:
+    try:
+        core.read_namespaced_persistent_volume_claim(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True

@@ -254,3 +254,57 @@ def test_a_bad_completion_report_is_refused() -> None:
     assert client.post(url, "not json", content_type="application/json").status_code == 400
     assert client.post(url, {"exit_code": "zero"}, content_type="application/json").status_code == 400
     assert not JobEvent.objects.filter(job=job, kind="results").exists()
+
+
+# -- deleting a job takes its artifacts along ----------------------------------------------------------------
+
+
+def test_deleting_a_finished_job_removes_its_files_and_unshared_code(
+    artifact_folder: Any, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    claims: list[str] = []
+    monkeypatch.setattr("jobs.cluster.delete_checkpoints", lambda job: claims.append(job.pk) or True)
+    job = running_job_with_code()
+    twin = job_submit(tenant=job.tenant, user=job.owner, document=SPEC, code=CODE)
+    token = mint_token(job_id=job.pk, attempt=1)
+    assert upload(token, job, "model.pt", b"weights").status_code == 201
+    stored = {p.relative_to(artifact_folder).as_posix() for p in artifact_folder.rglob("*") if p.is_file()}
+    assert len(stored) == 2  # the code (once for both jobs) and the model
+
+    client = api(job.owner)
+    refused = client.delete(f"/api/v1/jobs/{job.pk}/")
+    assert refused.status_code == 409 and "cancel it first" in refused.json()["detail"]
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.SUCCEEDED)
+    assert api(member(job.tenant, "viewer")).delete(f"/api/v1/jobs/{job.pk}/").status_code == 403
+    other = make_tenant()
+    assert api(member(other, "owner")).delete(f"/api/v1/jobs/{job.pk}/").status_code == 404
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client.delete(f"/api/v1/jobs/{job.pk}/").status_code == 204
+    assert claims == [job.pk] and not Job.objects.filter(pk=job.pk).exists()
+    assert not ResultFile.objects.exists() and CodeArchive.objects.count() == 1, (
+        "the twin still runs that code"
+    )
+    assert [p.name for p in artifact_folder.rglob("*") if p.is_file()] == [
+        f"{CodeArchive.objects.get().sha256}.zip"
+    ]
+
+    Job.objects.filter(pk=twin.pk).update(status=JobStatus.CANCELLED)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client.delete(f"/api/v1/jobs/{twin.pk}/").status_code == 204
+    assert not CodeArchive.objects.exists() and not any(p.is_file() for p in artifact_folder.rglob("*"))
+
+
+def test_a_job_is_not_deleted_while_the_cluster_cannot_drop_its_checkpoints(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from clusterio.errors import Unavailable
+
+    def unreachable(job: Job) -> bool:
+        raise Unavailable("connection refused")
+
+    monkeypatch.setattr("jobs.cluster.delete_checkpoints", unreachable)
+    job = running_job_with_code()
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.FAILED)
+    response = api(job.owner).delete(f"/api/v1/jobs/{job.pk}/")
+    assert response.status_code == 503 and "checkpoints" in response.json()["detail"]
+    assert Job.objects.filter(pk=job.pk).exists() and CodeArchive.objects.exists()
