@@ -1,11 +1,17 @@
 """Shared fixtures and paths for the whole suite."""
 
 import os
+import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
+import httpx
 import pytest
 
 from kubesim.testing import KubeSim, running_kubesim
@@ -73,3 +79,50 @@ def _end_stray_database_sessions(django_db_setup: None, django_db_blocker: Any) 
             )
     except OperationalError:
         pass  # a run of database-free tests only: pytest-django never pointed the connection at a test db
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def s3_server(tmp_path: Path) -> Iterator[str]:
+    """moto's S3 server on a free port (a real S3 HTTP API; it checks no credentials), with bucket
+    `datasets` holding toy/points.csv (20 rows `x,2x+1`)."""
+    port = _free_port()
+    log = (tmp_path / "moto.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while not _answers(url):
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError(f"moto's S3 server did not start; see {tmp_path / 'moto.log'}")
+            time.sleep(0.1)
+        bucket = boto3.client(
+            "s3",
+            endpoint_url=url,
+            aws_access_key_id="user",
+            aws_secret_access_key="secret",
+            region_name="us-east-1",
+        )
+        bucket.create_bucket(Bucket="datasets")
+        points = "\n".join(f"{i / 10},{2 * i / 10 + 1}" for i in range(20))
+        bucket.put_object(Bucket="datasets", Key="toy/points.csv", Body=points.encode())
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        log.close()
+
+
+def _answers(url: str) -> bool:
+    try:
+        httpx.get(url, timeout=1)
+    except httpx.HTTPError:
+        return False
+    return True

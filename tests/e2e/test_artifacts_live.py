@@ -13,14 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import socket
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import httpx
 import pytest
 from kubernetes.client.exceptions import ApiException
@@ -73,48 +68,6 @@ print("model sha256", hashlib.sha256(buffer.getvalue()).hexdigest(), flush=True)
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture
-def s3(tmp_path: Path) -> Iterator[str]:
-    """moto's S3 server on a free port, with bucket `datasets` holding toy/points.csv."""
-    port = _free_port()
-    log = (tmp_path / "moto.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: _answers(url), timeout=30, what="moto's S3 server")
-        bucket = boto3.client(
-            "s3",
-            endpoint_url=url,
-            aws_access_key_id="user",
-            aws_secret_access_key=PASSWORD,
-            region_name="us-east-1",
-        )
-        bucket.create_bucket(Bucket="datasets")
-        points = "\n".join(f"{i / 10},{2 * i / 10 + 1}" for i in range(20))
-        bucket.put_object(Bucket="datasets", Key="toy/points.csv", Body=points.encode())
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        log.close()
-
-
-def _answers(url: str) -> bool:
-    try:
-        httpx.get(url, timeout=1)
-    except httpx.HTTPError:
-        return False
-    return True
-
-
 def manifest(s3_url: str) -> str:
     return f"""
 name: ffdl-with-code
@@ -140,7 +93,7 @@ framework:
 def test_code_from_disk_trains_on_s3_data_survives_a_lost_node_and_its_model_comes_back(
     engine: KubeSim,
     live_server_url: str,
-    s3: str,
+    s3_server: str,
     settings: Any,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -158,7 +111,7 @@ def test_code_from_disk_trains_on_s3_data_survives_a_lost_node_and_its_model_com
     code.mkdir()
     (code / "train.py").write_text(TRAIN)
     spec = tmp_path / "manifest.yml"
-    spec.write_text(manifest(s3))
+    spec.write_text(manifest(s3_server))
 
     submitted = CliRunner().invoke(cli.app, ["submit", str(spec), "--code", str(code), "--json"])
     assert submitted.exit_code == 0, submitted.output
@@ -215,13 +168,13 @@ def test_code_from_disk_trains_on_s3_data_survives_a_lost_node_and_its_model_com
 
 
 def test_a_missing_bucket_fails_the_job_with_the_fetch_error(
-    engine: KubeSim, live_server_url: str, s3: str, settings: Any
+    engine: KubeSim, live_server_url: str, s3_server: str, settings: Any
 ) -> None:
     settings.ARTIFACTS_BASE_URL = live_server_url
     settings.ARTIFACT_FETCH_IMAGE = "trainyard:test"
     engine.add_gpu_node("artifact-2", gpus=1, labels={"nvidia.com/gpu.product": GPU})
     tenant = make_tenant(gpus=4)
-    document = manifest(s3).replace("{container: datasets}", "{container: no-such-bucket}")
+    document = manifest(s3_server).replace("{container: datasets}", "{container: no-such-bucket}")
     job = job_submit(
         tenant=tenant, user=member(tenant), document=document, code=zip_directory_bytes({"train.py": b""})
     )

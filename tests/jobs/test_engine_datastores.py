@@ -29,7 +29,7 @@ from tests.jobs.engine import wait_status, wait_until
 PASSWORD = "s3cr3t-Pa55word"
 DIGEST = hashlib.sha256(PASSWORD.encode()).hexdigest()[:16]
 
-MANIFEST = f"""
+TEMPLATE = f"""
 name: ffdl-with-store
 version: "1.0"
 gpus: 0
@@ -39,8 +39,8 @@ learners: 1
 data_stores:
   - id: cos
     type: mount_cos
-    training_data: {{container: trainingdata}}
-    connection: {{auth_url: "http://s3.example.test", user_name: keyid, password: {PASSWORD}}}
+    training_data: {{container: datasets}}
+    connection: {{auth_url: "S3_URL", user_name: keyid, password: {PASSWORD}}}
 framework:
   name: custom
   version: "python:3.11"
@@ -48,6 +48,8 @@ framework:
     python -c "import hashlib, os; k = os.environ['COS_SECRET_ACCESS_KEY'].encode();
     print('secret', len(k), hashlib.sha256(k).hexdigest()[:16] == '{DIGEST}', os.environ['COS_ACCESS_KEY_ID'])"
 """
+# Where the data store is: a real S3 API (the learner's data is downloaded from it before it starts).
+MANIFEST = TEMPLATE.replace("S3_URL", "http://s3.example.test")
 
 
 def test_sealed_credentials_open_only_with_the_key_and_keys_rotate(settings: Any) -> None:
@@ -84,10 +86,12 @@ def test_credentials_that_collide_as_env_names_are_refused_and_nothing_stored() 
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_ffdl_credentials_reach_the_learner_through_a_secret_and_nowhere_else(engine: KubeSim) -> None:
+def test_ffdl_credentials_reach_the_learner_through_a_secret_and_nowhere_else(
+    engine: KubeSim, s3_server: str
+) -> None:
     tenant = make_tenant()
     user = member(tenant)
-    job = job_submit(tenant=tenant, user=user, document=MANIFEST)
+    job = job_submit(tenant=tenant, user=user, document=TEMPLATE.replace("S3_URL", s3_server))
     row = JobCredentials.objects.get(job=job)
     assert PASSWORD not in row.sealed and row.stores == ["cos"]
     assert PASSWORD not in json.dumps(job.spec)
@@ -107,7 +111,11 @@ def test_ffdl_credentials_reach_the_learner_through_a_secret_and_nowhere_else(en
     body = json.dumps(ApiClient().sanitize_for_serialization(make_learner_pod(pod, 0)))
     assert PASSWORD not in body and "keyid" not in body
     refs = [e for e in json.loads(body)["spec"]["containers"][0]["env"] if "valueFrom" in e]
-    assert {e["name"] for e in refs} == {"COS_ACCESS_KEY_ID", "COS_SECRET_ACCESS_KEY"}
+    assert {e["name"] for e in refs} == {
+        "COS_ACCESS_KEY_ID",
+        "COS_SECRET_ACCESS_KEY",
+        "TRAINYARD_ARTIFACT_TOKEN",
+    }
     assert {e["valueFrom"]["secretKeyRef"]["name"] for e in refs} == {secret_name}
 
     api = APIClient()

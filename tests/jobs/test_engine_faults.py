@@ -16,7 +16,7 @@ import pytest
 from django.db import connection
 
 from clusterio import names
-from clusterio.builders import make_learner_pod
+from clusterio.builders import make_job_checkpoint_pvc, make_learner_pod
 from clusterio.capacity import NodeInfo, Resources
 from jobs import cluster, lifecycle, scheduling, services, tasks
 from jobs.models import Job, JobEvent, LogLine, MetricSample
@@ -75,11 +75,14 @@ def test_launch_retried_after_a_worker_died_mid_launch_adopts_and_duplicates_no_
     job.refresh_from_db()
     assert job.status == "starting" and held_launches == [(job.pk, 1)]
 
-    # The dead worker got as far as learner 0: namespace objects and the first pod exist.
+    # The dead worker got as far as learner 0: namespace objects, the checkpoint claim and the first pod.
     client = cluster.cluster()
     namespace = cluster.namespace_for(job.tenant)
     client.ensure_tenant(
         namespace=namespace, tenant_slug=job.tenant.slug, limits=cluster.tenant_limits(job.tenant)
+    )
+    client.core.create_namespaced_persistent_volume_claim(
+        namespace, make_job_checkpoint_pvc(cluster.pods_spec(job))
     )
     first = client.core.create_namespaced_pod(namespace, make_learner_pod(cluster.pods_spec(job), 0))
     # The watch loop sees one pod of two: the launch is unfinished, not a lost pod.

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
-from jobs.simulator import load_nodes, load_trace, ratios, simulate, tenant_of
+from jobs.admission import Node
+from jobs.simulator import TraceJob, load_nodes, load_trace, ratios, simulate, tenant_of
+from jobs.simulator_tuning import SpeedModel
 from tests.conftest import SHARED_DATA
 
 TRACES = SHARED_DATA / "traces"
@@ -72,3 +76,133 @@ def test_simulate_command_json_prints_one_line_per_policy_and_the_ratios():
     assert [line.get("policy") for line in lines[:2]] == ["trainyard", "fifo"]
     assert lines[2]["ratio"] == "trainyard/fifo"
     assert set(lines[2]) >= {"mean_queue_delay", "p95_queue_delay", "mean_jct", "gpu_allocation"}
+
+
+# --- the tuner in the replay (jobs/simulator_tuning.py: a stated speed model, the platform's policy) ---
+
+POD_HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+    "creation_time,deletion_time,scheduled_time"
+)
+
+
+def crafted(
+    tmp_path: Path, pods: Sequence[tuple[str, int, int, float, float]], node: tuple[int, int]
+) -> tuple[list[TraceJob], list[Node]]:
+    """A pod list (name, cpu_milli, gpus, arrival, run time) and a one-node list (cpu_milli, gpus)."""
+    pod_csv, node_csv = tmp_path / "pods.csv", tmp_path / "nodes.csv"
+    rows = [f"{n},{cpu},4096,{g},{1000 * g},,LS,Succeeded,{t},{t + d},{t}" for n, cpu, g, t, d in pods]
+    pod_csv.write_text("\n".join([POD_HEADER, *rows]) + "\n")
+    node_csv.write_text(f"sn,cpu_milli,memory_mib,gpu,model\nnode-0,{node[0]},262144,{node[1]},G2\n")
+    return load_trace(pod_csv, tenants=1), load_nodes(node_csv)
+
+
+def test_tuning_off_replays_exactly_as_before_the_tuner_existed():
+    jobs = load_trace(POD_LIST, limit=300, time_scale=0.1)
+    nodes = load_nodes(GPU_NODES)[::100]
+    ty = simulate(jobs, nodes, policy="trainyard", quota_share=0.5)
+    fifo = simulate(jobs, nodes, policy="fifo", quota_share=0.5)
+    assert ty.tuning is None and fifo.tuning is None
+    # figures of this slice recorded from the simulator before tuning was added
+    assert (ty.mean_queue_delay, ty.mean_jct, ty.cycles) == pytest.approx(
+        (4616.394666666668, 525381.808, 534)
+    )
+    assert (fifo.mean_queue_delay, fifo.mean_jct, fifo.cycles) == pytest.approx(
+        (38928.103333333325, 559693.5166666671, 536)
+    )
+    assert ty.gpu_allocation == pytest.approx(0.21614395444558582)
+
+
+def test_tuning_doubles_a_cpu_starved_jobs_cpu_and_its_jct_follows_the_model(tmp_path: Path):
+    # 1 GPU with 2000m of the 8000m it can use: speed 0.25, work 10000 x 0.25 = 2500 full-speed seconds.
+    # Look at 120 s (30 s of work done), cpu_up to 4000m (the range's top), 60 s restart, then speed 0.5:
+    # 120 + 60 + (2500 - 30) / 0.5 = 5120 s.
+    jobs, nodes = crafted(tmp_path, [("p0", 2000, 1, 0, 10000)], node=(64000, 8))
+    off = simulate(jobs, nodes, policy="trainyard")
+    on = simulate(jobs, nodes, policy="trainyard", tuning=SpeedModel())
+    assert off.mean_jct == pytest.approx(10000)
+    assert on.mean_jct == pytest.approx(5120)
+    assert on.tuning is not None
+    assert (on.tuning.scales, on.tuning.keeps, on.tuning.reverts) == (1, 1, 0)
+    assert on.tuning.mean_start_speed == pytest.approx(0.25)
+    assert on.tuning.mean_final_speed == pytest.approx(0.5)
+    assert on.tuning.max_cpu_over_range_top == pytest.approx(1.0)
+
+
+def test_tuning_takes_no_cpu_the_tenants_quota_does_not_leave_free(tmp_path: Path):
+    pods = [(f"p{k}", 2000, 1, 0, 10000) for k in range(4)]
+    jobs, nodes = crafted(tmp_path, pods, node=(16000, 8))
+    on = simulate(jobs, nodes, policy="trainyard", tenants=1, quota_share=0.5, tuning=SpeedModel())
+    assert on.tuning is not None and on.tuning.tunable_jobs == 4
+    assert on.tuning.scales == 0 and on.tuning.holds > 0  # the 4 jobs hold the whole 8000m quota
+    assert on.mean_jct == pytest.approx(10000)
+    assert on.tuning.peak_tenant_cpu_over_quota <= 1.0
+
+
+def test_tuning_takes_no_cpu_the_node_does_not_have(tmp_path: Path):
+    jobs, nodes = crafted(tmp_path, [("a", 2000, 1, 0, 10000), ("b", 2000, 1, 0, 10000)], node=(5000, 8))
+    on = simulate(jobs, nodes, policy="trainyard", tenants=1, tuning=SpeedModel())
+    assert on.tuning is not None
+    assert on.tuning.scales == 1  # the first takes the node's last 1000m (2000 -> 3000), the other holds
+    assert on.tuning.min_node_free_cpu_millis == 0
+
+
+def test_tuning_on_a_contended_trace_slice_stays_within_quota_nodes_and_ranges_and_cuts_jct():
+    jobs = load_trace(POD_LIST, limit=300, time_scale=0.1)
+    nodes = load_nodes(GPU_NODES)[::100]
+    for policy in ("trainyard", "fifo"):
+        off = simulate(jobs, nodes, policy=policy, quota_share=0.5)
+        on = simulate(jobs, nodes, policy=policy, quota_share=0.5, tuning=SpeedModel())
+        assert on.tuning is not None and on.tuning.scales > 0 and on.tuning.reverts == 0
+        assert on.completed == off.completed == 300
+        assert on.tuning.peak_tenant_cpu_over_quota <= 1.0
+        assert on.tuning.min_node_free_cpu_millis >= 0
+        assert on.tuning.max_cpu_over_range_top <= 1.0
+        assert on.tuning.mean_final_speed > on.tuning.mean_start_speed
+        assert on.mean_jct < off.mean_jct
+
+
+def test_a_model_where_every_gpu_is_fed_changes_nothing():
+    jobs = load_trace(POD_LIST, limit=300, time_scale=0.1)
+    nodes = load_nodes(GPU_NODES)[::100]
+    off = simulate(jobs, nodes, policy="trainyard")
+    on = simulate(jobs, nodes, policy="trainyard", tuning=SpeedModel(cpu_per_gpu_millis=100))
+    assert on.tuning is not None and on.tuning.scales == 0
+    assert (on.mean_jct, on.mean_queue_delay) == (off.mean_jct, off.mean_queue_delay)
+
+
+def test_simulate_command_with_tuning_states_the_model_and_prints_on_off_ratios():
+    out = StringIO()
+    call_command(
+        "simulate",
+        trace=str(POD_LIST),
+        nodes=str(GPU_NODES),
+        limit=200,
+        node_sample=100,
+        policy="trainyard",
+        tuning="on",
+        stdout=out,
+    )
+    text = out.getvalue()
+    assert "speed model (a model, not a measurement" in text
+    assert "trainyard+tuning" in text and "tuning on/off trainyard mean_jct" in text
+    assert "tuning on/off trainyard mean_queue_delay" in text
+
+
+def test_simulate_command_json_with_tuning_adds_the_model_the_tuned_runs_and_their_ratios():
+    out = StringIO()
+    call_command(
+        "simulate", "--json", "--tuning=on", trace=str(POD_LIST), nodes=str(GPU_NODES), limit=200, stdout=out
+    )
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert lines[0]["speed_model"]["cpu_per_gpu_millis"] == 8000
+    assert [(line["policy"], line["tuning"] is not None) for line in lines[1:5]] == [
+        ("trainyard", False),
+        ("fifo", False),
+        ("trainyard", True),
+        ("fifo", True),
+    ]
+    assert lines[5]["ratio"] == "trainyard/fifo"
+    tuned = [line for line in lines if line.get("ratio") == "tuning on/off"]
+    assert [line["policy"] for line in tuned] == ["trainyard", "fifo"]
+    assert set(tuned[0]) >= {"mean_jct", "mean_queue_delay", "p95_queue_delay"}

@@ -1,13 +1,20 @@
-"""The bottleneck detector on synthetic series (and, in test_tuning_recorded.py, on recorded ones): stable
-only once the speed varies little, each class recognised with its evidence as numbers."""
+"""The bottleneck detector on synthetic series and on a recorded one (tests/jobs/data/): stable only once
+the speed varies little, each class recognised with its evidence as numbers."""
 
 from __future__ import annotations
 
+import json
 import random
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 
+from jobs.models import TelemetrySample
 from jobs.tuning.detector import BOTTLENECKS, Point, Thresholds, diagnose
+from jobs.tuning.service import window_points
+
+RECORDED_1CPU = Path(__file__).parent / "data" / "train_cpu_1cpu_telemetry.json"
 
 
 def series(
@@ -104,3 +111,27 @@ def test_middling_cpu_alone_is_unknown() -> None:
 def test_every_class_is_a_known_name() -> None:
     for points in (series(cpu=990), series(cpu=10), series(memory=1020), series(gpu=0.9), series(cpu=600)):
         assert diagnose(points).bottleneck in BOTTLENECKS
+
+
+def recorded_rows(path: Path) -> list[TelemetrySample]:
+    """The fixture's rows as (unsaved) TelemetrySample objects, as the service reads them from the table."""
+    rows = json.loads(path.read_text())["rows"]
+    return [TelemetrySample(**{**row, "ts": datetime.fromisoformat(row["ts"])}) for row in rows]
+
+
+def test_recorded_example_job_at_one_cpu_is_stable_and_cpu_bound() -> None:
+    # examples/train/train.py --input-cost=8 as a kubesim pod limited to 1 CPU (cgroup CFS quota), 12 looks
+    # 2 s apart; recorded by examples/train/record_telemetry.py (how: the fixture's "recorded_with").
+    points = window_points(recorded_rows(RECORDED_1CPU))
+    assert len(points) == 12 and all(p.cpu_limit == 1000 and p.learners == 1 for p in points)
+    result = diagnose(points)
+    assert (result.stable, result.bottleneck) == (True, "cpu_bound")
+    assert result.evidence["cpu_util"] >= Thresholds().cpu_high
+    assert result.evidence["speed_cv"] <= Thresholds().stable_cv
+    assert result.evidence["memory_peak_util"] < Thresholds().memory_high
+    assert result.evidence["gpu_util"] is None
+
+
+def test_recorded_series_is_not_stable_before_enough_looks() -> None:
+    points = window_points(recorded_rows(RECORDED_1CPU))[:3]
+    assert not diagnose(points).stable

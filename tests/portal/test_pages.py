@@ -219,10 +219,13 @@ def test_dry_run_of_a_bad_spec_shows_the_field_error(signed_in: Client, cluster_
 
 def test_every_offered_template_is_a_valid_spec(signed_in: Client) -> None:
     templates = spec_templates()
-    assert set(templates) == {"pytorch", "two-learners", "ffdl"}
+    assert set(templates) == {template.key for template in TEMPLATES}
+    assert set(templates) == {"pytorch", "two-learners", "ffdl", "train-cpu"}
     for key, (_, text) in templates.items():
         parse_spec(text)
         assert signed_in.get(f"/jobs/new/?template={key}").status_code == 200
+    train_cpu = parse_spec(templates["train-cpu"][1]).spec
+    assert train_cpu["tuning"]["cpu_millis"] == [1000, 2000]
 
 
 def test_the_ffdl_template_ships_with_the_repository_and_has_no_real_credentials() -> None:
