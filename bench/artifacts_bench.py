@@ -140,7 +140,7 @@ def upload_throughput(url: str, scratch: Path) -> dict[str, object]:
     from tenants.models import Tenant
 
     tenant = Tenant.objects.get(slug="artifacts")
-    owner = tenant.memberships.first().user  # type: ignore[union-attr]
+    owner = tenant.memberships.get().user
     job = Job.objects.create(
         tenant=tenant, owner=owner, name="uploads", spec={}, status=JobStatus.RUNNING, attempt=1
     )

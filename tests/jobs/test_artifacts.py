@@ -263,8 +263,14 @@ def test_deleting_a_finished_job_removes_its_files_and_unshared_code(
     artifact_folder: Any, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
 ) -> None:
     claims: list[str] = []
-    monkeypatch.setattr("jobs.cluster.delete_checkpoints", lambda job: claims.append(job.pk) or True)
+
+    def delete_checkpoints(job: Job) -> bool:
+        claims.append(job.pk)
+        return True
+
+    monkeypatch.setattr("jobs.cluster.delete_checkpoints", delete_checkpoints)
     job = running_job_with_code()
+    assert job.owner is not None
     twin = job_submit(tenant=job.tenant, user=job.owner, document=SPEC, code=CODE)
     token = mint_token(job_id=job.pk, attempt=1)
     assert upload(token, job, "model.pt", b"weights").status_code == 201
