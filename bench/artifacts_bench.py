@@ -29,7 +29,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench.engine_bench import ROOT, PodClock, emit, prepare_database, running_engine, settings, wait_for
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+
+from bench.engine_bench import (
+    ROOT,
+    PodClock,
+    emit,
+    prepare_database,
+    running_engine,
+    settings,
+    wait_for,
+)
 
 CODE_MB = 10
 RESULT_FILES, RESULT_MB = 20, 10
