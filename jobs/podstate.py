@@ -115,7 +115,10 @@ def _failed(view: LearnerView) -> Verdict:
         reason = "FetchFailed" if name == "fetch" else "InitContainerFailed"
         detail = f": {said}" if said else ""
         return Verdict(
-            "failed", reason, f"learner {view.index}: init container {name} exited {status}{detail}", view.index
+            "failed",
+            reason,
+            f"learner {view.index}: init container {name} exited {status}{detail}",
+            view.index,
         )
     if view.terminated_reason == "OOMKilled":
         return Verdict(
