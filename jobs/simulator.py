@@ -31,7 +31,7 @@ import heapq
 import math
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jobs.admission import (
@@ -44,6 +44,7 @@ from jobs.admission import (
     TenantState,
     admit,
 )
+from jobs.simulator_tuning import SpeedModel, TunedJob, TuningStats, next_look, record, tuner_look
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,8 @@ class SimResult:
     makespan: float
     tenant_gpu_share: dict[str, float] = field(default_factory=dict)
     tenant_mean_delay: dict[str, float] = field(default_factory=dict)
+    tuning: TuningStats | None = None
+    """What the tuner did (None: a replay without tuning)."""
 
 
 def tenant_of(name: str, tenants: int) -> str:
@@ -159,8 +162,10 @@ def simulate(
     tenants: int = 4,
     quota_share: float = 1.0,
     estimates: bool = True,
+    tuning: SpeedModel | None = None,
 ) -> SimResult:
-    """Replay ``jobs`` on ``nodes`` under ``policy`` on a virtual clock and summarise the outcome."""
+    """Replay ``jobs`` on ``nodes`` under ``policy`` on a virtual clock and summarise the outcome; with
+    ``tuning``, running GPU jobs are tuned under that speed model (jobs/simulator_tuning.py)."""
     runnable = _fits_empty(jobs, nodes)
     names = [f"tenant-{k}" for k in range(tenants)]
     names += sorted({j.tenant for j in runnable} - set(names))
@@ -170,6 +175,7 @@ def simulate(
         int(sum(n.capacity.cpu_millis for n in nodes) * quota_share),
         int(sum(n.capacity.memory_mib for n in nodes) * quota_share),
     )
+    max_node_cpu = max((n.capacity.cpu_millis for n in nodes), default=0)
     node_list = list(nodes)
     where = {n.name: k for k, n in enumerate(node_list)}
     used = {t: [0, 0, 0] for t in names}
@@ -179,7 +185,12 @@ def simulate(
     running: dict[str, RunningJob] = {}
     started: dict[str, float] = {}
     ended: dict[str, float] = {}
-    completions: list[tuple[float, str]] = []
+    completions: list[tuple[float, str, int]] = []
+    looks: list[tuple[float, str, int]] = []
+    tuned: dict[str, TunedJob] = {}
+    stats = TuningStats(min_node_free_cpu_millis=max_node_cpu) if tuning else None
+    start_speeds: list[float] = []
+    final_speeds: list[float] = []
     cycles, a = 0, 0
 
     def change(name: str, sign: int, per: Resources) -> None:
@@ -192,25 +203,89 @@ def simulate(
         )
         node_list[k] = Node(n.name, free, n.capacity, n.gpu_type)
 
-    def charge(job: TraceJob, sign: int) -> None:
-        u = used[job.tenant]
-        u[0] += sign * job.gpus
-        u[1] += sign * job.cpu_millis
-        u[2] += sign * job.memory_mib
-        running_count[job.tenant] += sign
+    def charge(tenant: str, sign: int, per: Resources, count: int = 1) -> None:
+        u = used[tenant]
+        u[0] += sign * per.gpus
+        u[1] += sign * per.cpu_millis
+        u[2] += sign * per.memory_mib
+        running_count[tenant] += sign * count
+
+    def current(entry: tuple[float, str, int], *, look: bool) -> bool:
+        """Whether a heap entry still stands (not superseded by a later change of its job's allocation)."""
+        t = tuned.get(entry[1])
+        return t.version == entry[2] if t is not None else not look
+
+    def live(heap: list[tuple[float, str, int]], *, look: bool) -> float:
+        while heap and not current(heap[0], look=look):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else math.inf
+
+    def look(jid: str, now: float) -> None:
+        assert tuning is not None and stats is not None
+        t, r, j = tuned[jid], running[jid], by_id[jid]
+        stats.looks += 1
+        node_free = min(node_list[where[name]].free.cpu_millis for name in r.placements)
+        free = min(quota.cpu_millis - used[j.tenant][1], node_free)
+        diagnosis, decision = tuner_look(tuning, t, now=now, free_cpu_millis=free)
+        target = decision.target.cpu_millis if decision.target is not None else t.cpu_millis
+        if decision.action in ("scale", "revert") and target - t.cpu_millis > free:
+            decision = replace(
+                decision, action="hold", code="no_room"
+            )  # a revert upwards that no longer fits
+        record(t, diagnosis, decision, now=now)
+        stats.scales += decision.action == "scale"
+        stats.reverts += decision.action == "revert"
+        stats.keeps += decision.action == "keep"
+        stats.holds += decision.action == "hold"
+        if decision.action in ("scale", "revert"):
+            stats.jobs_scaled += decision.action == "scale" and t.history.changes == 1
+            t.advance(tuning, now)
+            delta = Resources(0, target - t.cpu_millis, 0)
+            for name in r.placements:
+                change(name, -1, delta)
+            charge(j.tenant, +1, delta, count=0)
+            t.cpu_millis, t.since, t.version = target, now + tuning.restart_seconds, t.version + 1
+            per = Resources(r.per_learner.gpus, target, r.per_learner.memory_mib)
+            end = t.end(tuning)
+            running[jid] = RunningJob(jid, end if estimates else None, r.placements, per)
+            heapq.heappush(completions, (end, jid, t.version))
+            stats.peak_tenant_cpu_over_quota = max(
+                stats.peak_tenant_cpu_over_quota,
+                used[j.tenant][1] / quota.cpu_millis if quota.cpu_millis else 0,
+            )
+            stats.min_node_free_cpu_millis = min(
+                stats.min_node_free_cpu_millis, *(node_list[where[n]].free.cpu_millis for n in r.placements)
+            )
+            stats.max_cpu_over_range_top = max(stats.max_cpu_over_range_top, target / t.cpu_range[1])
+        when = next_look(tuning, t, decision, now=now)
+        if when is not None:
+            heapq.heappush(looks, (when, jid, t.version))
 
     while a < len(runnable) or completions:
         now = min(
             runnable[a].arrival if a < len(runnable) else math.inf,
-            completions[0][0] if completions else math.inf,
+            live(completions, look=False),
+            live(looks, look=True),
         )
+        if now == math.inf:
+            break
         while completions and completions[0][0] == now:
-            _, jid = heapq.heappop(completions)
+            entry = heapq.heappop(completions)
+            if not current(entry, look=False):
+                continue
+            jid = entry[1]
             r = running.pop(jid)
             for name in r.placements:
                 change(name, +1, r.per_learner)
-            charge(by_id[jid], -1)
+            charge(by_id[jid].tenant, -1, r.per_learner)
             ended[jid] = now
+            if jid in tuned and tuning is not None:
+                final_speeds.append(tuned[jid].speed(tuning))
+                tuned[jid].version = -1  # done: its remaining heap entries are stale
+        while looks and looks[0][0] == now:
+            entry = heapq.heappop(looks)
+            if current(entry, look=True):
+                look(entry[1], now)
         while a < len(runnable) and runnable[a].arrival == now:
             j = runnable[a]
             queue[j.id] = QueuedJob(
@@ -230,12 +305,24 @@ def simulate(
             per = Resources(q.gpus, q.cpu_millis, q.memory_mib)
             for name in adm.placements:
                 change(name, -1, per)
-            charge(j, +1)
+            charge(j.tenant, +1, per)
             end = now + j.duration
+            span = tuning.cpu_range(j.gpus, j.cpu_millis, max_node_cpu) if tuning else None
+            if tuning is not None and stats is not None and span is not None:
+                t = TunedJob(j.gpus, j.memory_mib, span, j.cpu_millis, 0.0, now)
+                t.work_left = j.duration * t.speed(tuning)
+                tuned[j.id] = t
+                stats.tunable_jobs += 1
+                start_speeds.append(t.speed(tuning))
+                heapq.heappush(looks, (now + tuning.window_seconds, j.id, 0))
             running[j.id] = RunningJob(j.id, end if estimates else None, tuple(adm.placements), per)
             started[j.id] = now
-            heapq.heappush(completions, (end, j.id))
-    return _summarise(policy, jobs, runnable, started, ended, cycles, cap_g, names)
+            heapq.heappush(completions, (end, j.id, 0))
+    if stats is not None:
+        stats.mean_start_speed = sum(start_speeds) / len(start_speeds) if start_speeds else 0.0
+        stats.mean_final_speed = sum(final_speeds) / len(final_speeds) if final_speeds else 0.0
+    run_time = {jid: ended[jid] - started[jid] for jid in ended} if tuning else None
+    return _summarise(policy, jobs, runnable, started, ended, cycles, cap_g, names, run_time, stats)
 
 
 def _summarise(
@@ -247,6 +334,8 @@ def _summarise(
     cycles: int,
     cap_g: int,
     names: list[str],
+    run_time: dict[str, float] | None = None,
+    tuning: TuningStats | None = None,
 ) -> SimResult:
     done = [j for j in runnable if j.id in ended]
     delays = sorted(started[j.id] - j.arrival for j in done)
@@ -254,7 +343,7 @@ def _summarise(
     gpu_time = {t: 0.0 for t in names}
     tenant_delays: dict[str, list[float]] = {t: [] for t in names}
     for j in done:
-        gpu_time[j.tenant] += j.gpus * j.duration
+        gpu_time[j.tenant] += j.gpus * (run_time[j.id] if run_time is not None else j.duration)
         tenant_delays[j.tenant].append(started[j.id] - j.arrival)
     allocated = sum(gpu_time.values())
     return SimResult(
@@ -271,16 +360,23 @@ def _summarise(
         makespan=makespan,
         tenant_gpu_share={t: (v / allocated if allocated else 0.0) for t, v in gpu_time.items()},
         tenant_mean_delay={t: (sum(v) / len(v) if v else 0.0) for t, v in tenant_delays.items()},
+        tuning=tuning,
     )
 
 
 RATIO_FIELDS = ("mean_queue_delay", "p95_queue_delay", "mean_jct", "gpu_allocation")
 
 
-def ratios(trainyard: SimResult, fifo: SimResult) -> dict[str, float | None]:
-    """trainyard / fifo for the headline figures (1.0 when both are zero, None when only fifo is)."""
+TUNING_RATIO_FIELDS = ("mean_jct", "mean_queue_delay", "p95_queue_delay", "makespan", "gpu_allocation")
+
+
+def ratios(
+    trainyard: SimResult, fifo: SimResult, fields: Sequence[str] = RATIO_FIELDS
+) -> dict[str, float | None]:
+    """trainyard / fifo for the headline figures (1.0 when both are zero, None when only fifo is); with
+    ``fields=TUNING_RATIO_FIELDS`` also tuned / untuned."""
     out: dict[str, float | None] = {}
-    for name in RATIO_FIELDS:
+    for name in fields:
         num, den = getattr(trainyard, name), getattr(fifo, name)
         out[name] = num / den if den else (1.0 if num == 0 else None)
     return out

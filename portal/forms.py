@@ -38,6 +38,9 @@ TEMPLATES = (
         "two-learners", "PyTorch, two learners (DDP)", ROOT / "examples/specs/pytorch-two-learners.yaml"
     ),
     SpecTemplate("ffdl", "FfDL manifest (PyTorch)", ROOT / "examples/specs/ffdl-manifest.yml"),
+    SpecTemplate(
+        "train-cpu", "PyTorch on CPU, tunable (checkpoint-restart)", ROOT / "examples/specs/train-cpu.yaml"
+    ),
 )
 
 

@@ -15,6 +15,12 @@ over the batch) to the input pipeline, so a benchmark can make the job CPU-bound
 PyTorch's intra-op pool, so it speeds up with more CPU *and* the right thread count. ``--workers auto``
 reads the platform's DataLoader hint ``TRAINYARD_DATALOADER_WORKERS``.
 
+``--sync-threads`` (or ``TRAIN_SYNC_THREADS=1``) is the opposite case, a job that gets *slower* with more
+CPU: the augmentation of each batch is split over as many Python threads as PyTorch's intra-op pool has
+(``OMP_NUM_THREADS``, which the platform sets from the CPU limit), and they meet at every step. On tiny
+batches the hand-offs cost more than the split gives, so a second CPU (and thread) slows the job down:
+bench/tuner_bench.py's revert scenario.
+
 Thread pools are left to the environment (``OMP_NUM_THREADS`` etc., set by the platform when
 ``tuning.threads`` is ``auto``); ``TRAINYARD_TORCH_INTEROP_THREADS``, when set, sizes the inter-op pool,
 which PyTorch only lets code set.
@@ -30,6 +36,7 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +65,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoint-dir", default=env.get("CHECKPOINT_DIR", "./checkpoints"))
     parser.add_argument("--step-sleep", type=float, default=float(env.get("TRAIN_STEP_SLEEP", "0")))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--sync-threads",
+        action="store_true",
+        default=env.get("TRAIN_SYNC_THREADS", "") not in ("", "0"),
+        help="lock-step input: split each batch over the intra-op thread count, threads meet every step",
+    )
     return parser.parse_args(argv)
 
 
@@ -85,10 +98,26 @@ class SyntheticBatches(torch.utils.data.IterableDataset[tuple[torch.Tensor, torc
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         generator = torch.Generator().manual_seed(self.args.seed * 1_000_003 + step)
         x = torch.randn(self.args.batch_size, self.args.features, generator=generator)
-        for _ in range(self.args.input_cost):  # the "augmentation": CPU work that needs no gradient
-            x = torch.tanh(x @ self.mix) * 2.0
+        threads = torch.get_num_threads() if self.args.sync_threads else 1
+        x = (
+            self.augment(x)
+            if threads <= 1
+            else torch.cat(list(self.pool(threads).map(self.augment, x.chunk(threads))))
+        )
         y = (x @ self.teacher).argmax(dim=1)
         return x, y
+
+    def augment(self, x: torch.Tensor) -> torch.Tensor:
+        """The "augmentation": CPU work that needs no gradient."""
+        for _ in range(self.args.input_cost):
+            x = torch.tanh(x @ self.mix) * 2.0
+        return x
+
+    def pool(self, threads: int) -> ThreadPoolExecutor:
+        """The lock-step threads of ``--sync-threads`` (started once, one per intra-op thread)."""
+        if getattr(self, "_pool", None) is None:
+            self._pool = ThreadPoolExecutor(max_workers=threads)
+        return self._pool
 
 
 def build(args: argparse.Namespace, device: torch.device) -> tuple[nn.Module, torch.optim.Optimizer]:
@@ -157,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     n_workers = workers(args.workers)
     print(
         f"training on {device}: steps {start}->{args.steps}, batch {args.batch_size}, input cost "
-        f"{args.input_cost}, threads {pools}, loader workers {n_workers}, attempt "
+        f"{args.input_cost}{' (lock-step threads)' if args.sync_threads else ''}, threads {pools}, loader "
+        f"workers {n_workers}, attempt "
         f"{os.environ.get('TRAINYARD_ATTEMPT', '-')}",
         flush=True,
     )

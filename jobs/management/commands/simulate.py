@@ -1,4 +1,5 @@
-"""``manage.py simulate``: replay a GPU trace through the admission policy and FfDL's FIFO."""
+"""``manage.py simulate``: replay a GPU trace through the admission policy and FfDL's FIFO, and with
+``--tuning on`` also with the tuner under a stated speed model (jobs/simulator_tuning.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobs.admission import Policy
-from jobs.simulator import SimResult, load_nodes, load_trace, ratios, simulate
+from jobs.simulator import TUNING_RATIO_FIELDS, SimResult, load_nodes, load_trace, ratios, simulate
+from jobs.simulator_tuning import SpeedModel
 
 ROWS = (
     ("jobs completed", "completed", "{:d}"),
@@ -20,6 +22,14 @@ ROWS = (
     ("mean JCT (s)", "mean_jct", "{:.1f}"),
     ("GPU allocation", "gpu_allocation", "{:.4f}"),
     ("makespan (s)", "makespan", "{:.0f}"),
+)
+TUNING_ROWS = (
+    ("tuner: tunable jobs", "tunable_jobs", "{:d}"),
+    ("tuner: jobs scaled", "jobs_scaled", "{:d}"),
+    ("tuner: scale/keep/revert", None, ""),
+    ("tuner: mean speed start", "mean_start_speed", "{:.3f}"),
+    ("tuner: mean speed end", "mean_final_speed", "{:.3f}"),
+    ("tuner: peak CPU/quota", "peak_tenant_cpu_over_quota", "{:.3f}"),
 )
 
 
@@ -42,6 +52,18 @@ class Command(BaseCommand):
             "--quota-share", type=float, default=1.0, help="Each tenant's quota, share of cluster."
         )
         parser.add_argument("--no-estimates", action="store_true", help="Hide run times from backfill.")
+        parser.add_argument(
+            "--tuning",
+            choices=("off", "on"),
+            default="off",
+            help="on: also replay each policy with the tuner under the speed model, and print on/off ratios.",
+        )
+        parser.add_argument(
+            "--cpu-per-gpu",
+            type=int,
+            default=SpeedModel().cpu_per_gpu_millis,
+            help="Speed model: millicores a job's GPU can use each (--tuning on).",
+        )
         parser.add_argument("--json", action="store_true", help="One JSON line per policy, then the ratios.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -57,38 +79,76 @@ class Command(BaseCommand):
         policies: tuple[Policy, ...] = (
             ("trainyard", "fifo") if options["policy"] == "both" else (options["policy"],)
         )
-        results = [
-            simulate(
-                jobs,
-                nodes,
-                policy=p,
-                tenants=options["tenants"],
-                quota_share=options["quota_share"],
-                estimates=not options["no_estimates"],
-            )
-            for p in policies
-        ]
+        common: dict[str, Any] = {
+            "tenants": options["tenants"],
+            "quota_share": options["quota_share"],
+            "estimates": not options["no_estimates"],
+        }
+        results = [simulate(jobs, nodes, policy=p, **common) for p in policies]
+        model = SpeedModel(cpu_per_gpu_millis=options["cpu_per_gpu"]) if options["tuning"] == "on" else None
+        tuned = [simulate(jobs, nodes, policy=p, tuning=model, **common) for p in policies] if model else []
         if options["json"]:
-            for r in results:
+            if model is not None:
+                self.stdout.write(
+                    json.dumps({"speed_model": asdict(model), "note": "a model"}, sort_keys=True)
+                )
+            for r in [*results, *tuned]:
                 self.stdout.write(json.dumps(asdict(r), sort_keys=True))
             if len(results) == 2:
-                self.stdout.write(json.dumps({"ratio": "trainyard/fifo", **ratios(*results)}, sort_keys=True))
+                self.stdout.write(
+                    json.dumps({"ratio": "trainyard/fifo", **ratios(results[0], results[1])}, sort_keys=True)
+                )
+            for off, on in zip(results, tuned, strict=False):
+                line = {
+                    "ratio": "tuning on/off",
+                    "policy": off.policy,
+                    **ratios(on, off, TUNING_RATIO_FIELDS),
+                }
+                self.stdout.write(json.dumps(line, sort_keys=True))
             return
-        self.stdout.write(_table(results, len(jobs), len(nodes)))
+        if model is not None:
+            self.stdout.write("\n".join(model.describe()))
+        self.stdout.write(_table(results, len(jobs), len(nodes), tuned))
 
 
-def _table(results: list[SimResult], jobs: int, nodes: int) -> str:
+def _table(results: list[SimResult], jobs: int, nodes: int, tuned: list[SimResult] | None = None) -> str:
     width = 26
-    lines = [f"{jobs} jobs on {nodes} nodes", "".ljust(width) + "".join(r.policy.rjust(18) for r in results)]
+    untuned = results
+    if tuned:
+        results = [r for pair in zip(untuned, tuned, strict=True) for r in pair]
+    heads = "".join((r.policy + ("+tuning" if r.tuning else "")).rjust(18) for r in results)
+    lines = [f"{jobs} jobs on {nodes} nodes", "".ljust(width) + heads]
     for label, name, fmt in ROWS:
         lines.append(label.ljust(width) + "".join(fmt.format(getattr(r, name)).rjust(18) for r in results))
+    if tuned:
+        lines += _tuning_rows(results)
     for tenant in results[0].tenant_gpu_share:
         cells = "".join(
             f"{r.tenant_gpu_share[tenant]:.3f}/{r.tenant_mean_delay[tenant]:.0f}s".rjust(18) for r in results
         )
         lines.append(f"{tenant} GPU share/delay".ljust(width) + cells)
-    if len(results) == 2:
-        for name, value in ratios(*results).items():
+    if len(untuned) == 2:
+        for name, value in ratios(untuned[0], untuned[1]).items():
             shown = "n/a" if value is None else f"{value:.3f}"
             lines.append(f"ratio {name}".ljust(width) + shown.rjust(36))
+    for off, on in zip(untuned, tuned or [], strict=False):
+        for name, value in ratios(on, off, TUNING_RATIO_FIELDS).items():
+            shown = "n/a" if value is None else f"{value:.3f}"
+            lines.append(f"tuning on/off {off.policy} {name}".ljust(44) + shown.rjust(18))
     return "\n".join(lines)
+
+
+def _tuning_rows(results: list[SimResult]) -> list[str]:
+    lines = []
+    for label, name, fmt in TUNING_ROWS:
+        cells = []
+        for r in results:
+            t = r.tuning
+            if t is None:
+                cells.append("-")
+            elif name is None:
+                cells.append(f"{t.scales}/{t.keeps}/{t.reverts}")
+            else:
+                cells.append(fmt.format(getattr(t, name)))
+        lines.append(label.ljust(26) + "".join(c.rjust(18) for c in cells))
+    return lines
