@@ -10,6 +10,7 @@ import stat
 import zipfile
 from typing import Any
 
+import boto3
 import pytest
 from django.core import signing
 from django.test import Client
@@ -314,3 +315,50 @@ def test_a_job_is_not_deleted_while_the_cluster_cannot_drop_its_checkpoints(
     response = api(job.owner).delete(f"/api/v1/jobs/{job.pk}/")
     assert response.status_code == 503 and "checkpoints" in response.json()["detail"]
     assert Job.objects.filter(pk=job.pk).exists() and CodeArchive.objects.exists()
+
+
+# -- the S3 artifact store (moto's server mode: a real S3 HTTP API) --------------------------------------------
+
+
+def test_code_and_results_round_trip_through_an_s3_artifact_store(settings: Any, s3_server: str) -> None:
+    boto3.client(
+        "s3",
+        endpoint_url=s3_server,
+        aws_access_key_id="k",
+        aws_secret_access_key="s",
+        region_name="us-east-1",
+    ).create_bucket(Bucket="artifacts")
+    settings.ARTIFACT_STORAGE = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": "artifacts",
+            "endpoint_url": s3_server,
+            "region_name": "us-east-1",
+            "access_key": "k",
+            "secret_key": "s",
+            "file_overwrite": True,
+        },
+    }
+    job = running_job_with_code()
+    token = mint_token(job_id=job.pk, attempt=1)
+    fetched = pod(token).get(f"/api/v1/artifacts/{job.pk}/1/code")
+    assert fetched.status_code == 200 and fetched.getvalue() == CODE
+    model = bytes(range(256)) * 4096
+    assert upload(token, job, "model.pt", model).status_code == 201
+    assert upload(token, job, "model.pt", model[:10]).status_code == 201, "a re-upload replaces the object"
+    owner = api(job.owner)
+    assert owner.get(f"/api/v1/jobs/{job.pk}/results/model.pt").getvalue() == model[:10]
+    keys = sorted(
+        o["Key"]
+        for o in boto3.client(
+            "s3",
+            endpoint_url=s3_server,
+            aws_access_key_id="k",
+            aws_secret_access_key="s",
+            region_name="us-east-1",
+        ).list_objects_v2(Bucket="artifacts")["Contents"]
+    )
+    assert keys == [
+        f"code/{job.tenant.slug}/{job.code.sha256}.zip",
+        f"results/{job.tenant.slug}/{job.pk}/1/0/model.pt",
+    ]
