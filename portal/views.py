@@ -282,7 +282,12 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         request,
         "portal/job_detail.html",
         _job_history(job)
-        | {"learner_indexes": indexes, "can_manage": can_manage_owned(request.user, job), "live": live},
+        | {
+            "learner_indexes": indexes,
+            "can_manage": can_manage_owned(request.user, job),
+            "live": live,
+            "tuning_events": job_events(job=job).filter(kind="tuning"),
+        },
     )
 
 

@@ -130,3 +130,11 @@ def test_job_page_shows_telemetry_and_tuning_evidence() -> None:
     assert "1 x 1000m → 1 x 2000m" in page
     assert "cpu_bound (stable)" in page
     assert "CPU 1000m -&gt; 2000m per learner" in page
+
+
+def test_job_page_says_so_when_the_tuner_has_not_decided_anything() -> None:
+    tenant = make_tenant()
+    job = running_job(tenant=tenant)
+    JobEvent.objects.create(job=job, kind="pod", reason="PodsCreated", message="created 1 pod(s)")
+    page = api(member(tenant)).get(f"/jobs/{job.pk}/").content.decode()
+    assert "No tuning decisions yet." in page, "other events must not hide the empty-table message"
