@@ -7,7 +7,9 @@ under `/results/files/...` and the `POST /results/complete`, and records every r
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOKEN = "tok-attempt-1-secret"
 TOKEN_HEADER = "X-Trainyard-Artifact-Token"
+TIMEOUT = 60
+# The interpreter that runs the pod kit: pods may bring any Python 3.9+, so CI can point this at one.
+PODKIT_PYTHON = os.environ.get("TRAINYARD_PODKIT_PYTHON", sys.executable)
 
 
 @dataclass

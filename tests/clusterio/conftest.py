@@ -18,6 +18,7 @@ from clusterio.builders import JobPodsSpec, TenantLimits
 from clusterio.client import Cluster
 from clusterio.errors import ClusterError
 from kubesim.testing import KubeSim, running_kubesim
+from tests.clusterio.artifact_server import ArtifactServer, running_artifact_server
 
 RETRIES = 3
 TENANT = "acme"
@@ -132,3 +133,10 @@ def pod_phase(cluster: Cluster, namespace: str, pod: str) -> str | None:
     """The pod's phase, or None when it does not exist."""
     found = cluster.get_pod(namespace=namespace, pod=pod)
     return None if found is None else (found.get("status") or {}).get("phase")
+
+
+@pytest.fixture
+def server() -> Iterator[ArtifactServer]:
+    """A stand-in for the platform's artifact endpoints (tests/clusterio/artifact_server.py)."""
+    with running_artifact_server() as running:
+        yield running

@@ -32,16 +32,10 @@ from clusterio.builders import (
     to_dict,
 )
 from clusterio.threads import THREAD_ENV_NAMES, thread_env, threads_for_cpu
+from tests.clusterio.validation import K8S_VERSION, validated
 
-K8S_VERSION = "1.37.0"
 NS = "trainyard-acme"
 CREDENTIALS = {"mystore": {"access_key_id": "AKIAEXAMPLEKEY", "secret_access_key": "s3cr3t-v4lue/xyz"}}
-
-
-def _validate(obj: Any) -> dict[str, Any]:
-    data = to_dict(obj)
-    assert kubernetes_validate.validate(data, K8S_VERSION, strict=True) == "1.37"
-    return data
 
 
 def _spec(**overrides: Any) -> JobPodsSpec:
@@ -109,7 +103,7 @@ def _all_objects() -> list[Any]:
 
 @pytest.mark.parametrize("obj", _all_objects(), ids=lambda o: f"{o.kind}-{o.metadata.name}")
 def test_every_built_object_validates_strictly_against_kubernetes_1_37(obj: Any) -> None:
-    _validate(obj)
+    validated(obj)
 
 
 def test_strict_validation_rejects_unknown_fields() -> None:
@@ -501,7 +495,7 @@ def test_platform_labels_win_over_extra_labels() -> None:
 
 
 def test_long_job_ids_still_give_valid_hostnames_and_subdomains() -> None:
-    pod = _validate(make_learner_pod(_spec(job_id="Experiment/" * 20), 1))
+    pod = validated(make_learner_pod(_spec(job_id="Experiment/" * 20), 1))
     assert len(pod["spec"]["hostname"]) <= 63
     assert len(pod["spec"]["subdomain"]) <= 63
     assert pod["spec"]["hostname"] == pod["metadata"]["name"]

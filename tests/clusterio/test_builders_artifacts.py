@@ -11,7 +11,6 @@ import json
 import sys
 from typing import Any
 
-import kubernetes_validate
 import pytest
 
 from clusterio import names
@@ -29,8 +28,8 @@ from clusterio.builders import (
     to_dict,
 )
 from clusterio.podkit import FETCH_SOURCE, LAUNCHER_SOURCE
+from tests.clusterio.validation import validated
 
-K8S_VERSION = "1.37.0"
 NS = "trainyard-acme"
 TOKEN = "signed-attempt-token:abc123"
 CREDENTIALS = {"mystore": {"access_key_id": "AKIAEXAMPLEKEY", "secret_access_key": "s3cr3t-v4lue/xyz"}}
@@ -44,12 +43,6 @@ S3 = S3Fetch(
     access_key_env="MYSTORE_ACCESS_KEY_ID",
     secret_key_env="MYSTORE_SECRET_ACCESS_KEY",
 )
-
-
-def _validate(obj: Any) -> dict[str, Any]:
-    data = to_dict(obj)
-    assert kubernetes_validate.validate(data, K8S_VERSION, strict=True) == "1.37"
-    return data
 
 
 def _artifacts(**overrides: Any) -> ArtifactSpec:
@@ -124,11 +117,11 @@ VALIDATED = {
 
 @pytest.mark.parametrize("case", sorted(VALIDATED))
 def test_artifact_objects_validate_strictly_against_kubernetes_1_37(case: str) -> None:
-    _validate(VALIDATED[case]())
+    validated(VALIDATED[case]())
 
 
 def test_fetch_init_container_matches_expected_manifest() -> None:
-    pod = _validate(make_learner_pod(_s3_spec(fetch_cpu_millis=500, fetch_memory_mib=512), 0))
+    pod = validated(make_learner_pod(_s3_spec(fetch_cpu_millis=500, fetch_memory_mib=512), 0))
     (init,) = pod["spec"]["initContainers"]
     (main,) = pod["spec"]["containers"]
     assert init == {
@@ -279,7 +272,7 @@ def test_s3_target_outside_a_writable_volume_is_refused(target: str, volumes: li
 
 def test_s3_target_in_the_code_folder_is_allowed() -> None:
     fetch = S3Fetch(bucket="b", target="/trainyard/model/data")
-    _validate(make_learner_pod(_spec(artifacts=_artifacts(s3_fetch=(fetch,))), 0))
+    validated(make_learner_pod(_spec(artifacts=_artifacts(s3_fetch=(fetch,))), 0))
 
 
 def test_model_dir_on_another_mount_is_refused() -> None:
@@ -333,7 +326,7 @@ def test_checkpoint_pvc_matches_expected_manifest() -> None:
         checkpoint_claim_size="20Gi",
         checkpoint_storage_class="fast-ssd",
     )
-    assert _validate(make_job_checkpoint_pvc(spec)) == {
+    assert validated(make_job_checkpoint_pvc(spec)) == {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {

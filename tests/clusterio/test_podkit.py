@@ -14,7 +14,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,20 +23,11 @@ import pytest
 
 from clusterio.podkit import FETCH_SOURCE
 from tests.clusterio.artifact_server import (
+    PODKIT_PYTHON,
+    TIMEOUT,
     TOKEN,
     ArtifactServer,
-    running_artifact_server,
 )
-
-TIMEOUT = 60
-# The interpreter that runs the pod kit: pods may bring any Python 3.9+, so CI can point this at one.
-PODKIT_PYTHON = os.environ.get("TRAINYARD_PODKIT_PYTHON", sys.executable)
-
-
-@pytest.fixture
-def server() -> Iterator[ArtifactServer]:
-    with running_artifact_server() as running:
-        yield running
 
 
 def _zip(entries: dict[str, bytes], *, executable: tuple[str, ...] = ()) -> bytes:

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +21,12 @@ import pytest
 
 from clusterio.podkit import LAUNCHER_SOURCE
 from tests.clusterio.artifact_server import (
+    PODKIT_PYTHON,
+    TIMEOUT,
     TOKEN,
     ArtifactServer,
     closed_port_url,
-    running_artifact_server,
 )
-
-TIMEOUT = 60
-# The interpreter that runs the pod kit: pods may bring any Python 3.9+, so CI can point this at one.
-PODKIT_PYTHON = os.environ.get("TRAINYARD_PODKIT_PYTHON", sys.executable)
-
-
-@pytest.fixture
-def server() -> Iterator[ArtifactServer]:
-    with running_artifact_server() as running:
-        yield running
 
 
 def _py(code: str) -> list[str]:
