@@ -301,6 +301,14 @@ def retry(ctx: typer.Context, job_id: JobArg) -> None:
     typer.echo(f"next: trainyard logs {job['id']} -f", err=True)
 
 
+def delete(ctx: typer.Context, job_id: JobArg) -> None:
+    """Delete a finished job: its logs, metrics, result files and checkpoints go with it."""
+    client(ctx).delete(job_id)
+    typer.echo(f"deleted job {job_id}")
+
+
+jobs_app.command("delete")(delete)
+
 # `trainyard jobs list|show|events|cancel|retry`, and the same at the top level (hidden), as before.
 for _name, _command in (
     ("list", list_jobs),

@@ -247,6 +247,10 @@ class Client:
         """Cancel a job (a waiting one at once, a running one once its pods are gone)."""
         return cast(dict[str, Any], self.request("POST", f"jobs/{job_id}/cancel/"))
 
+    def delete(self, job_id: str) -> None:
+        """Delete a finished job with its logs, metrics, result files and checkpoints."""
+        self.request("DELETE", f"jobs/{job_id}/")
+
     def retry(self, job_id: str) -> dict[str, Any]:
         """Submit a finished job again; returns the new job."""
         return cast(dict[str, Any], self.request("POST", f"jobs/{job_id}/retry/"))

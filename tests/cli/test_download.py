@@ -100,3 +100,21 @@ def test_downloading_results_of_a_job_without_any_says_so(account: Account, tmp_
     assert result.exit_code == 1 and "no result files" in result.output
     code = run("download", job.pk, "--code")
     assert code.exit_code == 1 and "without code" in code.output
+
+
+def test_jobs_delete_removes_a_finished_job_and_refuses_a_running_one(
+    account: Account, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The live server has no cluster; deleting the claim on one is covered by tests/e2e/test_artifacts_live.py.
+    monkeypatch.setattr("jobs.cluster.delete_checkpoints", lambda job: False)
+    spec = tmp_path / "job.yaml"
+    spec.write_text(SPEC)
+    assert run("submit", str(spec)).exit_code == 0
+    job = Job.objects.get()
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.RUNNING, attempt=1)
+    refused = run("jobs", "delete", job.pk)
+    assert refused.exit_code == 1 and "cancel it first" in refused.output
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.SUCCEEDED)
+    deleted = run("jobs", "delete", job.pk)
+    assert deleted.exit_code == 0 and f"deleted job {job.pk}" in deleted.stdout, deleted.output
+    assert not Job.objects.exists()
