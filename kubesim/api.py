@@ -31,9 +31,10 @@ ORPHAN = "orphan"
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
-def now_iso() -> str:
-    """The current time as the apiserver writes timestamps (RFC 3339, seconds, UTC)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now_iso(offset: float = 0.0) -> str:
+    """The current time (plus ``offset`` seconds) as the apiserver writes timestamps (RFC 3339, seconds,
+    UTC)."""
+    return datetime.fromtimestamp(time.time() + offset, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def random_suffix(length: int = 5) -> str:
@@ -48,6 +49,7 @@ class Api:
         self.store = store
         self.event_lock = threading.Lock()
         self.after_write: list[Callable[[], None]] = []
+        self.default_toleration_seconds = 300
 
     def _check_namespace(self, res: Resource, namespace: str | None, name: str) -> None:
         if not res.namespaced:
@@ -102,7 +104,7 @@ class Api:
 
     def _default(self, res: Resource, obj: Obj) -> None:
         if res.plural == "pods":
-            validation.default_pod(obj)
+            validation.default_pod(obj, self.default_toleration_seconds)
         elif res.plural == "jobs":
             validation.default_job(obj)
         elif res.plural == "namespaces":
@@ -402,11 +404,13 @@ class Api:
             if immediate and not meta.get("finalizers"):
                 return self.store.remove("pods", ns, name) or obj
             if not meta.get("deletionTimestamp") or grace < (meta.get("deletionGracePeriodSeconds") or 0):
-                meta["deletionTimestamp"] = now_iso()
-                meta["deletionGracePeriodSeconds"] = 0 if immediate else int(grace)
+                # As the apiserver's graceful delete: deletionTimestamp is when the grace period ends.
+                grace = 0 if immediate else int(grace)
+                meta["deletionTimestamp"] = now_iso(grace)
+                meta["deletionGracePeriodSeconds"] = grace
                 obj.setdefault("metadata", {})["annotations"] = {
                     **(meta.get("annotations") or {}),
-                    "kubesim.io/deletion-deadline": str(time.time() + (0 if immediate else grace)),
+                    "kubesim.io/deletion-deadline": str(time.time() + grace),
                 }
                 return self.store.replace("pods", obj)
             return obj

@@ -25,6 +25,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--gpus-per-node", type=int, default=8)
     serve.add_argument("--history-size", type=int, default=10000)
     serve.add_argument("--no-cgroups", action="store_true", help="use the polling fallbacks for limits")
+    serve.add_argument(
+        "--node-monitor-grace",
+        type=float,
+        default=40.0,
+        help="seconds without a heartbeat before a node turns Ready=Unknown (kube-controller-manager's default)",
+    )
+    serve.add_argument(
+        "--default-toleration-seconds",
+        type=int,
+        default=300,
+        help="tolerationSeconds of not-ready/unreachable given to pods without their own (apiserver default)",
+    )
     serve.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -52,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         gpus_per_node=args.gpus_per_node,
         history_size=args.history_size,
         use_cgroups=not args.no_cgroups,
+        node_monitor_grace=args.node_monitor_grace,
+        default_toleration_seconds=args.default_toleration_seconds,
     )
     sim.start()
     logging.getLogger("kubesim").info("serving %s (kubeconfig %s)", sim.url, sim.kubeconfig_path)

@@ -14,7 +14,13 @@ from kubesim import resources
 from kubesim.api import Api, now_iso
 from kubesim.cgroups import CgroupManager
 from kubesim.controllers import GarbageCollector, JobController, NamespaceController, QuotaController
-from kubesim.disruption import TaintManager, evict_pod, set_node_ready
+from kubesim.disruption import (
+    NodeLifecycleController,
+    PodGarbageCollector,
+    TaintManager,
+    evict_pod,
+    set_node_ready,
+)
 from kubesim.faults import Faults, ImagePullRule
 from kubesim.kubelet import Kubelet
 from kubesim.scheduler import Scheduler
@@ -53,12 +59,15 @@ class Cluster:
         local_gpu_count: int | None = None,
         restart_backoff: float = 1.0,
         bookmark_interval: float = 5.0,
+        node_monitor_grace: float = 40.0,
+        default_toleration_seconds: int = 300,
     ):
         self.log = logging.getLogger("kubesim")
         self.state_dir = Path(state_dir).resolve()  # pods run in their own folders: no relative paths
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.store = Store(history_size)
         self.api = Api(self.store)
+        self.api.default_toleration_seconds = default_toleration_seconds
         self.faults = Faults()
         self.stopping = threading.Event()
         self.wake = threading.Event()
@@ -77,7 +86,9 @@ class Cluster:
             JobController(self),
             GarbageCollector(self),
             QuotaController(self),
+            NodeLifecycleController(self, node_monitor_grace),
             TaintManager(self),
+            PodGarbageCollector(self),
             ClaimController(self),
         ]
         self.loop_lock = threading.RLock()
@@ -177,16 +188,16 @@ class Cluster:
         return node
 
     def set_node_ready(self, name: str, ready: bool) -> None:
-        """Make a node NotReady (Ready=Unknown, unreachable taints, its pods not Ready and evicted once their
-        toleration runs out) or Ready again (see ``kubesim.disruption``)."""
+        """Stop the node's heartbeat (``ready=False``: after the node-monitor grace period it becomes
+        Ready=Unknown and tainted unreachable, its pods not Ready and then deleted once their toleration runs
+        out, staying Terminating while no kubelet confirms) or restart it (see ``kubesim.disruption``)."""
         set_node_ready(self, name, ready)
 
     def lose_node(self, name: str) -> None:
-        """The node disappears: its processes die, its pods fail (NodeLost), the Node goes."""
+        """The node is deleted (its machine gone): its processes die, the Node object goes, and pod GC then
+        marks its pods Failed (DisruptionTarget DeletionByPodGC) and force-deletes them."""
         with self.loop_lock:
-            kubelet = self.kubelets.pop(name)
-            message = f"Node {name} which was running the pod is lost"
-            kubelet.fail_pods(None, "NodeLost", message, "DeletionByPodGC", message)
+            self.kubelets.pop(name).shutdown()
             self.store.remove("nodes", "", name)
             self.api._notify()
 

@@ -1,10 +1,13 @@
-"""Disruptions: NotReady nodes and the taint manager that evicts their pods, and the Eviction API.
+"""Disruptions: node heartbeats and the node lifecycle controller, the taint manager, pod GC of pods whose
+node is gone, and the Eviction API.
 
-A real control plane marks an unreachable node's Ready condition Unknown, taints it
-``node.kubernetes.io/unreachable`` (NoSchedule and NoExecute), marks its pods not Ready, and evicts each pod
-once its toleration of the NoExecute taint runs out (300 s by default, from the DefaultTolerationSeconds
-admission that ``validation.default_pod`` applies). kubesim does the same so that platform code sees the
-disruption a real cluster would show it.
+A real control plane notices an unreachable node when its kubelet stops posting heartbeats: after the
+node-monitor grace period its Ready condition becomes Unknown, it is tainted ``node.kubernetes.io/unreachable``
+(NoSchedule and NoExecute) and its pods are marked not Ready. The taint manager then deletes each pod once its
+toleration of the NoExecute taint runs out (300 s by default, from the DefaultTolerationSeconds admission that
+``validation.default_pod`` applies). No kubelet confirms those deletions, so the pods stay Terminating until
+the node comes back or is deleted (then pod GC force-deletes them). kubesim does the same so that platform code
+sees what a real cluster would show it.
 """
 
 from __future__ import annotations
@@ -14,8 +17,7 @@ from typing import TYPE_CHECKING
 
 from kubesim import resources
 from kubesim.api import now_iso
-from kubesim.errors import bad_request, conflict, not_found
-from kubesim.kubelet import EVICTION_DEADLINE
+from kubesim.errors import ApiError, bad_request, conflict, not_found
 from kubesim.podstatus import set_condition
 from kubesim.scheduler import matching_toleration
 from kubesim.store import Obj
@@ -29,26 +31,84 @@ _TERMINAL = ("Succeeded", "Failed")
 
 
 def set_node_ready(cluster: Cluster, name: str, ready: bool) -> None:
-    """NotReady: Ready=Unknown, unreachable taints, pods not Ready, the kubelet silent. Ready undoes it."""
+    """Stop (``ready=False``) or restart the node's heartbeat. The node lifecycle controller reacts as a real
+    one does: Ready=Unknown and the unreachable taints once the monitor grace period has passed without a
+    heartbeat, and Ready=True without them once heartbeats come back."""
     with cluster.loop_lock:
         kubelet = cluster.kubelets[name]
+        kubelet.unreachable = not ready
+        if ready:
+            kubelet.last_heartbeat = time.monotonic()
+    cluster.wake.set()
+
+
+def _delete_pod(
+    cluster: Cluster, pod: Obj, condition: tuple[str, str], options: Obj | None = None, fail: bool = False
+) -> None:
+    """Add a DisruptionTarget condition (reason, message) to a pod — and, with ``fail``, phase Failed in the
+    same write, as pod GC does — then delete it through the API's graceful path (the pod's own grace period
+    unless ``options`` say otherwise)."""
+    meta = pod["metadata"]
+    reason, message = condition
+
+    def apply(p: Obj) -> None:
+        status = p.setdefault("status", {})
+        set_condition(status, "DisruptionTarget", True, reason, message)
+        if fail and status.get("phase") not in _TERMINAL:
+            status["phase"] = "Failed"
+
+    cluster.api.mutate("pods", meta["namespace"], meta["name"], apply)
+    pods = resources.find("", "v1", "pods")
+    assert pods is not None
+    try:
+        cluster.api.delete(pods, meta["namespace"], meta["name"], options or {})
+    except ApiError as exc:
+        if exc.code != 404:
+            raise
+
+
+class NodeLifecycleController:
+    """Marks nodes whose kubelet stopped posting heartbeats Unknown and taints them; undoes it when they return.
+
+    ``monitor_grace`` is kube-controller-manager's ``--node-monitor-grace-period`` (40 s by default there).
+    """
+
+    def __init__(self, cluster: Cluster, monitor_grace: float = 40.0):
+        self.cluster = cluster
+        self.monitor_grace = monitor_grace
+
+    def step(self) -> None:
+        """Compare every node's last heartbeat with the grace period and update it if its health changed."""
+        now = time.monotonic()
+        for name, kubelet in list(self.cluster.kubelets.items()):
+            node = self.cluster.store.peek("nodes", "", name)
+            if node is None:
+                continue
+            ready: Obj = next((c for c in node["status"]["conditions"] if c["type"] == "Ready"), {})
+            alive = now - kubelet.last_heartbeat <= self.monitor_grace
+            if alive and ready.get("status") == "Unknown":
+                self._mark(name, True)
+                kubelet.resync()
+            elif not alive and ready.get("status") == "True":
+                self._mark(name, False)
+
+    def _mark(self, name: str, ready: bool) -> None:
         stamp = now_iso()
 
         def apply(node: Obj) -> None:
             for cond in node["status"]["conditions"]:
                 if cond["type"] != "Ready":
                     continue
-                wanted = "True" if ready else "Unknown"
-                if cond["status"] != wanted:
-                    cond["lastTransitionTime"] = stamp
                 cond.update(
-                    status=wanted,
+                    status="True" if ready else "Unknown",
                     reason="KubeletReady" if ready else "NodeStatusUnknown",
                     message="kubelet is posting ready status"
                     if ready
                     else "Kubelet stopped posting node status.",
-                    lastHeartbeatTime=stamp,
+                    lastTransitionTime=stamp,
                 )
+                if ready:
+                    cond["lastHeartbeatTime"] = stamp
             spec = node.setdefault("spec", {})
             taints = [t for t in spec.get("taints") or [] if t.get("key") != UNREACHABLE]
             if not ready:
@@ -57,9 +117,9 @@ def set_node_ready(cluster: Cluster, name: str, ready: bool) -> None:
                 ]
             spec["taints"] = taints
 
-        node = cluster.api.mutate("nodes", "", name, apply)
+        node = self.cluster.api.mutate("nodes", "", name, apply)
         if node is not None:
-            cluster.api.record_event(
+            self.cluster.api.record_event(
                 node,
                 "Normal",
                 "NodeReady" if ready else "NodeNotReady",
@@ -67,21 +127,39 @@ def set_node_ready(cluster: Cluster, name: str, ready: bool) -> None:
                 "node-controller",
             )
         if ready:
-            kubelet.unreachable = False
-            kubelet.resync()
             return
-        kubelet.unreachable = True
-        for pod in kubelet.bound_pods():
+        for pod in self.cluster.kubelets[name].bound_pods():
             if (pod.get("status") or {}).get("phase") in _TERMINAL:
                 continue
             meta = pod["metadata"]
-            cluster.api.mutate(
+            self.cluster.api.mutate(
                 "pods",
                 meta["namespace"],
                 meta["name"],
                 lambda p: set_condition(p.setdefault("status", {}), "Ready", False, ""),
             )
-            cluster.api.record_event(pod, "Warning", "NodeNotReady", "Node is not ready", "node-controller")
+            self.cluster.api.record_event(
+                pod, "Warning", "NodeNotReady", "Node is not ready", "node-controller"
+            )
+
+
+class PodGarbageCollector:
+    """Pod GC of orphans: a pod bound to a node that no longer exists is marked Failed with DisruptionTarget
+    (DeletionByPodGC) and force-deleted, as kube-controller-manager's podgc does."""
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+
+    def step(self) -> None:
+        """Force-delete every pod whose node is gone."""
+        store = self.cluster.store
+        nodes = {n["metadata"]["name"] for n in store.list("nodes")[0]}
+        orphans = [
+            p for p in store.list("pods")[0] if (p.get("spec") or {}).get("nodeName") not in (None, *nodes)
+        ]
+        for pod in orphans:
+            gone = ("DeletionByPodGC", "PodGC: node no longer exists")
+            _delete_pod(self.cluster, pod, gone, {"gracePeriodSeconds": 0}, fail=True)
 
 
 class TaintManager:
@@ -124,40 +202,27 @@ class TaintManager:
                     break
 
     def _evict(self, node_name: str, pod: Obj, taint: Obj) -> None:
-        kubelet = self.cluster.kubelets.get(node_name)
-        if kubelet is None:
-            return
-        if taint.get("key") in (UNREACHABLE, NOT_READY):
-            reason = "NodeLost"
-            message = f"Node {node_name} which was running pod {pod['metadata']['name']} is unresponsive"
-        else:
-            reason, message = "Evicted", f"Pod was evicted by the taint {taint.get('key')}:NoExecute"
-        kubelet.fail_pods(
-            {pod["metadata"]["uid"]},
-            reason,
-            message,
-            "DeletionByTaintManager",
-            "Taint manager: deleting due to NoExecute taint",
-        )
+        meta = pod["metadata"]
         self.cluster.api.record_event(
             pod,
             "Normal",
             "TaintManagerEviction",
-            f"Marking for deletion Pod {pod['metadata']['namespace']}/{pod['metadata']['name']}",
+            f"Marking for deletion Pod {meta['namespace']}/{meta['name']}",
             "taint-eviction-controller",
+        )
+        _delete_pod(
+            self.cluster, pod, ("DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint")
         )
 
 
 def evict_pod(cluster: Cluster, namespace: str, name: str, body: Obj | None = None) -> None:
-    """POST .../pods/NAME/eviction: DisruptionTarget (EvictionByEvictionAPI), then a graceful stop that
-    ends the pod Failed with reason Evicted. The pod object stays (unlike the apiserver, which deletes it)
-    so that its final status can be read; a pod that never ran is simply deleted."""
+    """POST .../pods/NAME/eviction: a DisruptionTarget condition (EvictionByEvictionAPI), then the same
+    graceful delete as ``DELETE`` (``deleteOptions`` honoured). There are no PodDisruptionBudgets, so an
+    eviction is never refused with 429."""
     body = body or {}
     if not isinstance(body, dict) or body.get("kind", "Eviction") != "Eviction":
         raise bad_request("the body of an eviction must be a policy/v1 Eviction")
     options = body.get("deleteOptions") or {}
-    pods = resources.find("", "v1", "pods")
-    assert pods is not None
     with cluster.store.lock:
         pod = cluster.store.peek("pods", namespace, name)
         if pod is None:
@@ -165,26 +230,6 @@ def evict_pod(cluster: Cluster, namespace: str, name: str, body: Obj | None = No
         uid = (options.get("preconditions") or {}).get("uid")
         if uid and uid != pod["metadata"]["uid"]:
             raise conflict("pods", name)
-        if pod["metadata"].get("deletionTimestamp") or EVICTION_DEADLINE in (
-            pod["metadata"].get("annotations") or {}
-        ):
+        if pod["metadata"].get("deletionTimestamp"):
             return
-        if not pod["spec"].get("nodeName") or (pod.get("status") or {}).get("phase") in _TERMINAL:
-            cluster.api.delete(pods, namespace, name, options)
-            return
-        grace = options.get("gracePeriodSeconds")
-        if grace is None:
-            grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
-
-        def apply(p: Obj) -> None:
-            annotations = p["metadata"].setdefault("annotations", {})
-            annotations[EVICTION_DEADLINE] = str(time.time() + float(grace))
-            set_condition(
-                p.setdefault("status", {}),
-                "DisruptionTarget",
-                True,
-                "EvictionByEvictionAPI",
-                "Eviction API: evicting",
-            )
-
-        cluster.api.mutate("pods", namespace, name, apply)
+        _delete_pod(cluster, pod, ("EvictionByEvictionAPI", "Eviction API: evicting"), options)

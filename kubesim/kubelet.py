@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("kubesim.kubelet")
 GPU = "nvidia.com/gpu"
 DELETION_DEADLINE = "kubesim.io/deletion-deadline"
-EVICTION_DEADLINE = "kubesim.io/eviction-deadline"
-EVICTED = ("Failed", "Evicted", "The pod was evicted via the Eviction API.")
 
 
 @dataclass
@@ -56,8 +54,9 @@ class PodRuntime:
 class Kubelet:
     """Runs the pods bound to ``node_name``; ``step`` reacts to the store and watches the processes.
 
-    ``paused`` freezes it on request; ``unreachable`` is the NotReady node (processes keep running, as on a
-    partitioned node, but nothing is reported) and is kept apart so that un-pausing leaves it NotReady.
+    ``paused`` freezes it on request; ``unreachable`` is the partitioned node: no heartbeat reaches the
+    control plane and nothing is reported or confirmed, while its processes keep running. It is kept apart
+    from ``paused`` so that un-pausing leaves the node unreachable.
     """
 
     def __init__(self, cluster: Cluster, node_name: str, gpu_count: int):
@@ -70,10 +69,14 @@ class Kubelet:
         self.last_sample = 0.0
         self.environment = PodEnvironment(cluster, node_name, gpu_count)
         self.mount_warned: dict[str, float] = {}
+        self.last_heartbeat = time.monotonic()
 
     def step(self) -> None:
-        """Start newly bound pods, terminate deleted ones and report container state changes."""
-        if self.paused or self.unreachable:
+        """Post a heartbeat, start newly bound pods, terminate deleted ones and report container changes."""
+        if self.unreachable:
+            return
+        self.last_heartbeat = time.monotonic()
+        if self.paused:
             return
         mine = {p["metadata"]["uid"]: p for p in self.bound_pods()}
         for uid in [u for u in self.mount_warned if u not in mine]:
@@ -152,8 +155,7 @@ class Kubelet:
         if rt.done:
             return
         spec = pod["spec"]
-        annotations = pod["metadata"].get("annotations") or {}
-        if pod["metadata"].get("deletionTimestamp") or EVICTION_DEADLINE in annotations:
+        if pod["metadata"].get("deletionTimestamp"):
             self._terminate(rt, pod)
             return
         changed = False
@@ -311,11 +313,10 @@ class Kubelet:
         self.cluster.throttle.update(self.pods.values())
 
     def _terminate(self, rt: PodRuntime, pod: Obj) -> None:
-        """Graceful stop for a deleted or evicted pod: SIGTERM, then SIGKILL once its deadline passes."""
+        """Graceful stop of a deleted pod: SIGTERM, SIGKILL once its grace period ends, then the final status
+        is reported and the pod removed (unless finalizers hold it)."""
         meta = pod["metadata"]
-        annotations = meta.get("annotations") or {}
-        deleting = bool(meta.get("deletionTimestamp"))
-        deadline = float(annotations.get(DELETION_DEADLINE if deleting else EVICTION_DEADLINE, 0) or 0)
+        deadline = float((meta.get("annotations") or {}).get(DELETION_DEADLINE, 0) or 0)
         running = [c for c in rt.containers.values() if c.poll() is None]
         if rt.terminating_since is None:
             rt.terminating_since = time.monotonic()
@@ -330,9 +331,9 @@ class Kubelet:
             runtime.wait_all(running, 2)
         if any(c.poll() is None for c in rt.containers.values()):
             return
-        self._report(rt, pod, None if deleting else EVICTED)
+        self._report(rt, pod)
         self._release(rt)
-        if deleting and not meta.get("finalizers"):
+        if not meta.get("finalizers"):
             self.cluster.store.remove("pods", meta["namespace"], meta["name"])
             self.cluster.api._notify()
 
@@ -427,41 +428,6 @@ class Kubelet:
         for uid, rt in list(self.pods.items()):
             if uid in pods and not rt.done:
                 self._report(rt, pods[uid])
-
-    def fail_pods(self, uids: set[str] | None, reason: str, message: str, disruption: str, why: str) -> None:
-        """Kill pods of this node (all, or those in ``uids``) and mark them Failed with ``reason`` and a
-        DisruptionTarget condition (``disruption``: DeletionByPodGC, DeletionByTaintManager...)."""
-        pods = [p for p in self.bound_pods() if uids is None or p["metadata"]["uid"] in uids]
-        for pod in pods:
-            rt = self.pods.get(pod["metadata"]["uid"])
-            if rt is not None:
-                self._kill(rt)
-                self._release(rt)
-            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                continue
-
-            def apply(p: Obj) -> None:
-                st = p.setdefault("status", {})
-                st.update(phase="Failed", reason=reason, message=message)
-                inits = [
-                    cs for cs in st.get("initContainerStatuses") or [] if "terminated" not in cs["state"]
-                ]
-                for cs in inits + (st.get("containerStatuses") or []):
-                    started = (cs.get("state") or {}).get("running", {}).get("startedAt")
-                    cs["state"] = {
-                        "terminated": {
-                            "exitCode": 137,
-                            "reason": "Terminated",
-                            "startedAt": started,
-                            "finishedAt": now_rfc3339(),
-                            "message": message,
-                        }
-                    }
-                    cs["ready"] = False
-                set_condition(st, "DisruptionTarget", True, disruption, why)
-                set_condition(st, "Ready", False, "PodFailed")
-
-            self.cluster.api.mutate("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], apply)
 
     def shutdown(self) -> None:
         """Kill every process this kubelet started."""

@@ -163,8 +163,9 @@ def _job_causes(spec: Obj) -> list[Cause]:
     return causes
 
 
-def default_pod(pod: Obj) -> None:
-    """Fill the defaults the apiserver adds to a new pod."""
+def default_pod(pod: Obj, toleration_seconds: int = 300) -> None:
+    """Fill the defaults the apiserver adds to a new pod; ``toleration_seconds`` is what the
+    DefaultTolerationSeconds admission gives a pod that does not tolerate not-ready/unreachable nodes."""
     spec = pod.setdefault("spec", {})
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("terminationGracePeriodSeconds", 30)
@@ -179,7 +180,12 @@ def default_pod(pod: Obj) -> None:
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
         if not any(t.get("key") == key for t in tolerations):
             tolerations.append(
-                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                {
+                    "key": key,
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": toleration_seconds,
+                }
             )
     for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
         container.setdefault("imagePullPolicy", "IfNotPresent")

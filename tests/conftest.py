@@ -24,7 +24,9 @@ FFDL_MANIFESTS = sorted((SHARED_DATA / "ffdl-manifests").glob("*.yml"))
 @pytest.fixture(scope="session")
 def kubesim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeSim]:
     """One embedded cluster for every end-to-end test of the session (one CPU node, one 4-GPU node)."""
-    with running_kubesim(tmp_path_factory.mktemp("kubesim-e2e"), gpu_nodes=1, gpus_per_node=4) as sim:
+    with running_kubesim(
+        tmp_path_factory.mktemp("kubesim-e2e"), gpu_nodes=1, gpus_per_node=4, node_monitor_grace=1.0
+    ) as sim:
         yield sim
 
 

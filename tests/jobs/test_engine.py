@@ -16,7 +16,7 @@ from jobs.models import Job, JobEvent, LogLine, MetricSample
 from jobs.services import job_cancel, job_submit
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member
-from tests.jobs.engine import CHECKPOINTED, wait_status, wait_until
+from tests.jobs.engine import CHECKPOINTED, describe, wait_status, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -130,7 +130,7 @@ def test_node_lost_requeues_and_resumes_from_checkpoint(engine: KubeSim) -> None
     job = wait_status(job, "succeeded", timeout=90)
     assert job.attempt == 2
     requeue = job.events.get(to_status="requeued")
-    assert requeue.reason == "NodeLost"
+    assert requeue.reason == "DeletionByPodGC", describe(job)  # pod GC of the deleted node's pods
     resumed = LogLine.objects.get(job=job, attempt=2, text__startswith="resuming from")
     assert int(resumed.text.split()[-1]) >= 5
     steps = sorted(

@@ -31,6 +31,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeSim]:
         gpus_per_node=4,
         restart_backoff=0.2,
         bookmark_interval=0.3,
+        node_monitor_grace=0.5,
     ) as running:
         yield running
 

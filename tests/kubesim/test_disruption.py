@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from kubesim.testing import KubeSim
-from tests.kubesim.conftest import error_body, make_pod, wait_for, wait_phase
+from tests.kubesim.conftest import error_body, make_pod, name_of, wait_for, wait_phase
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
 _DEDICATED = client.V1Toleration(key="kubesim.test/dedicated", operator="Exists", effect="NoSchedule")
@@ -32,7 +33,13 @@ def _pod_on(node: str, name: str, unreachable_seconds: int | None) -> client.V1P
     return pod
 
 
-def test_not_ready_node_taints_marks_pods_unready_and_evicts_after_toleration(
+def _unreachable(core: client.CoreV1Api, node: str) -> client.V1Node | None:
+    status = core.read_node(node)
+    ready = next(c for c in status.status.conditions if c.type == "Ready")
+    return status if ready.status == "Unknown" else None
+
+
+def test_node_without_heartbeat_goes_unknown_and_its_pods_stay_terminating_after_toleration(
     sim: KubeSim, core: client.CoreV1Api, ns: str
 ) -> None:
     node = "partitioned-node"
@@ -41,39 +48,91 @@ def test_not_ready_node_taints_marks_pods_unready_and_evicts_after_toleration(
     core.create_namespaced_pod(ns, _pod_on(node, "patient", None))  # gets the default 300 s toleration
     for name in ("short", "patient"):
         wait_phase(core, ns, name, ("Running",))
-    sim.set_node_ready(node, False)
+    sim.set_node_ready(node, False)  # the kubelet stops posting heartbeats
 
-    status = core.read_node(node)
+    status = wait_for(lambda: _unreachable(core, node))
     ready = next(c for c in status.status.conditions if c.type == "Ready")
-    assert (ready.status, ready.reason) == ("Unknown", "NodeStatusUnknown")
+    assert (ready.reason, ready.message) == ("NodeStatusUnknown", "Kubelet stopped posting node status.")
     assert {(t.key, t.effect) for t in status.spec.taints} >= {
         (UNREACHABLE, "NoSchedule"),
         (UNREACHABLE, "NoExecute"),
     }
     for name in ("short", "patient"):
-        assert _condition(core.read_namespaced_pod(name, ns), "Ready").status == "False"
+        wait_for(lambda name=name: _condition(core.read_namespaced_pod(name, ns), "Ready").status == "False")
 
-    evicted = wait_phase(core, ns, "short", ("Failed",), timeout=10)
-    assert evicted.status.reason == "NodeLost"
-    disruption = _condition(evicted, "DisruptionTarget")
+    # After its 1 s toleration the taint manager deletes "short"; no kubelet confirms, so it stays Terminating.
+    short = wait_for(lambda: (p := core.read_namespaced_pod("short", ns)).metadata.deletion_timestamp and p)
+    disruption = _condition(short, "DisruptionTarget")
     assert (disruption.status, disruption.reason) == ("True", "DeletionByTaintManager")
+    assert short.metadata.deletion_grace_period_seconds == 2
+    assert short.status.phase == "Running"
     patient = core.read_namespaced_pod("patient", ns)
-    assert patient.status.phase == "Running" and _condition(patient, "DisruptionTarget") is None
+    assert patient.metadata.deletion_timestamp is None and _condition(patient, "DisruptionTarget") is None
     assert [t.toleration_seconds for t in patient.spec.tolerations if t.key == UNREACHABLE] == [300]
 
-    sim.set_node_ready(node, True)
-    status = core.read_node(node)
-    assert not [t for t in status.spec.taints or [] if t.key == UNREACHABLE]
-    assert next(c for c in status.status.conditions if c.type == "Ready").status == "True"
+    sim.set_node_ready(node, True)  # heartbeats again: the taints go and the kubelet confirms the deletion
+    wait_for(lambda: not [t for t in core.read_node(node).spec.taints or [] if t.key == UNREACHABLE])
+    assert next(c for c in core.read_node(node).status.conditions if c.type == "Ready").status == "True"
     wait_for(lambda: _condition(core.read_namespaced_pod("patient", ns), "Ready").status == "True")
-    assert core.read_namespaced_pod("short", ns).status.phase == "Failed"
+    wait_for(lambda: "short" not in [name_of(p) for p in core.list_namespaced_pod(ns).items])
     core.delete_namespaced_pod("patient", ns, grace_period_seconds=0)
 
 
-def test_eviction_api_stops_pod_gracefully_and_ends_it_evicted(core: client.CoreV1Api, ns: str) -> None:
+def test_pod_deleted_on_an_unreachable_node_counts_against_quota_until_force_deleted(
+    sim: KubeSim, core: client.CoreV1Api, ns: str
+) -> None:
+    node = "quota-partitioned-node"
+    sim.add_gpu_node(node, gpus=1, taints=[{"key": "kubesim.test/dedicated", "effect": "NoSchedule"}])
+    quota = client.V1ResourceQuota(
+        metadata=client.V1ObjectMeta(name="pods"), spec=client.V1ResourceQuotaSpec(hard={"pods": "1"})
+    )
+    core.create_namespaced_resource_quota(ns, quota)
+    core.create_namespaced_pod(ns, _pod_on(node, "stuck", None))
+    wait_phase(core, ns, "stuck", ("Running",))
+    sim.set_node_ready(node, False)
+    wait_for(lambda: _unreachable(core, node))
+    core.delete_namespaced_pod("stuck", ns)
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod(ns, make_pod("replacement", ["true"]))
+    assert err.value.status == 403 and "exceeded quota" in error_body(err.value)["message"]
+    assert core.read_namespaced_pod("stuck", ns).metadata.deletion_timestamp is not None
+
+    core.delete_namespaced_pod("stuck", ns, grace_period_seconds=0)  # force: the apiserver forgets it
+    wait_for(lambda: "stuck" not in [name_of(p) for p in core.list_namespaced_pod(ns).items])
+    wait_for(lambda: core.read_namespaced_resource_quota("pods", ns).status.used == {"pods": "0"})
+    core.create_namespaced_pod(ns, make_pod("replacement", ["true"]))
+    sim.set_node_ready(node, True)
+
+
+def test_deletion_timestamp_is_the_end_of_the_grace_period(core: client.CoreV1Api, ns: str) -> None:
+    pod = make_pod(
+        "slow-stop",
+        [
+            "python",
+            "-c",
+            "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('up', flush=True)\ntime.sleep(60)",
+        ],
+    )
+    pod.spec.termination_grace_period_seconds = 30
+    core.create_namespaced_pod(ns, pod)
+    wait_phase(core, ns, "slow-stop", ("Running",))
+    wait_for(lambda: "up" in core.read_namespaced_pod_log("slow-stop", ns))
+    before = datetime.now(UTC).replace(microsecond=0)
+    core.delete_namespaced_pod("slow-stop", ns)
+    terminating = core.read_namespaced_pod("slow-stop", ns)
+    assert terminating.metadata.deletion_grace_period_seconds == 30
+    assert terminating.metadata.deletion_timestamp >= before + timedelta(seconds=30)
+    assert terminating.metadata.deletion_timestamp <= datetime.now(UTC) + timedelta(seconds=31)
+    core.delete_namespaced_pod("slow-stop", ns, grace_period_seconds=0)
+
+
+def test_eviction_api_sets_disruption_target_and_deletes_the_pod_gracefully(
+    core: client.CoreV1Api, ns: str
+) -> None:
     script = (
         "import signal, sys, time\n"
-        "def stop(*_):\n    print('got SIGTERM', flush=True)\n    sys.exit(0)\n"
+        "def stop(*_):\n    sys.exit(0)\n"
         "signal.signal(signal.SIGTERM, stop)\nprint('ready', flush=True)\ntime.sleep(60)\n"
     )
     core.create_namespaced_pod(ns, make_pod("evictee", ["python", "-c", script]))
@@ -82,12 +141,22 @@ def test_eviction_api_stops_pod_gracefully_and_ends_it_evicted(core: client.Core
     body = client.V1Eviction(
         api_version="policy/v1", kind="Eviction", metadata=client.V1ObjectMeta(name="evictee", namespace=ns)
     )
+    stream = watch.Watch().stream(
+        core.list_namespaced_pod, ns, field_selector="metadata.name=evictee", timeout_seconds=20
+    )
     core.create_namespaced_pod_eviction("evictee", ns, body)
-    pod = wait_phase(core, ns, "evictee", ("Failed", "Succeeded"))
-    assert (pod.status.phase, pod.status.reason) == ("Failed", "Evicted")
-    disruption = _condition(pod, "DisruptionTarget")
+    seen: list[tuple[str, Any]] = []
+    for event in stream:
+        seen.append((event["type"], event["object"]))
+        if event["type"] == "DELETED":
+            break
+    assert seen[-1][0] == "DELETED", "an evicted pod is deleted once it has stopped"
+    final = seen[-1][1]
+    disruption = _condition(final, "DisruptionTarget")
     assert (disruption.status, disruption.reason) == ("True", "EvictionByEvictionAPI")
-    assert core.read_namespaced_pod_log("evictee", ns) == "ready\ngot SIGTERM\n"
+    assert final.metadata.deletion_timestamp is not None
+    terminated = final.status.container_statuses[0].state.terminated
+    assert terminated.exit_code == 0, "the SIGTERM handler ran and exited 0 within the grace period"
     with pytest.raises(ApiException) as err:
         core.create_namespaced_pod_eviction("nobody", ns, body)
     assert err.value.status == 404

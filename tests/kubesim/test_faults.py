@@ -8,36 +8,59 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from kubesim.testing import KubeSim, running_kubesim
-from tests.kubesim.conftest import make_pod, wait_phase
+from tests.kubesim.conftest import make_pod, wait_for, wait_phase
 
 
-def test_lost_node_fails_its_pods_with_disruption_target(
+def test_lost_node_is_deleted_and_pod_gc_force_deletes_its_pods(
     sim: KubeSim, core: client.CoreV1Api, ns: str
 ) -> None:
     sim.add_gpu_node("doomed-node", gpus=1, labels={"pool": "doomed"})
     pod = make_pod("victim", ["sleep", "60"])
     pod.spec.node_selector = {"pool": "doomed"}
     core.create_namespaced_pod(ns, pod)
-    wait_phase(core, ns, "victim", ("Running",))
+    running = wait_phase(core, ns, "victim", ("Running",))
+    stream = watch.Watch().stream(
+        core.list_namespaced_pod,
+        ns,
+        field_selector="metadata.name=victim",
+        resource_version=running.metadata.resource_version,
+        timeout_seconds=20,
+    )
     sim.lose_node("doomed-node")
-    failed = wait_phase(core, ns, "victim", ("Failed",))
-    assert failed.status.reason == "NodeLost"
-    assert any(c.type == "DisruptionTarget" and c.status == "True" for c in failed.status.conditions)
+    events = []
+    for event in stream:
+        events.append((event["type"], event["object"]))
+        if event["type"] == "DELETED":
+            break
+    kind, last = events[-1]
+    assert kind == "DELETED" and last.status.phase == "Failed"
+    gc = next(c for c in last.status.conditions if c.type == "DisruptionTarget")
+    assert (gc.status, gc.reason, gc.message) == ("True", "DeletionByPodGC", "PodGC: node no longer exists")
     assert "doomed-node" not in [n.metadata.name for n in core.list_node().items]
 
 
 def test_not_ready_node_gets_no_new_pods(sim: KubeSim, core: client.CoreV1Api, ns: str) -> None:
     sim.add_gpu_node("flaky-node", gpus=1, labels={"pool": "flaky"})
     sim.set_node_ready("flaky-node", False)
+    wait_for(lambda: core.read_node("flaky-node").spec.taints)
     pod = make_pod("waiting", ["true"])
     pod.spec.node_selector = {"pool": "flaky"}
     core.create_namespaced_pod(ns, pod)
-    time.sleep(0.3)
+    wait_for(
+        lambda: next(
+            (
+                c
+                for c in core.read_namespaced_pod("waiting", ns).status.conditions or []
+                if c.type == "PodScheduled" and c.reason == "Unschedulable"
+            ),
+            None,
+        )
+    )
     assert core.read_namespaced_pod("waiting", ns).spec.node_name is None
     sim.set_node_ready("flaky-node", True)
     wait_phase(core, ns, "waiting", ("Succeeded",))
