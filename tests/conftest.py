@@ -64,6 +64,23 @@ def engine(kubesim_cluster: KubeSim, transactional_db: None, settings: Any) -> I
             beat_thread.join(timeout=5)
             watcher.stop()
             thread.join(timeout=15)
+            for follower in list(watcher.followers.values()):
+                follower.join(timeout=15)
+    alive = [t.name for t in (thread, beat_thread, *watcher.followers.values()) if t.is_alive()]
+    assert not alive, f"engine threads still running after the test: {alive}"
+    _end_other_database_sessions()
+
+
+def _end_other_database_sessions() -> None:
+    """End every other session on the test database before pytest-django flushes it: a worker thread
+    still inside a query (or idle in a transaction) would otherwise deadlock the flush's TRUNCATE."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -71,14 +88,11 @@ def _end_stray_database_sessions(django_db_setup: None, django_db_blocker: Any) 
     """At the very end, end the database sessions that worker, watcher and server threads left open, so
     the test database can be dropped (threads' connections are not closed by the test framework)."""
     yield
-    from django.db import OperationalError, connection
+    from django.db import OperationalError
 
     try:
-        with django_db_blocker.unblock(), connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
+        with django_db_blocker.unblock():
+            _end_other_database_sessions()
     except OperationalError:
         pass  # a run of database-free tests only: pytest-django never pointed the connection at a test db
 
