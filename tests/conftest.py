@@ -14,17 +14,30 @@ import boto3
 import httpx
 import pytest
 
-from kubesim.testing import KubeSim, running_kubesim
+from kubesim.testing import KubeSim
+from tests.clusters import EXTERNAL_KUBECONFIG, KUBESIM_ONLY_REASON, cluster_for_tests
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("TRAINYARD_SHARED_DATA", ROOT.parent / "shared" / "data"))
 FFDL_MANIFESTS = sorted((SHARED_DATA / "ffdl-manifests").glob("*.yml"))
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """tests/kubesim tests the emulator itself: kubesim-only. With TRAINYARD_TEST_KUBECONFIG set, every
+    kubesim-only test is skipped with the reason."""
+    emulator_tests = ROOT / "tests" / "kubesim"
+    for item in items:
+        if item.path.is_relative_to(emulator_tests):
+            item.add_marker(pytest.mark.kubesim_only)
+        if EXTERNAL_KUBECONFIG and item.get_closest_marker("kubesim_only"):
+            item.add_marker(pytest.mark.skip(reason=KUBESIM_ONLY_REASON))
+
+
 @pytest.fixture(scope="session")
 def kubesim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeSim]:
-    """One embedded cluster for every end-to-end test of the session (one CPU node, one 4-GPU node)."""
-    with running_kubesim(
+    """One embedded cluster for every end-to-end test of the session (one CPU node, one 4-GPU node), or the
+    real cluster TRAINYARD_TEST_KUBECONFIG names (see tests/clusters.py)."""
+    with cluster_for_tests(
         tmp_path_factory.mktemp("kubesim-e2e"), gpu_nodes=1, gpus_per_node=4, node_monitor_grace=1.0
     ) as sim:
         yield sim

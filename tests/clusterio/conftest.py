@@ -17,8 +17,9 @@ from kubernetes import client
 from clusterio.builders import JobPodsSpec, TenantLimits
 from clusterio.client import Cluster
 from clusterio.errors import ClusterError
-from kubesim.testing import KubeSim, running_kubesim
+from kubesim.testing import KubeSim
 from tests.clusterio.artifact_server import ArtifactServer, running_artifact_server
+from tests.clusters import cluster_for_tests
 
 RETRIES = 3
 TENANT = "acme"
@@ -27,7 +28,7 @@ BIG_LIMITS = TenantLimits(gpus=8, cpu_millis=16000, memory_mib=32768)
 
 @pytest.fixture(scope="session")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeSim]:
-    with running_kubesim(
+    with cluster_for_tests(
         tmp_path_factory.mktemp("clusterio-kubesim"),
         gpu_nodes=1,
         gpus_per_node=4,

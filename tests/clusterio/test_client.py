@@ -151,6 +151,7 @@ def test_teardown_removes_everything_of_one_attempt(
     wait_for(lambda: not cluster.job_pods(namespace=ns, job_id=job_id))
 
 
+@pytest.mark.kubesim_only
 def test_transient_500s_are_retried_until_the_call_succeeds(
     cluster: Cluster, sim: KubeSim, ns: str, job_id: str
 ) -> None:
@@ -159,6 +160,7 @@ def test_transient_500s_are_retried_until_the_call_succeeds(
     assert rule not in sim.cluster.faults.rules()
 
 
+@pytest.mark.kubesim_only
 def test_persistent_500s_give_up_with_unavailable_after_the_retries(
     cluster: Cluster, sim: KubeSim, ns: str, job_id: str
 ) -> None:
@@ -169,6 +171,7 @@ def test_persistent_500s_give_up_with_unavailable_after_the_retries(
     assert rule.count == 4, "one first try plus exactly RETRIES retries"
 
 
+@pytest.mark.kubesim_only
 def test_not_found_is_raised_at_once_without_retrying(cluster: Cluster, sim: KubeSim, ns: str) -> None:
     rule = sim.inject_fault("GET", rf"^/api/v1/namespaces/{ns}/pods/ghost$", code=404, count=5)
     with pytest.raises(NotFound):

@@ -107,6 +107,7 @@ def test_a_pods_life_arrives_as_added_modified_deleted(
     assert {name for _, name, _ in recorder.events} == {pod}
 
 
+@pytest.mark.kubesim_only
 def test_relists_after_410_gone_without_losing_the_final_state(
     cluster: Cluster, sim: KubeSim, ns: str, job_id: str, tmp_path: Path, recorder: Recorder, start: Any
 ) -> None:
@@ -128,6 +129,7 @@ def test_relists_after_410_gone_without_losing_the_final_state(
     assert recorder.syncs[-1] == [pod]
 
 
+@pytest.mark.kubesim_only
 def test_survives_injected_errors_and_callback_exceptions(
     cluster: Cluster, sim: KubeSim, ns: str, job_id: str, recorder: Recorder, start: Any
 ) -> None:

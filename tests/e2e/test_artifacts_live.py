@@ -90,6 +90,7 @@ framework:
 """
 
 
+@pytest.mark.kubesim_only
 def test_code_from_disk_trains_on_s3_data_survives_a_lost_node_and_its_model_comes_back(
     engine: KubeSim,
     live_server_url: str,
@@ -167,6 +168,7 @@ def test_code_from_disk_trains_on_s3_data_survives_a_lost_node_and_its_model_com
     assert PASSWORD not in json.dumps(answers_events)
 
 
+@pytest.mark.kubesim_only
 def test_a_missing_bucket_fails_the_job_with_the_fetch_error(
     engine: KubeSim, live_server_url: str, s3_server: str, settings: Any
 ) -> None:

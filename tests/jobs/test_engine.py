@@ -118,6 +118,7 @@ def test_cancel_while_queued_never_launches(engine: KubeSim) -> None:
     wait_status(first, "cancelled")
 
 
+@pytest.mark.kubesim_only
 def test_node_lost_requeues_and_resumes_from_checkpoint(engine: KubeSim) -> None:
     engine.add_gpu_node("lossy-0", gpus=1, labels={"nvidia.com/gpu.product": "Lossy-GPU"})
     resources = {"cpu": "500m", "memory": "256Mi", "gpus": 1, "gpu_type": "Lossy-GPU"}

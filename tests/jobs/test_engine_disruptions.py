@@ -48,6 +48,7 @@ def test_evicted_pod_requeues_the_job_which_resumes_from_its_checkpoint(engine: 
     assert int(resumed.text.split()[-1]) >= 3
 
 
+@pytest.mark.kubesim_only
 def test_an_image_that_cannot_be_pulled_fails_the_job_with_the_reason(engine: KubeSim) -> None:
     rule = engine.fail_image_pulls(r"registry\.example/missing")
     try:

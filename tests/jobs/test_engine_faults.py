@@ -158,6 +158,7 @@ def test_reconcile_deletes_managed_pods_that_have_no_job_or_whose_job_is_gone(en
 # -- pods that cannot be scheduled --------------------------------------------------------------------------
 
 
+@pytest.mark.kubesim_only
 def test_unschedulable_pod_is_reported_then_requeued_without_using_a_retry(
     engine: KubeSim, settings: Any
 ) -> None:

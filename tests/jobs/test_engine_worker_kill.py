@@ -77,6 +77,7 @@ def _doomed_ready() -> bool:
 SCRIPT = "import os, time\ntime.sleep(1)\nprint('learner', os.environ['RANK'], 'done', flush=True)"
 
 
+@pytest.mark.kubesim_only
 def test_worker_killed_mid_launch_leaves_one_pod_per_learner_and_the_job_succeeds(
     engine: KubeSim, doomed_worker: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch, settings: Any
 ) -> None:
