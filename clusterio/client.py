@@ -516,14 +516,17 @@ class Cluster:
             return None
         return result
 
-    def delete_pod(self, *, namespace: str, pod: str) -> bool:
-        """Delete one pod (background propagation); False when it was already gone."""
+    def delete_pod(self, *, namespace: str, pod: str, grace_seconds: int | None = None) -> bool:
+        """Delete one pod (background propagation; `grace_seconds` 0 forces it: the API forgets the pod at
+        once, whatever its kubelet does); False when it was already gone."""
         try:
             self._json(
                 self.core.delete_namespaced_pod,
                 pod,
                 namespace,
-                body=client.V1DeleteOptions(propagation_policy="Background"),
+                body=client.V1DeleteOptions(
+                    propagation_policy="Background", grace_period_seconds=grace_seconds
+                ),
             )
         except NotFound:
             return False

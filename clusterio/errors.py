@@ -1,7 +1,8 @@
 """Typed errors of the Kubernetes I/O layer, so callers never handle `ApiException` or urllib3 errors.
 
-Callers decide by type: `NotFound` and `Conflict` drive idempotent create/delete, `Forbidden` carries
-quota refusals ("exceeded quota"), `Invalid` a rejected object, and `Unavailable` means the API could
+Callers decide by type: `NotFound` and `Conflict` drive idempotent create/delete, `QuotaExceeded` (a
+`Forbidden`) is a quota refusal ("exceeded quota") that may pass, other `Forbidden`s are RBAC refusals that
+will not, `Invalid` a rejected object, and `Unavailable` means the API could
 not be reached even after the client's retries, so the caller may try again later.
 """
 
@@ -31,6 +32,11 @@ class BadRequest(ClusterError):
 
 class Forbidden(ClusterError):
     """403 (or 401): refused, e.g. by a ResourceQuota ("exceeded quota") or missing RBAC."""
+
+
+class QuotaExceeded(Forbidden):
+    """403 from a ResourceQuota ("exceeded quota"): transient, since the quota frees up as pods end (also
+    the previous attempt's, which count until they are gone)."""
 
 
 class NotFound(ClusterError):
@@ -74,6 +80,8 @@ def error_for_status(status: int | None, reason: str, message: str) -> ClusterEr
     if status is not None and is_retriable_status(status):
         return Unavailable(message, status=status, reason=reason)
     cls = _BY_STATUS.get(status or 0, ClusterError)
+    if cls is Forbidden and "exceeded quota" in message:
+        cls = QuotaExceeded
     return cls(message, status=status, reason=reason)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import zlib
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -115,6 +116,7 @@ def pods_spec(job: Job, credentials: Credentials | None = None) -> JobPodsSpec:
         datastore_secret=names.datastore_secret_name(job.pk, job.attempt) if credentials else None,
         datastore_keys=datastore_secret_keys(credentials),
         artifacts=_artifacts(job, spec, credentials),
+        node_lost_toleration_seconds=settings.NODE_LOST_GRACE_SECONDS,
         **_checkpoints(job),
     )
 
@@ -223,6 +225,42 @@ def delete_pod(pod: dict[str, Any]) -> bool:
     if meta.get("deletionTimestamp"):
         return False
     return cluster().delete_pod(namespace=meta["namespace"], pod=meta["name"])
+
+
+def earlier_attempt_pods(job: Job) -> list[dict[str, Any]]:
+    """Pods of the job's earlier attempts that still exist (running, or terminating)."""
+    pods = cluster().job_pods(namespace=namespace_for(job.tenant), job_id=job.pk)
+    return [p for p in pods if (pod_owner(p) or ("", job.attempt))[1] < job.attempt]
+
+
+def force_delete_stranded(pods: list[dict[str, Any]]) -> int:
+    """Force-delete (grace 0) the pods among `pods` that are past their deletion deadline on a node that
+    is gone, NotReady or unreachable: no kubelet will confirm their deletion, and until they are gone they
+    hold their namespace's quota (and cancels wait on them). Returns how many were deleted."""
+    now = datetime.now(UTC)
+    stranded = [
+        p
+        for p in pods
+        if _past(p["metadata"].get("deletionTimestamp"), now) and p.get("spec", {}).get("nodeName")
+    ]
+    if not stranded:
+        return 0
+    healthy = {node.name for node in cluster().nodes() if node.ready}
+    deleted = 0
+    for pod in stranded:
+        if pod["spec"]["nodeName"] not in healthy:
+            meta = pod["metadata"]
+            deleted += cluster().delete_pod(namespace=meta["namespace"], pod=meta["name"], grace_seconds=0)
+    return deleted
+
+
+def _past(stamp: str | None, now: datetime) -> bool:
+    if not stamp:
+        return False
+    try:
+        return datetime.fromisoformat(stamp) < now
+    except ValueError:
+        return False
 
 
 def job_pods(job: Job) -> list[dict[str, Any]]:

@@ -126,6 +126,7 @@ def job_requeue_or_fail(job: Job, *, reason: str, message: str, counts: bool = T
     `counts=False` (a pod stuck pending, a tuning restart) does not use up a retry.
     """
     failures = JobEvent.objects.filter(job=job, to_status=JobStatus.REQUEUED, data__counts=True).count()
+    enqueue("jobs.tasks.teardown", job.pk, job.attempt)
     if counts and failures >= job.max_retries:
         return transition(
             job,
@@ -134,7 +135,6 @@ def job_requeue_or_fail(job: Job, *, reason: str, message: str, counts: bool = T
             message=f"{message} (no retries left: {job.max_retries} used)",
             data={"last_reason": reason},
         )
-    enqueue("jobs.tasks.teardown", job.pk, job.attempt)
     return transition(job, JobStatus.REQUEUED, reason=reason, message=message, data={"counts": counts})
 
 

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusterio.errors import ClusterError, Forbidden, Invalid, Unavailable
+from clusterio.errors import ClusterError, Forbidden, Invalid, QuotaExceeded, Unavailable
 from jobs import cluster
 from jobs.lifecycle import enqueue, job_launched, job_pods_gone, job_requeue_or_fail, transition
 from jobs.models import Job
@@ -47,40 +47,61 @@ def schedule() -> dict[str, object]:
     acks_late=True,
     soft_time_limit=60,
     time_limit=90,
-    max_retries=5,
+    max_retries=None,
 )
-def launch(self: object, job_id: str, attempt: int) -> list[str]:
-    """Create the pods of one attempt; safe to run twice (names are deterministic, existing pods adopted)."""
+def launch(self: Any, job_id: str, attempt: int) -> list[str]:
+    """Create the pods of one attempt; safe to run twice (names are deterministic, existing pods adopted).
+
+    An attempt starts only once the pods of earlier attempts are gone (they hold the tenant's quota and
+    the job's checkpoint while they terminate); pods stranded on a dead node past their grace period are
+    force-deleted meanwhile. A quota refusal is retried with back-off (LAUNCH_QUOTA_RETRIES times, then the
+    job goes back to the queue without using a retry); an API outage is retried five times; only a
+    refusal that cannot change (invalid object, RBAC) fails the job, with everything created torn down.
+    """
     job = Job.objects.select_related("tenant", "tenant__quota").get(pk=job_id)
     if job.attempt != attempt or job.status != JobStatus.STARTING:
         return []
+    retries = self.request.retries or 0
     try:
+        earlier = cluster.earlier_attempt_pods(job)
+        if earlier:
+            cluster.force_delete_stranded(earlier)
+            raise self.retry(countdown=min(2 ** min(retries, 4), 10))
         pods = cluster.launch(job)
+    except QuotaExceeded as exc:
+        if retries < settings.LAUNCH_QUOTA_RETRIES:
+            raise self.retry(exc=exc, countdown=min(2**retries, 30)) from exc
+        _launch_requeued(
+            job_id, attempt, "QuotaBusy", f"the namespace quota stayed full: {exc}", counts=False
+        )
+        return []
     except (Forbidden, Invalid) as exc:
         _launch_refused(job_id, attempt, exc)
         return []
     except Unavailable as exc:
-        retries = getattr(getattr(self, "request", None), "retries", 0)
         if retries < 5:
-            raise self.retry(exc=exc, countdown=2**retries) from exc  # type: ignore[attr-defined]
-        _launch_unavailable(job_id, attempt, exc)
+            raise self.retry(exc=exc, countdown=2**retries) from exc
+        _launch_requeued(job_id, attempt, "ClusterUnavailable", f"could not launch: {exc}")
         return []
     job_launched(job_id=job_id, attempt=attempt, pod_names=pods)
     return pods
 
 
 def _launch_refused(job_id: str, attempt: int, exc: ClusterError) -> None:
+    """Fail the job with the API's refusal, and tear down what the launch created before it."""
     with transaction.atomic():
         job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
         if job.attempt == attempt and job.status == JobStatus.STARTING:
             transition(job, JobStatus.FAILED, reason="LaunchRefused", message=f"the cluster refused: {exc}")
+            enqueue("jobs.tasks.teardown", job.pk, attempt)
 
 
-def _launch_unavailable(job_id: str, attempt: int, exc: ClusterError) -> None:
+def _launch_requeued(job_id: str, attempt: int, reason: str, message: str, counts: bool = True) -> None:
+    """Send the job back to the queue after a launch that kept failing for a reason that may pass."""
     with transaction.atomic():
         job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
         if job.attempt == attempt and job.status == JobStatus.STARTING:
-            job_requeue_or_fail(job, reason="ClusterUnavailable", message=f"could not launch: {exc}")
+            job_requeue_or_fail(job, reason=reason, message=message, counts=counts)
 
 
 @shared_task(name="jobs.tasks.teardown", acks_late=True, soft_time_limit=60, time_limit=90)
@@ -103,15 +124,17 @@ def teardown(job_id: str, attempt: int) -> int:
 def reconcile() -> dict[str, int]:
     """Repair drift between the database and the cluster (the watch loop is the fast path; this is the net).
 
-    Pods no admitted attempt owns are deleted (also those whose job row is gone or that carry no job
-    label); a cancelling job whose pods are still there is torn down again (a launch may have raced its
-    teardown), one with no pods left is cancelled; a starting job whose pods never all appeared (a launch
+    Pods stranded on a dead node past their grace period are force-deleted; pods no admitted attempt owns
+    are deleted (also those whose job row is gone or that carry no job label); a cancelling job whose pods
+    are still there is torn down again (a launch may have raced its teardown), one with no pods left is
+    cancelled; a starting job whose pods never all appeared (a launch
     that died half-way) is launched again; a running job whose pods vanished is requeued; a job stuck
     pending past PENDING_TIMEOUT_SECONDS goes back to the queue without using up a retry; a job whose pod
     ran past its `activeDeadlineSeconds` (max_runtime) fails with DeadlineExceeded, for clusters whose
     kubelet does not enforce it (kubesim).
     """
     pods, _ = cluster.cluster().managed_pods()
+    forced = cluster.force_delete_stranded(pods)
     now = timezone.now()
     live: dict[tuple[str, int], set[int]] = defaultdict(set)
     overdue: dict[tuple[str, int], int] = {}
@@ -125,7 +148,14 @@ def reconcile() -> dict[str, int]:
         if key not in overdue and _past_deadline(pod, now):
             overdue[key] = cluster.pod_learner(pod) or 0
     active = {(j.pk, j.attempt): j for j in Job.objects.filter(status__in=ACTIVE).select_related("tenant")}
-    counts = {"orphans": unowned, "relaunched": 0, "requeued": 0, "cancelled": 0, "deadline": 0}
+    counts = {
+        "orphans": unowned,
+        "forced": forced,
+        "relaunched": 0,
+        "requeued": 0,
+        "cancelled": 0,
+        "deadline": 0,
+    }
     for job_id, attempt in set(live) - set(active):
         job = Job.objects.select_related("tenant").filter(pk=job_id).first()
         if job is not None:

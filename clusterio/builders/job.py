@@ -26,6 +26,8 @@ CONTAINER_NAME = "learner"
 RENDEZVOUS_PORT_NAME = "rendezvous"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 TERMINATION_GRACE_SECONDS = 30
+NODE_UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+NODE_NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 SHM_MIN_MIB = 64
 
 # torchrun's contract (torch.distributed env:// init) plus the PET_* variables torchrun reads as its
@@ -327,9 +329,19 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
         volume_mounts=mounts,
         security_context=_security_context(spec),
     )
-    tolerations = None
+    tolerations = []
     if spec.gpus > 0:
-        tolerations = [client.V1Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule")]
+        tolerations.append(client.V1Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule"))
+    if spec.node_lost_toleration_seconds is not None:
+        tolerations += [
+            client.V1Toleration(
+                key=key,
+                operator="Exists",
+                effect="NoExecute",
+                toleration_seconds=spec.node_lost_toleration_seconds,
+            )
+            for key in (NODE_UNREACHABLE_TAINT, NODE_NOT_READY_TAINT)
+        ]
     return client.V1Pod(
         api_version="v1",
         kind="Pod",
@@ -344,7 +356,7 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
             termination_grace_period_seconds=TERMINATION_GRACE_SECONDS,
             active_deadline_seconds=spec.max_runtime_seconds,
             node_selector={GPU_PRODUCT_LABEL: spec.gpu_type} if spec.gpu_type else None,
-            tolerations=tolerations,
+            tolerations=tolerations or None,
             security_context=client.V1PodSecurityContext(
                 run_as_non_root=True,
                 run_as_user=spec.run_as_user,

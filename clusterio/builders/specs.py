@@ -213,9 +213,14 @@ class JobPodsSpec:
     checkpoint_claim_size: str | None = None
     checkpoint_storage_class: str | None = None
     checkpoint_access_modes: tuple[AccessMode, ...] = ("ReadWriteOnce",)
+    # How long a learner stays bound to a NotReady/unreachable node before the taint manager deletes it
+    # (its NoExecute tolerationSeconds); None keeps the cluster's default (300 s on most clusters).
+    node_lost_toleration_seconds: int | None = None
 
     def __post_init__(self) -> None:
         _non_negative(self.attempt, "attempt")
+        if self.node_lost_toleration_seconds is not None:
+            _non_negative(self.node_lost_toleration_seconds, "node_lost_toleration_seconds")
         _positive(self.learners, "learners")
         _non_negative(self.gpus, "gpus")
         _positive(self.cpu_millis, "cpu_millis")

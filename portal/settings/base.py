@@ -281,6 +281,12 @@ TENANT_EGRESS_CIDRS = env.list("TENANT_EGRESS_CIDRS", default=[])
 # again, and how long its pods may stay pending before the job goes back to the queue.
 LAUNCH_GRACE_SECONDS = env.int("LAUNCH_GRACE_SECONDS", default=30)
 PENDING_TIMEOUT_SECONDS = env.int("PENDING_TIMEOUT_SECONDS", default=600)
+# How long a learner may stay on a NotReady/unreachable node before the cluster deletes it and the job
+# resumes elsewhere (the learners' NoExecute tolerationSeconds; clusters default to 300 s).
+NODE_LOST_GRACE_SECONDS = env.int("NODE_LOST_GRACE_SECONDS", default=60)
+# A launch refused by the namespace's ResourceQuota (the previous attempt's pods still count while they
+# terminate) is tried again with back-off this many times before the job goes back to the queue.
+LAUNCH_QUOTA_RETRIES = env.int("LAUNCH_QUOTA_RETRIES", default=8)
 SCHEDULE_INTERVAL_SECONDS = env.float("SCHEDULE_INTERVAL_SECONDS", default=3.0)
 RECONCILE_INTERVAL_SECONDS = env.float("RECONCILE_INTERVAL_SECONDS", default=30.0)
 # Telemetry and the tuner (docs/tuning.md): how often running jobs are sampled and the tuner runs, how

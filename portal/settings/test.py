@@ -36,3 +36,5 @@ REST_FRAMEWORK = REST_FRAMEWORK | {  # noqa: F405
 if ARTIFACT_STORAGE["BACKEND"].endswith("FileSystemStorage"):
     _artifacts = Path(tempfile.gettempdir()) / f"trainyard-artifacts-{DATABASES['default']['TEST']['NAME']}"  # noqa: F405
     ARTIFACT_STORAGE["OPTIONS"]["location"] = env("ARTIFACT_ROOT", default=str(_artifacts))
+# Learners leave a NotReady node after 2 s (the kubesim fixtures notice a silent node within 1 s).
+NODE_LOST_GRACE_SECONDS = env.int("NODE_LOST_GRACE_SECONDS", default=2)

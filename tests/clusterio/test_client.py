@@ -11,7 +11,7 @@ from kubernetes import client
 from clusterio import names
 from clusterio.builders import TenantLimits, datastore_secret_keys
 from clusterio.client import Cluster
-from clusterio.errors import Conflict, Forbidden, NotFound, Unavailable
+from clusterio.errors import Conflict, Forbidden, NotFound, QuotaExceeded, Unavailable, error_for_status
 from kubesim.testing import KubeSim
 from tests.clusterio.conftest import (
     RETRIES,
@@ -232,8 +232,22 @@ def test_pod_log_tail_and_metrics_of_a_running_pod(
     assert cluster.delete_pod(namespace=ns, pod=pod) is True
 
 
-def test_a_pod_over_the_tenant_quota_is_forbidden(cluster: Cluster, ns: str, job_id: str) -> None:
+def test_a_pod_over_the_tenant_quota_is_a_quota_refusal_not_a_permanent_one(
+    cluster: Cluster, ns: str, job_id: str
+) -> None:
     cluster.ensure_tenant(namespace=ns, tenant_slug=TENANT, limits=TenantLimits(0, 4000, 8192))
-    with pytest.raises(Forbidden) as err:
+    with pytest.raises(QuotaExceeded) as err:
         cluster.launch(spec=job_spec(ns, job_id, python("pass"), gpus=1))
-    assert err.value.status == 403 and "quota" in err.value.message
+    assert err.value.status == 403 and "exceeded quota" in err.value.message
+    assert isinstance(err.value, Forbidden)
+    rbac = error_for_status(403, "Forbidden", 'pods is forbidden: User "x" cannot create resource "pods"')
+    assert type(rbac) is Forbidden, "an RBAC refusal stays permanent"
+
+
+def test_force_delete_removes_a_pod_at_once(cluster: Cluster, ns: str, job_id: str, tmp_path: Path) -> None:
+    [pod] = cluster.launch(spec=job_spec(ns, job_id, python(wait_file_code(tmp_path / "never"))))
+    wait_for(
+        lambda: (cluster.get_pod(namespace=ns, pod=pod) or {}).get("status", {}).get("phase") == "Running"
+    )
+    assert cluster.delete_pod(namespace=ns, pod=pod, grace_seconds=0) is True
+    assert cluster.get_pod(namespace=ns, pod=pod) is None

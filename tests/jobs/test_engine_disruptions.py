@@ -49,6 +49,52 @@ def test_evicted_pod_requeues_the_job_which_resumes_from_its_checkpoint(engine: 
 
 
 @pytest.mark.kubesim_only
+def test_a_node_gone_silent_at_full_quota_requeues_the_job_which_resumes_on_another_node(
+    engine: KubeSim,
+) -> None:
+    """The learner's node stops its heartbeat: after NODE_LOST_GRACE_SECONDS the cluster deletes the pod,
+    which stays Terminating (no kubelet confirms) and holds the tenant's only GPU. The job requeues; the
+    next attempt waits for that pod, force-deletes it once its grace period is over, and resumes from its
+    checkpoint on a healthy node."""
+    labels = {"nvidia.com/gpu.product": "Silent-GPU"}
+    engine.add_gpu_node("silent-0", gpus=1, labels=labels)
+    tenant = make_tenant(gpus=1)
+    resources = {"cpu": "500m", "memory": "256Mi", "gpus": 1, "gpu_type": "Silent-GPU"}
+    document = python_spec("partitioned", CHECKPOINTED, resources=resources, retries=1)
+    job = job_submit(tenant=tenant, user=member(tenant), document=document)
+    wait_status(job, "running")
+    wait_until(lambda: MetricSample.objects.filter(job=job).count() >= 3, what="three steps")
+    [first] = cluster.job_pods(job)
+    assert {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 2,
+    } in first["spec"]["tolerations"]
+
+    engine.set_node_ready("silent-0", False)
+    requeue = wait_until(
+        lambda: JobEvent.objects.filter(job=job, to_status="requeued").first(), timeout=30, what="a requeue"
+    )
+    assert requeue.reason == "DeletionByTaintManager", describe(job)
+    stranded = cluster.cluster().get_pod(
+        namespace=first["metadata"]["namespace"], pod=first["metadata"]["name"]
+    )
+    assert stranded is not None and stranded["metadata"]["deletionTimestamp"], "Terminating on the dead node"
+    engine.add_gpu_node("silent-1", gpus=1, labels=labels)
+    job = wait_status(job, "succeeded", timeout=120, logs=True)
+    assert job.attempt == 2
+    assert (
+        cluster.cluster().get_pod(namespace=first["metadata"]["namespace"], pod=first["metadata"]["name"])
+        is None
+    ), "the stranded pod was force-deleted"
+    resumed = LogLine.objects.get(job=job, attempt=2, text__startswith="resuming from")
+    assert int(resumed.text.split()[-1]) >= 3
+    assert not JobEvent.objects.filter(job=job, reason__in=("LaunchRefused", "QuotaBusy")).exists()
+    engine.set_node_ready("silent-0", True)
+
+
+@pytest.mark.kubesim_only
 def test_an_image_that_cannot_be_pulled_fails_the_job_with_the_reason(engine: KubeSim) -> None:
     rule = engine.fail_image_pulls(r"registry\.example/missing")
     try:
