@@ -221,8 +221,10 @@ def logs_append(
         seq = row.log_seq or _last_seq(job_id, learner)
         lines = []
         samples = []
-        for ts, text in records:
+        for ts, raw in records:
             seq += 1
+            # PostgreSQL text cannot hold NUL: show it as U+FFFD rather than lose the whole batch.
+            text = raw.replace("\x00", "\ufffd")
             lines.append(
                 LogLine(
                     job_id=job_id, learner=learner, attempt=attempt, seq=seq, ts=ts, text=text[:MAX_LOG_LINE]

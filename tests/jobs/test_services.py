@@ -2,7 +2,8 @@
 
 import pytest
 
-from jobs.models import Job, JobEvent
+from jobs.lifecycle import logs_append
+from jobs.models import Job, JobEvent, Learner, LogLine
 from jobs.services import JobRejected, PermissionDenied, job_cancel, job_submit, job_transition
 from jobs.states import IllegalTransition, JobStatus
 from tenants.models import Quota
@@ -133,3 +134,20 @@ def test_ffdl_manifest_is_accepted_and_its_credentials_are_not_stored() -> None:
     assert job.source == "ffdl"
     stored = str(Job.objects.filter(pk=job.pk).values("spec", "message").get())
     assert "password" not in stored and "'test'" not in stored
+
+
+def test_log_lines_with_nul_bytes_are_stored_with_a_visible_replacement() -> None:
+    tenant = make_tenant()
+    job = job_submit(
+        tenant=tenant, user=member(tenant), document={"name": "a", "image": "b", "command": ["c"]}
+    )
+    Learner.objects.create(job=job, attempt=1, index=0, pod_name="p")
+    logs_append(
+        job_id=job.pk,
+        attempt=1,
+        learner=0,
+        records=[(None, "before"), (None, "binary\x00junk"), (None, "after")],
+        cursor=(None, 0),
+    )
+    stored = list(LogLine.objects.filter(job=job).order_by("seq").values_list("text", flat=True))
+    assert stored == ["before", "binary\ufffdjunk", "after"]

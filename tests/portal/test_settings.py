@@ -165,3 +165,18 @@ def test_production_sends_csp_hsts_and_secure_cookies_and_takes_hosts_from_the_e
     assert out["/login/"]["csrf_cookie_secure"] is True
     assert out["/api/docs/"]["status"] == 200
     assert "script-src 'self' 'unsafe-inline'" in out["/api/docs/"]["csp"], "Swagger UI's inline script runs"
+
+
+def test_broker_redelivers_a_dead_workers_task_soon_but_never_one_that_still_runs() -> None:
+    from portal.celery import app
+
+    app.loader.import_default_modules()
+    visibility = app.conf.broker_transport_options["visibility_timeout"]
+    limits = {
+        name: task.time_limit or app.conf.task_time_limit
+        for name, task in app.tasks.items()
+        if not name.startswith("celery.")
+    }
+    assert "jobs.tasks.launch" in limits
+    assert all(limit < visibility for limit in limits.values()), (visibility, limits)
+    assert visibility <= 300, "a task lost with its worker runs again within minutes, not Celery's hour"
