@@ -132,12 +132,20 @@ LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
 
+
+def channel_layer_host(url: str) -> dict[str, object]:
+    """The channel layer's Redis host: its socket timeout well above channels_redis' 5 s blocking read,
+    since redis-py's own 5 s default makes every idle receive fail ("Timeout reading from ...", the
+    consumer's socket then closes with 1011)."""
+    return {"address": url, "socket_timeout": 30, "socket_connect_timeout": 5, "health_check_interval": 15}
+
+
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # A viewer's channel holds at most 1,000 messages for 30 s; past that the consumer sees a gap in
         # the sequence numbers and tells the browser to backfill from the database (docs/streaming.md).
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+        "CONFIG": {"hosts": [channel_layer_host(REDIS_URL)], "capacity": 1000, "expiry": 30},
     },
 }
 

@@ -4,7 +4,7 @@ import tempfile
 from pathlib import Path
 
 from .base import *  # noqa: F403
-from .base import ARTIFACT_STORAGE, env
+from .base import ARTIFACT_STORAGE, channel_layer_host, env
 
 SECRET_KEY = env("SECRET_KEY", default="test-key-not-secret")
 DEBUG = False
@@ -14,7 +14,12 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/15")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": "ty-test", "capacity": 1000, "expiry": 30},
+        "CONFIG": {
+            "hosts": [channel_layer_host(REDIS_URL)],
+            "prefix": "ty-test",
+            "capacity": 1000,
+            "expiry": 30,
+        },
     },
 }
 CELERY_BROKER_URL = REDIS_URL
