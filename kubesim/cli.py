@@ -25,6 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--gpus-per-node", type=int, default=8)
     serve.add_argument("--history-size", type=int, default=10000)
     serve.add_argument("--no-cgroups", action="store_true", help="use the polling fallbacks for limits")
+    serve.add_argument(
+        "--fresh", action="store_true", help="wipe the stored objects in --state-dir: start a new cluster"
+    )
     serve.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -52,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         gpus_per_node=args.gpus_per_node,
         history_size=args.history_size,
         use_cgroups=not args.no_cgroups,
+        fresh=args.fresh,
     )
     sim.start()
     logging.getLogger("kubesim").info("serving %s (kubeconfig %s)", sim.url, sim.kubeconfig_path)
