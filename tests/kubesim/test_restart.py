@@ -69,7 +69,12 @@ def _claim_pod(name: str, claim: str, command: list[str]) -> client.V1Pod:
 
 
 def _current_rv(core: client.CoreV1Api) -> int:
-    return int(core.list_namespace().metadata.resource_version)
+    return _rv(core.list_namespace())
+
+
+def _rv(obj: Any) -> int:
+    """The resourceVersion of an object or list returned by the client, as a number."""
+    return int(obj.metadata.resource_version)
 
 
 def _running(core: client.CoreV1Api, ns: str, name: str) -> Any:
@@ -116,20 +121,16 @@ def test_objects_come_back_after_a_restart(rsim: KubeSim, rcore: client.CoreV1Ap
 
 
 def test_resource_versions_never_go_back_or_repeat(rsim: KubeSim, rcore: client.CoreV1Api, rns: str) -> None:
-    before = [
-        int(rcore.create_namespaced_config_map(rns, _cm(f"b{i}")).metadata.resource_version) for i in range(3)
-    ]
+    before = [_rv(rcore.create_namespaced_config_map(rns, _cm(f"b{i}"))) for i in range(3)]
     last = _current_rv(rcore)
 
     rsim.restart()
 
     assert _current_rv(rcore) >= last
-    after = [
-        int(rcore.create_namespaced_config_map(rns, _cm(f"a{i}")).metadata.resource_version) for i in range(3)
-    ]
+    after = [_rv(rcore.create_namespaced_config_map(rns, _cm(f"a{i}"))) for i in range(3)]
     assert min(after) > last and not set(before) & set(after)
     stored = rcore.read_namespaced_config_map("b2", rns)
-    assert int(stored.metadata.resource_version) == before[2]
+    assert _rv(stored) == before[2]
 
 
 def test_watch_from_before_the_restart(rsim: KubeSim, rcore: client.CoreV1Api, rns: str) -> None:
