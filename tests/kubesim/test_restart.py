@@ -373,3 +373,30 @@ def _zombie(pid: int) -> bool:
     except OSError:
         return True
     return stat[stat.rfind(")") + 2] == "Z"
+
+
+def test_a_job_keeps_its_counts_when_its_finished_pods_are_gone(tmp_path: Path) -> None:
+    with running_kubesim(tmp_path, auto=False) as sim:
+        core, batch = client.CoreV1Api(sim.api_client()), client.BatchV1Api(sim.api_client())
+        template = client.V1PodTemplateSpec(
+            spec=client.V1PodSpec(
+                restart_policy="Never",
+                containers=[client.V1Container(name="w", image="x", command=["python", "-c", "pass"])],
+            )
+        )
+        job = client.V1Job(
+            metadata=client.V1ObjectMeta(name="steps"),
+            spec=client.V1JobSpec(template=template, completions=3, parallelism=1),
+        )
+        batch.create_namespaced_job("default", job)
+        sim.wait_for(lambda: batch.read_namespaced_job("steps", "default").status.succeeded, 20)
+        for pod in core.list_namespaced_pod("default").items:
+            if pod.status.phase == "Succeeded":
+                core.delete_namespaced_pod(pod.metadata.name, "default", grace_period_seconds=0)
+
+        sim.restart()
+        sim.step()
+
+        assert batch.read_namespaced_job("steps", "default").status.succeeded >= 1
+        sim.wait_for(lambda: batch.read_namespaced_job("steps", "default").status.completion_time, 30)
+        assert batch.read_namespaced_job("steps", "default").status.succeeded == 3
