@@ -21,7 +21,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from kubesim.testing import KubeSim, running_kubesim
-from tests.kubesim.conftest import error_body, make_pod, wait_for, wait_phase
+from tests.kubesim.conftest import error_body, make_pod, name_of, wait_for, wait_phase
 from tests.kubesim.test_kubectl import _kubectl, _kubectl_works
 
 
@@ -392,7 +392,7 @@ def test_a_job_keeps_its_counts_when_its_finished_pods_are_gone(tmp_path: Path) 
         sim.wait_for(lambda: batch.read_namespaced_job("steps", "default").status.succeeded, 20)
         for pod in core.list_namespaced_pod("default").items:
             if pod.status.phase == "Succeeded":
-                core.delete_namespaced_pod(pod.metadata.name, "default", grace_period_seconds=0)
+                core.delete_namespaced_pod(name_of(pod), "default", grace_period_seconds=0)
 
         sim.restart()
         sim.step()
