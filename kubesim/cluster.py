@@ -129,12 +129,11 @@ class Cluster:
         self.log = logging.getLogger("kubesim")
         self.state_dir = Path(state_dir).resolve()  # pods run in their own folders: no relative paths
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        disk = persist.DiskStore(self.state_dir, fresh)
         killed = runtime.kill_leftovers(self.state_dir / "pods")
         if killed:
             self.log.warning("killed %d container processes left by an earlier kubesim", len(killed))
-        if fresh:
-            persist.wipe(self.state_dir)
-        self.store = Store(history_size, persist.DiskStore(self.state_dir / persist.FILENAME))
+        self.store = Store(history_size, disk)
         self.api = Api(self.store)
         self.faults = Faults()
         self.stopping = threading.Event()

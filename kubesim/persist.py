@@ -7,10 +7,11 @@ nothing it acknowledged; only a crash of the machine itself can lose the last wr
 
 from __future__ import annotations
 
+import fcntl
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 Obj = dict[str, Any]
 FILENAME = "store.sqlite"
@@ -21,19 +22,30 @@ _SCHEMA = (
 )
 
 
-def wipe(state_dir: Path) -> None:
-    """Delete the stored objects (``--fresh``): the next start is a new, empty cluster."""
-    for suffix in ("", "-wal", "-shm"):
-        (state_dir / f"{FILENAME}{suffix}").unlink(missing_ok=True)
+class StateDirBusy(RuntimeError):
+    """Another kubesim is running on the same state dir."""
 
 
 class DiskStore:
-    """The SQLite file behind a Store; callers serialise access (the Store calls it under its lock)."""
+    """The SQLite file behind a Store; callers serialise access (the Store calls it under its lock).
 
-    def __init__(self, path: Path):
-        self.path = path
+    It holds an exclusive lock on ``STATE/store.lock`` while open, so that a second kubesim on the same state
+    dir fails at once instead of killing the first one's processes or wiping its objects.
+    """
+
+    def __init__(self, state_dir: Path, fresh: bool = False):
+        self.path = state_dir / FILENAME
+        self.lock_file: IO[str] | None = open(state_dir / "store.lock", "w")  # noqa: SIM115
+        try:
+            fcntl.flock(self.lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.lock_file.close()
+            raise StateDirBusy(f"another kubesim is running on {state_dir}") from None
+        if fresh:
+            for suffix in ("", "-wal", "-shm"):
+                (state_dir / f"{FILENAME}{suffix}").unlink(missing_ok=True)
         self.db: sqlite3.Connection | None = sqlite3.connect(
-            str(path), isolation_level=None, check_same_thread=False
+            str(self.path), isolation_level=None, check_same_thread=False
         )
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
@@ -77,7 +89,10 @@ class DiskStore:
         self.db.execute("COMMIT")
 
     def close(self) -> None:
-        """Checkpoint and close; later writes are kept in memory only (kubesim is stopping)."""
+        """Checkpoint, close and unlock; later writes are kept in memory only (kubesim is stopping)."""
         if self.db is not None:
             self.db.close()
             self.db = None
+        if self.lock_file is not None:
+            self.lock_file.close()
+            self.lock_file = None

@@ -20,6 +20,7 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
+from kubesim.persist import StateDirBusy
 from kubesim.testing import KubeSim, running_kubesim
 from tests.kubesim.conftest import error_body, make_pod, name_of, wait_for, wait_phase
 from tests.kubesim.test_kubectl import _kubectl, _kubectl_works
@@ -292,6 +293,11 @@ def test_kubectl_sees_the_namespaces_after_a_restart(rsim: KubeSim, rns: str) ->
     rsim.restart()
     listing = _kubectl(rsim, "get", "ns")
     assert rns in listing and "kube-system" in listing
+
+
+def test_a_second_kubesim_on_the_same_state_dir_refuses_to_start(rsim: KubeSim) -> None:
+    with pytest.raises(StateDirBusy):
+        KubeSim(rsim.state_dir)
 
 
 def test_fresh_start_wipes_the_store(tmp_path: Path) -> None:
