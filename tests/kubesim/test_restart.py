@@ -162,7 +162,7 @@ def test_watch_from_a_future_version_waits_for_it(rcore: client.CoreV1Api, rns: 
 
     def follow() -> None:
         stream = watch.Watch().stream(
-            rcore.list_namespaced_config_map, rns, resource_version=str(future), timeout_seconds=5
+            rcore.list_namespaced_config_map, rns, resource_version=str(future), timeout_seconds=30
         )
         for event in stream:
             seen.append((int(event["object"].metadata.resource_version), event["object"].metadata.name))
@@ -173,7 +173,7 @@ def test_watch_from_a_future_version_waits_for_it(rcore: client.CoreV1Api, rns: 
     watcher.start()
     for i in range(6):
         rcore.create_namespaced_config_map(rns, _cm(f"c{i}"))
-    watcher.join(10)
+    watcher.join(40)
     assert seen and seen[-1][1] == "c5" and all(rv > future for rv, _ in seen)
 
 
@@ -193,10 +193,9 @@ def test_list_and_get_at_a_future_version_answer_too_large(
         "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
         "retryAfterSeconds": 1,
     }
-    started = time.monotonic()
-    with pytest.raises(ApiException) as paged:
+    with pytest.raises(ApiException) as paged:  # served by etcd on a real cluster: no wait, no retry hint
         rcore.list_namespaced_config_map(rns, resource_version=str(future), limit=10)
-    assert paged.value.status == 504 and time.monotonic() - started < 2.5
+    assert paged.value.status == 504 and "retryAfterSeconds" not in error_body(paged.value)["details"]
     url = f"{rsim.url}/api/v1/namespaces/{rns}/configmaps/here?resourceVersion={future}"
     with pytest.raises(urllib.error.HTTPError) as got:
         urllib.request.urlopen(url)  # noqa: S310
