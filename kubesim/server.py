@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from kubesim import __version__, resources, tables
-from kubesim.errors import ApiError, bad_request, not_found
+from kubesim.errors import ApiError, bad_request, not_found, too_large_resource_version
 from kubesim.resources import Resource
 from kubesim.selectors import (
     SelectorError,
@@ -39,6 +39,8 @@ VERSION_INFO = {
     "kubesimVersion": __version__,
 }
 _WATCH_POLL = 0.25
+_FRESH_WAIT = 3.0  # the watch cache's blockTimeout
+_FRESH_RETRY = 1  # its resourceVersionTooHighRetrySeconds
 
 
 class Params:
@@ -296,6 +298,7 @@ class Handler(BaseHTTPRequestHandler):
         elif sub in ("binding", "eviction") and method == "POST":
             self._pod_action(sub, namespace or "", name)
         elif method == "GET":
+            self._require_version(params, from_storage=False)
             obj = api.get(res, namespace, name)
             version = tables.wants_table(self.headers.get("Accept")) if sub is None else None
             if version:
@@ -344,13 +347,31 @@ class Handler(BaseHTTPRequestHandler):
                 raise not_found("pods", name)
         self.send_json(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"})
 
+    def _require_version(self, params: Params, from_storage: bool) -> None:
+        """A read at ``resourceVersion=N`` must see version N or later. The watch cache waits up to 3 s for
+        it, then answers 504 "Too large resource version" (retry after 1 s); reads served from etcd (paged
+        lists) fail at once. Only a store that went back (``--fresh``) makes a client hold such a version."""
+        raw = params.get("resourceVersion")
+        if raw in (None, "", "0"):
+            return
+        try:
+            wanted = int(raw or "")
+        except ValueError:
+            raise bad_request(f"invalid resourceVersion {raw!r}") from None
+        store = self.cluster.store
+        if not store.wait_until(wanted, 0 if from_storage else _FRESH_WAIT):
+            retry = 0 if from_storage else _FRESH_RETRY
+            raise too_large_resource_version(wanted, store.rv, retry)
+
     def _list(self, res: Resource, namespace: str | None, params: Params) -> None:
+        limit = params.integer("limit")
+        self._require_version(params, from_storage=bool(limit and limit > 0) or bool(params.get("continue")))
         items, rv, token, remaining = self.cluster.api.list(
             res,
             namespace,
             params.get("labelSelector"),
             params.get("fieldSelector"),
-            params.integer("limit"),
+            limit,
             params.get("continue"),
         )
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
