@@ -313,8 +313,11 @@ class Api:
         content_type: str,
         raw: bytes,
         sub: str | None = None,
+        *,
+        check: Callable[[Obj], Obj] | None = None,
     ) -> Obj:
-        """PATCH with merge, strategic-merge, JSON or apply (treated as merge, creating if absent) patches."""
+        """PATCH with merge, strategic-merge, JSON or apply (treated as merge, creating if absent) patches;
+        ``check`` sees the patched object first (server-side field validation)."""
         kind = content_type.split(";")[0].strip()
         try:
             if kind == "application/apply-patch+yaml":
@@ -328,7 +331,7 @@ class Api:
             current = self.store.peek(res.plural, ns, name)
             if current is None:
                 if kind == "application/apply-patch+yaml" and sub is None:
-                    return self.create(res, namespace, body)
+                    return self.create(res, namespace, check(body) if check else body)
                 raise not_found(res.plural, name, res.group)
             try:
                 if kind == "application/json-patch+json":
@@ -345,6 +348,8 @@ class Api:
                 raise bad_request(str(exc)) from None
             if not isinstance(patched, dict):
                 raise bad_request("the patch did not produce an object")
+            if check is not None:
+                patched = check(patched)
             wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
             if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
                 raise conflict(res.plural, name, res.group)

@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from kubesim import __version__, resources, tables
 from kubesim.errors import ApiError, bad_request, not_found
+from kubesim.openapi import fields
 from kubesim.resources import Resource
 from kubesim.selectors import (
     SelectorError,
@@ -25,6 +26,7 @@ from kubesim.store import Compacted, Obj
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
+    from kubesim.openapi import Rendered
 
 VERSION_INFO = {
     "major": "1",
@@ -158,6 +160,8 @@ class Handler(BaseHTTPRequestHandler):
         data = json.dumps(body, separators=(",", ":")).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
+        for warning in self.warnings:
+            self.send_header("Warning", '299 - "' + warning.replace('"', '\\"') + '"')
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -183,6 +187,7 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         url = urlsplit(self.path)
         params = Params(url.query)
+        self.warnings: list[str] = []
         try:
             if not url.path.startswith("/kubesim/"):
                 self.cluster.faults.apply(method, url.path, self.cluster.stopping)
@@ -206,6 +211,9 @@ class Handler(BaseHTTPRequestHandler):
 
         if path.startswith("/kubesim/"):
             admin.handle(self, method, path, params)
+            return
+        if path == "/swagger-2.0.0.pb-v1" or path.startswith("/openapi/"):
+            self._openapi(method, path)
             return
         simple = self._discovery(path)
         if simple is not None:
@@ -234,6 +242,36 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, metrics.serve(self.cluster, res, namespace, name, params))
             return
         self._resource(method, res, namespace, name, sub, params)
+
+    def _openapi(self, method: str, path: str) -> None:
+        from kubesim import openapi
+
+        if method != "GET":
+            raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {path}")
+        if path == "/openapi/v2":
+            wanted = openapi.wants_protobuf(self.headers.get("Accept"))
+            doc = openapi.v2_protobuf() if wanted else openapi.v2_json()
+        elif path == "/swagger-2.0.0.pb-v1":
+            doc = openapi.v2_protobuf()
+        elif path == "/openapi/v3":
+            doc = openapi.v3_discovery()
+        else:
+            found = openapi.v3_documents().get(path.removeprefix("/openapi/v3/"))
+            if found is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            doc = found
+        self.send_document(doc)
+
+    def send_document(self, doc: Rendered) -> None:
+        """Send a prebuilt document with its ETag, or 304 when the client already has it."""
+        fresh = self.headers.get("If-None-Match") == doc.etag
+        self.send_response(304 if fresh else 200)
+        self.send_header("Content-Type", doc.content_type)
+        self.send_header("ETag", doc.etag)
+        self.send_header("Content-Length", "0" if fresh else str(len(doc.body)))
+        self.end_headers()
+        if not fresh:
+            self.wfile.write(doc.body)
 
     def _discovery(self, path: str) -> Any:
         if path == "/version":
@@ -283,7 +321,8 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     self._list(res, namespace, params)
             elif method == "POST":
-                self.send_json(201, api.create(res, namespace, self._json_body()))
+                body = self._checked(res, self._json_body(), params, fields.decoding_context(res))
+                self.send_json(201, api.create(res, namespace, body))
             elif method == "DELETE":
                 self._delete_collection(res, namespace, params)
             else:
@@ -302,14 +341,27 @@ class Handler(BaseHTTPRequestHandler):
                 obj = tables.table(res.plural, [obj], version, params.get("includeObject"), {})
             self.send_json(200, obj)
         elif method == "PUT":
-            self.send_json(200, api.update(res, namespace, name, self._json_body(), sub))
+            body = self._json_body()
+            if sub != "finalize":
+                body = self._checked(res, body, params, fields.decoding_context(res))
+            self.send_json(200, api.update(res, namespace, name, body, sub))
         elif method == "PATCH":
             content_type = self.headers.get("Content-Type") or "application/json"
-            self.send_json(200, api.patch(res, namespace, name, content_type, self._body(), sub))
+            mode = fields.directive(params.get("fieldValidation"))
+
+            def check(obj: Obj) -> Obj:
+                return fields.check(res, obj, mode, self.warnings)
+
+            self.send_json(200, api.patch(res, namespace, name, content_type, self._body(), sub, check=check))
         elif method == "DELETE":
             self.send_json(200, api.delete(res, namespace, name, self._delete_options(params)))
         else:
             raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed here")
+
+    def _checked(self, res: Resource, body: Any, params: Params, context: str) -> Any:
+        """The request body after server-side field validation (``fieldValidation``)."""
+        mode = fields.directive(params.get("fieldValidation"))
+        return fields.check(res, body, mode, self.warnings, context)
 
     def _delete_options(self, params: Params) -> Obj:
         options = self._json_body() or {}
