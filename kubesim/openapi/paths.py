@@ -146,7 +146,6 @@ class _Builder:
                 "",
                 [_body(self.prefix + META + "DeleteOptions"), *reads],
                 _ok(self.prefix + META + "Status", "200"),
-                gvk=self.gvk,
             ),
         }
 

@@ -15,8 +15,11 @@ import httpx
 import pytest
 from kubernetes import client
 
+from kubesim import resources
+from kubesim.openapi import fields
 from kubesim.openapi.gnostic import PROTOBUF_CONTENT_TYPE
 from kubesim.testing import KubeSim
+from tests.kubesim.conftest import make_pod, wait_for, wait_phase
 
 PROTOBUF_ACCEPT = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 
@@ -273,3 +276,25 @@ def test_kubectl_explain_prints_field_descriptions(kubectl: Callable[..., Comple
     done = kubectl("explain", "jobs.spec.backoffLimit")
     assert done.returncode == 0, done.stderr
     assert "Specifies the number of retries before marking this job failed." in done.stdout
+
+
+def test_objects_kubesim_writes_itself_stay_within_the_published_schema(
+    sim: KubeSim, core: client.CoreV1Api, batch: client.BatchV1Api, ns: str
+) -> None:
+    """A field kubesim adds that the schema lacks would come back as a warning on every later patch."""
+    core.create_namespaced_pod(ns, make_pod("inside", ["python", "-c", "print(1)"]))
+    job = client.V1Job(
+        metadata=client.V1ObjectMeta(name="inside-job"),
+        spec=client.V1JobSpec(template=client.V1PodTemplateSpec(spec=make_pod("x", ["true"]).spec)),
+    )
+    batch.create_namespaced_job(ns, job)
+    wait_phase(core, ns, "inside", ("Succeeded",))
+    wait_for(lambda: (batch.read_namespaced_job("inside-job", ns).status.succeeded or 0) >= 1)
+    checked: dict[str, int] = {}
+    for res in (r for r in resources.RESOURCES if r.stored):
+        prefix = f"/apis/{res.group}/{res.version}" if res.group else "/api/v1"
+        items = json.loads(fetch(sim, f"{prefix}/{res.plural}")[2])["items"]
+        for item in items:
+            assert fields.prune(res, item)[1] == [], (res.plural, item["metadata"]["name"])
+        checked[res.plural] = len(items)
+    assert all(checked[p] for p in ("pods", "jobs", "events", "nodes", "namespaces", "serviceaccounts"))
