@@ -26,7 +26,6 @@ from kubesim.store import Compacted, Obj
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
-    from kubesim.openapi import Rendered
 
 VERSION_INFO = {
     "major": "1",
@@ -213,7 +212,9 @@ class Handler(BaseHTTPRequestHandler):
             admin.handle(self, method, path, params)
             return
         if path == "/swagger-2.0.0.pb-v1" or path.startswith("/openapi/"):
-            self._openapi(method, path)
+            from kubesim import openapi
+
+            openapi.serve(self, method, path)
             return
         simple = self._discovery(path)
         if simple is not None:
@@ -242,36 +243,6 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, metrics.serve(self.cluster, res, namespace, name, params))
             return
         self._resource(method, res, namespace, name, sub, params)
-
-    def _openapi(self, method: str, path: str) -> None:
-        from kubesim import openapi
-
-        if method != "GET":
-            raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {path}")
-        if path == "/openapi/v2":
-            wanted = openapi.wants_protobuf(self.headers.get("Accept"))
-            doc = openapi.v2_protobuf() if wanted else openapi.v2_json()
-        elif path == "/swagger-2.0.0.pb-v1":
-            doc = openapi.v2_protobuf()
-        elif path == "/openapi/v3":
-            doc = openapi.v3_discovery()
-        else:
-            found = openapi.v3_documents().get(path.removeprefix("/openapi/v3/"))
-            if found is None:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
-            doc = found
-        self.send_document(doc)
-
-    def send_document(self, doc: Rendered) -> None:
-        """Send a prebuilt document with its ETag, or 304 when the client already has it."""
-        fresh = self.headers.get("If-None-Match") == doc.etag
-        self.send_response(304 if fresh else 200)
-        self.send_header("Content-Type", doc.content_type)
-        self.send_header("ETag", doc.etag)
-        self.send_header("Content-Length", "0" if fresh else str(len(doc.body)))
-        self.end_headers()
-        if not fresh:
-            self.wfile.write(doc.body)
 
     def _discovery(self, path: str) -> Any:
         if path == "/version":
@@ -322,7 +293,7 @@ class Handler(BaseHTTPRequestHandler):
                     self._list(res, namespace, params)
             elif method == "POST":
                 body = self._checked(res, self._json_body(), params, fields.decoding_context(res))
-                self.send_json(201, api.create(res, namespace, body))
+                self.send_json(201, api.create(res, namespace, body, dry_run=dry_run(params)))
             elif method == "DELETE":
                 self._delete_collection(res, namespace, params)
             else:
@@ -344,7 +315,7 @@ class Handler(BaseHTTPRequestHandler):
             body = self._json_body()
             if sub != "finalize":
                 body = self._checked(res, body, params, fields.decoding_context(res))
-            self.send_json(200, api.update(res, namespace, name, body, sub))
+            self.send_json(200, api.update(res, namespace, name, body, sub, dry_run=dry_run(params)))
         elif method == "PATCH":
             content_type = self.headers.get("Content-Type") or "application/json"
             mode = fields.directive(params.get("fieldValidation"))
@@ -352,7 +323,10 @@ class Handler(BaseHTTPRequestHandler):
             def check(obj: Obj) -> Obj:
                 return fields.check(res, obj, mode, self.warnings)
 
-            self.send_json(200, api.patch(res, namespace, name, content_type, self._body(), sub, check=check))
+            patched = api.patch(
+                res, namespace, name, content_type, self._body(), sub, check=check, dry_run=dry_run(params)
+            )
+            self.send_json(200, patched)
         elif method == "DELETE":
             self.send_json(200, api.delete(res, namespace, name, self._delete_options(params)))
         else:
@@ -374,6 +348,10 @@ class Handler(BaseHTTPRequestHandler):
             options["propagationPolicy"] = params.get("propagationPolicy")
         if params.get("orphanDependents"):
             options["orphanDependents"] = params.flag("orphanDependents")
+        if dry_run(params):
+            options["dryRun"] = ["All"]
+        if options.get("dryRun") not in (None, [], ["All"]):
+            raise bad_request(f"unsupported dry run directive: {options['dryRun']}")
         return options
 
     def _pod_action(self, sub: str, namespace: str, name: str) -> None:
@@ -516,6 +494,14 @@ class Handler(BaseHTTPRequestHandler):
             if not events:
                 store.wait(cursor, min(remaining, _WATCH_POLL, interval))
         self.end_stream()
+
+
+def dry_run(params: Params) -> bool:
+    """Whether a write is a dry run (``dryRun=All``: checked and answered, not stored); 400 for other values."""
+    values = params.raw.get("dryRun") or []
+    if any(v != "All" for v in values):
+        raise bad_request(f"unsupported dry run directive: {values}")
+    return bool(values)
 
 
 def gone_status(rv: int) -> Obj:

@@ -12,10 +12,14 @@ import functools
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubesim import resources
+from kubesim.errors import ApiError
 from kubesim.openapi import gnostic, paths, schemas
+
+if TYPE_CHECKING:
+    from kubesim.server import Handler
 
 Obj = dict[str, Any]
 
@@ -145,3 +149,28 @@ def v3_discovery() -> Rendered:
         for key, doc in v3_documents().items()
     }
     return _render(json.dumps({"paths": listing}, separators=(",", ":")).encode(), "application/json")
+
+
+def serve(handler: Handler, method: str, path: str) -> None:
+    """Answer a request under ``/openapi/`` or ``/swagger-2.0.0.pb-v1``."""
+    if method != "GET":
+        raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {path}")
+    if path == "/openapi/v2":
+        doc = v2_protobuf() if wants_protobuf(handler.headers.get("Accept")) else v2_json()
+    elif path == "/swagger-2.0.0.pb-v1":
+        doc = v2_protobuf()
+    elif path == "/openapi/v3":
+        doc = v3_discovery()
+    else:
+        found = v3_documents().get(path.removeprefix("/openapi/v3/"))
+        if found is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        doc = found
+    fresh = handler.headers.get("If-None-Match") == doc.etag
+    handler.send_response(304 if fresh else 200)
+    handler.send_header("Content-Type", doc.content_type)
+    handler.send_header("ETag", doc.etag)
+    handler.send_header("Content-Length", "0" if fresh else str(len(doc.body)))
+    handler.end_headers()
+    if not fresh:
+        handler.wfile.write(doc.body)

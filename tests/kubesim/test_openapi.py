@@ -298,3 +298,30 @@ def test_objects_kubesim_writes_itself_stay_within_the_published_schema(
             assert fields.prune(res, item)[1] == [], (res.plural, item["metadata"]["name"])
         checked[res.plural] = len(items)
     assert all(checked[p] for p in ("pods", "jobs", "events", "nodes", "namespaces", "serviceaccounts"))
+
+
+def test_dry_run_writes_are_checked_and_answered_but_not_stored(
+    sim: KubeSim, core: client.CoreV1Api, ns: str
+) -> None:
+    pods = f"/api/v1/namespaces/{ns}/pods"
+    status, _, body = send(sim, "POST", pods + "?dryRun=All", _pod("dry"))
+    assert status == 201 and body["metadata"]["name"] == "dry" and body["status"]["phase"] == "Pending"
+    assert core.list_namespaced_pod(ns).items == []
+    assert send(sim, "POST", pods + "?dryRun=All", {**_pod("dry"), "spec": {"containers": []}})[0] == 422
+    assert send(sim, "POST", pods, _pod("real"))[0] == 201
+    labelled = {"metadata": {"labels": {"dry": "yes"}}}
+    status, _, body = send(sim, "PATCH", f"{pods}/real?dryRun=All", labelled, "application/merge-patch+json")
+    assert status == 200 and body["metadata"]["labels"] == {"dry": "yes"}
+    assert core.read_namespaced_pod("real", ns).metadata.labels is None
+    assert send(sim, "DELETE", f"{pods}/real?dryRun=All", {})[0] == 200
+    assert core.read_namespaced_pod("real", ns).metadata.deletion_timestamp is None
+    assert send(sim, "POST", pods + "?dryRun=Maybe", _pod("dry"))[0] == 400
+
+
+def test_kubectl_server_dry_run_changes_nothing(
+    kubectl: Callable[..., CompletedProcess[str]], core: client.CoreV1Api, ns: str, tmp_path: Path
+) -> None:
+    done = kubectl("apply", "--dry-run=server", "-n", ns, "-f", _manifest(tmp_path, "rehearsal"))
+    assert done.returncode == 0, done.stderr
+    assert "pod/rehearsal created (server dry run)" in done.stdout
+    assert core.list_namespaced_pod(ns).items == []
