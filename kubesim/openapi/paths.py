@@ -14,7 +14,8 @@ from kubesim.resources import Resource
 Obj = dict[str, Any]
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1."
-_JSON = ["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"]
+# kubesim answers JSON only (no YAML or protobuf objects), and over plain HTTP.
+_JSON = ["application/json"]
 _PATCH_TYPES = [
     "application/json-patch+json",
     "application/merge-patch+json",
@@ -111,7 +112,7 @@ class _Builder:
             "description": f"{verb} {what}",
             "consumes": extra.pop("consumes", ["*/*"]),
             "produces": extra.pop("produces", _JSON),
-            "schemes": ["https"],
+            "schemes": ["http"],
             "tags": [_tag(self.res)],
             "operationId": f"{verb}{self.word}{self.scope}{what}",
             "parameters": params,
