@@ -267,7 +267,8 @@ _NON_BODY = {"header": 1, "formData": 2, "query": 3, "path": 4}
 
 
 def encode(message: str, value: Any) -> bytes:
-    """The wire bytes of ``value`` (decoded JSON) as the gnostic message named ``message``."""
+    """The wire bytes of ``value`` (decoded JSON) as the gnostic message named ``message``; keys the
+    message has no field for are left out (kubesim's documents use none)."""
     special = _SPECIAL.get(message)
     if special is not None:
         return special(value)
