@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE ?= portal.settings.local
 
-.PHONY: up test install services browser db migrate seed lint typecheck pytest clean
+.PHONY: up test install services browser tools db migrate seed lint typecheck pytest clean
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -20,6 +20,19 @@ services:
 # Browser tests drive Debian's Chromium through Playwright (never a downloaded browser build).
 browser:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+# Debian's kubectl 1.20 (package kubernetes-client), unpacked under var/tools rather than installed (it would
+# replace /usr/bin/kubectl): kubesim's OpenAPI tests drive it as the oldest kubectl kubesim supports, and skip
+# when it could not be fetched.
+KUBECTL_1_20 := var/tools/kubectl-1.20/usr/bin/kubectl
+$(KUBECTL_1_20):
+	@mkdir -p var/tools/deb
+	@cd var/tools/deb && { apt-get download kubernetes-client >/dev/null 2>&1 \
+		|| { apt-get update -qq && apt-get download kubernetes-client >/dev/null 2>&1; }; } \
+		&& dpkg -x kubernetes-client_*.deb ../kubectl-1.20 && rm -f kubernetes-client_*.deb \
+		|| echo "kubectl 1.20 could not be fetched; the tests that need it will skip"
+
+tools: $(KUBECTL_1_20)
 
 db: services
 	@psql -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='trainyard'" | grep -q 1 || createdb trainyard
@@ -47,7 +60,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy .
 
-pytest: install services browser
+pytest: install services browser tools
 	DJANGO_SETTINGS_MODULE=portal.settings.test $(VENV)/bin/pytest
 
 test: lint typecheck pytest

@@ -65,8 +65,8 @@ class Api:
                 res.group,
             )
 
-    def create(self, res: Resource, namespace: str | None, body: Obj) -> Obj:
-        """Create an object: name generation, defaults, validation, admission, then store."""
+    def create(self, res: Resource, namespace: str | None, body: Obj, *, dry_run: bool = False) -> Obj:
+        """Create an object: name generation, defaults, validation, admission, then store (unless a dry run)."""
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
         obj = clone(body)
@@ -98,6 +98,8 @@ class Api:
                 raise already_exists(res.plural, meta["name"], res.group)
             if res.plural == "pods":
                 self._admit_pod(obj)
+            if dry_run:
+                return obj
             created = self.store.insert(res.plural, obj)
         self._notify()
         return created
@@ -197,7 +199,14 @@ class Api:
         return matched, rv, None, None
 
     def update(
-        self, res: Resource, namespace: str | None, name: str, body: Obj, sub: str | None = None
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        body: Obj,
+        sub: str | None = None,
+        *,
+        dry_run: bool = False,
     ) -> Obj:
         """PUT: replace spec/metadata (or only status for ``/status``), checking resourceVersion."""
         if not isinstance(body, dict) or not isinstance(body.get("metadata", {}), dict):
@@ -216,7 +225,7 @@ class Api:
             if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
                 raise conflict(res.plural, name, res.group)
             result = self._merge_update(res, current, body, sub)
-            return self.write(res, result)
+            return result if dry_run else self.write(res, result)
 
     def _merge_update(self, res: Resource, current: Obj, body: Obj, sub: str | None) -> Obj:
         if sub == "status":
@@ -315,8 +324,12 @@ class Api:
         content_type: str,
         raw: bytes,
         sub: str | None = None,
+        *,
+        check: Callable[[Obj], Obj] | None = None,
+        dry_run: bool = False,
     ) -> Obj:
-        """PATCH with merge, strategic-merge, JSON or apply (treated as merge, creating if absent) patches."""
+        """PATCH with merge, strategic-merge, JSON or apply (treated as merge, creating if absent) patches;
+        ``check`` sees the patched object first (server-side field validation)."""
         kind = content_type.split(";")[0].strip()
         try:
             if kind == "application/apply-patch+yaml":
@@ -330,7 +343,7 @@ class Api:
             current = self.store.peek(res.plural, ns, name)
             if current is None:
                 if kind == "application/apply-patch+yaml" and sub is None:
-                    return self.create(res, namespace, body)
+                    return self.create(res, namespace, check(body) if check else body, dry_run=dry_run)
                 raise not_found(res.plural, name, res.group)
             try:
                 if kind == "application/json-patch+json":
@@ -347,14 +360,18 @@ class Api:
                 raise bad_request(str(exc)) from None
             if not isinstance(patched, dict):
                 raise bad_request("the patch did not produce an object")
+            if check is not None:
+                patched = check(patched)
             wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
             if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
                 raise conflict(res.plural, name, res.group)
             patched.setdefault("metadata", {})["resourceVersion"] = current["metadata"]["resourceVersion"]
-            return self.write(res, self._merge_update(res, current, patched, sub))
+            result = self._merge_update(res, current, patched, sub)
+            return result if dry_run else self.write(res, result)
 
     def delete(self, res: Resource, namespace: str | None, name: str, options: Obj | None) -> Obj:
-        """DELETE honouring grace periods, finalizers, preconditions and propagationPolicy."""
+        """DELETE honouring grace periods, finalizers, preconditions and propagationPolicy (and
+        ``dryRun: [All]`` in the options: checked, not done)."""
         options = options or {}
         ns = namespace or "" if res.namespaced else ""
         with self.store.lock:
@@ -376,6 +393,8 @@ class Api:
                 policy = "Orphan" if res.plural == "jobs" else "Background"
             if policy not in ("Orphan", "Background", "Foreground"):
                 raise bad_request(f"propagationPolicy {policy!r} is not supported")
+            if options.get("dryRun"):
+                return current
             if policy == "Orphan":
                 self.orphan_dependents(current["metadata"]["uid"])
             result = self._delete_object(res, current, options, policy)

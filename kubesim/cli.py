@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=300,
         help="tolerationSeconds of not-ready/unreachable given to pods without their own (apiserver default)",
     )
+    serve.add_argument(
+        "--fresh", action="store_true", help="wipe the stored objects in --state-dir: start a new cluster"
+    )
     serve.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -66,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         use_cgroups=not args.no_cgroups,
         node_monitor_grace=args.node_monitor_grace,
         default_toleration_seconds=args.default_toleration_seconds,
+        fresh=args.fresh,
     )
     sim.start()
     logging.getLogger("kubesim").info("serving %s (kubeconfig %s)", sim.url, sim.kubeconfig_path)

@@ -7,10 +7,11 @@ import os
 import subprocess
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
-from kubesim import resources
+from kubesim import persist, resources, runtime
 from kubesim.api import Api, now_iso
 from kubesim.cgroups import CgroupManager
 from kubesim.controllers import GarbageCollector, JobController, NamespaceController, QuotaController
@@ -23,6 +24,7 @@ from kubesim.disruption import (
 )
 from kubesim.faults import Faults, ImagePullRule
 from kubesim.kubelet import Kubelet
+from kubesim.restart import reboot_node, recover_pods
 from kubesim.scheduler import Scheduler
 from kubesim.store import Obj, Store
 from kubesim.throttle import Throttle
@@ -46,6 +48,75 @@ def total_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def node_body(
+    name: str,
+    cpu: float,
+    memory: int,
+    gpus: int = 0,
+    simulated: bool = False,
+    labels: dict[str, str] | None = None,
+    taints: list[Obj] | None = None,
+) -> Obj:
+    """The Node a kubelet registers: capacity, labels (GPU ones when it has GPUs), Ready, a new boot id."""
+    resources_ = {"cpu": str(cpu), "memory": str(memory), "pods": "110", "ephemeral-storage": "100Gi"}
+    node_labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": "kubesim-gpu" if simulated else "kubesim-local",
+    }
+    if gpus:
+        resources_["nvidia.com/gpu"] = str(gpus)
+        node_labels.update(
+            {
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.count": str(gpus),
+                "nvidia.com/gpu.product": "Simulated-GPU" if simulated else "Local-GPU",
+            }
+        )
+    node_labels.update(labels or {})
+    stamp = now_iso()
+    body: Obj = {
+        "metadata": {
+            "name": name,
+            "labels": node_labels,
+            "annotations": {"kubesim.io/simulated": str(simulated).lower()},
+        },
+        "spec": {"taints": taints or []},
+        "status": {
+            "capacity": dict(resources_),
+            "allocatable": dict(resources_),
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                    "lastHeartbeatTime": stamp,
+                    "lastTransitionTime": stamp,
+                }
+            ],
+            "addresses": [
+                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "Hostname", "address": name},
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.32.0-kubesim",
+                "kubeProxyVersion": "",
+                "osImage": "kubesim",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+                "containerRuntimeVersion": "kubesim://local-processes",
+                "kernelVersion": os.uname().release,
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": str(uuid.uuid4()),
+            },
+        },
+    }
+    return body
+
+
 class Cluster:
     """Everything behind the API; ``start()`` runs the control loop in a thread, ``step()`` runs one pass."""
 
@@ -61,11 +132,16 @@ class Cluster:
         bookmark_interval: float = 5.0,
         node_monitor_grace: float = 40.0,
         default_toleration_seconds: int = 300,
+        fresh: bool = False,
     ):
         self.log = logging.getLogger("kubesim")
         self.state_dir = Path(state_dir).resolve()  # pods run in their own folders: no relative paths
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.store = Store(history_size)
+        disk = persist.DiskStore(self.state_dir, fresh)
+        killed = runtime.kill_leftovers(self.state_dir / "pods")
+        if killed:
+            self.log.warning("killed %d container processes left by an earlier kubesim", len(killed))
+        self.store = Store(history_size, disk)
         self.api = Api(self.store)
         self.api.default_toleration_seconds = default_toleration_seconds
         self.faults = Faults()
@@ -105,13 +181,24 @@ class Cluster:
         )
 
     def _bootstrap(self, gpu_nodes: int, gpus_per_node: int, local_gpu_count: int) -> None:
+        """Create what a new cluster has; on a stored one, create only what is missing, bring the stored
+        nodes back (``kubesim.restart``) and report the pods that were running on them."""
         ns = resources.find("", "v1", "namespaces")
         assert ns is not None
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
-            self.api.create(ns, None, {"metadata": {"name": name}})
-        self.add_node(LOCAL_NODE, cpu=os.cpu_count() or 1, memory=total_memory(), gpus=local_gpu_count)
+            if self.store.peek("namespaces", "", name) is None:
+                self.api.create(ns, None, {"metadata": {"name": name}})
+        wanted = {LOCAL_NODE: node_body(LOCAL_NODE, os.cpu_count() or 1, total_memory(), local_gpu_count)}
         for i in range(gpu_nodes):
-            self.add_node(f"kubesim-gpu-{i}", cpu=32, memory=256 * 2**30, gpus=gpus_per_node, simulated=True)
+            name = f"kubesim-gpu-{i}"
+            wanted[name] = node_body(name, 32, 256 * 2**30, gpus_per_node, simulated=True)
+        for node in list(self.store.list("nodes")[0]):
+            name = node["metadata"]["name"]
+            reboot_node(self, name, wanted.get(name))
+        for name, body in wanted.items():
+            if name not in self.kubelets:
+                self._register(body)
+        recover_pods(self)
 
     def add_node(
         self,
@@ -124,67 +211,15 @@ class Cluster:
         taints: list[Obj] | None = None,
     ) -> Obj:
         """Register a node (and its kubelet) with the given allocatable resources."""
-        resources_ = {"cpu": str(cpu), "memory": str(memory), "pods": "110", "ephemeral-storage": "100Gi"}
-        node_labels = {
-            "kubernetes.io/hostname": name,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
-            "node.kubernetes.io/instance-type": "kubesim-gpu" if simulated else "kubesim-local",
-        }
-        if gpus:
-            resources_["nvidia.com/gpu"] = str(gpus)
-            node_labels.update(
-                {
-                    "nvidia.com/gpu.present": "true",
-                    "nvidia.com/gpu.count": str(gpus),
-                    "nvidia.com/gpu.product": "Simulated-GPU" if simulated else "Local-GPU",
-                }
-            )
-        node_labels.update(labels or {})
-        stamp = now_iso()
-        body: Obj = {
-            "metadata": {
-                "name": name,
-                "labels": node_labels,
-                "annotations": {"kubesim.io/simulated": str(simulated).lower()},
-            },
-            "spec": {"taints": taints or []},
-            "status": {
-                "capacity": dict(resources_),
-                "allocatable": dict(resources_),
-                "conditions": [
-                    {
-                        "type": "Ready",
-                        "status": "True",
-                        "reason": "KubeletReady",
-                        "message": "kubelet is posting ready status",
-                        "lastHeartbeatTime": stamp,
-                        "lastTransitionTime": stamp,
-                    }
-                ],
-                "addresses": [
-                    {"type": "InternalIP", "address": "127.0.0.1"},
-                    {"type": "Hostname", "address": name},
-                ],
-                "nodeInfo": {
-                    "kubeletVersion": "v1.32.0-kubesim",
-                    "kubeProxyVersion": "",
-                    "osImage": "kubesim",
-                    "operatingSystem": "linux",
-                    "architecture": "amd64",
-                    "containerRuntimeVersion": "kubesim://local-processes",
-                    "kernelVersion": os.uname().release,
-                    "machineID": "",
-                    "systemUUID": "",
-                    "bootID": "",
-                },
-            },
-        }
+        return self._register(node_body(name, cpu, memory, gpus, simulated, labels, taints))
+
+    def _register(self, body: Obj) -> Obj:
         res = resources.find("", "v1", "nodes")
         assert res is not None
+        gpus = int(body["status"]["capacity"].get("nvidia.com/gpu", 0))
         with self.loop_lock:
             node = self.api.create(res, None, body)
-            self.kubelets[name] = Kubelet(self, name, gpus)
+            self.kubelets[node["metadata"]["name"]] = Kubelet(self, node["metadata"]["name"], gpus)
         return node
 
     def set_node_ready(self, name: str, ready: bool) -> None:
@@ -269,3 +304,4 @@ class Cluster:
             for kubelet in list(self.kubelets.values()):
                 kubelet.shutdown()
         self.cgroups.cleanup()
+        self.store.close_disk()

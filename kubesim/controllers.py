@@ -31,6 +31,26 @@ def _ranges(indexes: list[int]) -> str:
     return ",".join(parts)
 
 
+def _parse_ranges(text: str) -> list[int]:
+    indexes: list[int] = []
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        indexes.extend(range(int(first), int(last or first) + 1))
+    return indexes
+
+
+def _restored_counts(status: Obj, pods: list[Obj]) -> dict[str, str]:
+    """What a Job's stored status counted of pods that are gone now (kubesim restarted since): the status
+    keeps the counts, as the job controller's tracking finalizers make a real cluster keep them."""
+    present = [(p.get("status") or {}).get("phase") for p in pods]
+    done = {_index(p) for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"}
+    indexes = [i for i in _parse_ranges(status.get("completedIndexes") or "") if str(i) not in done]
+    gone = {p: max(int(status.get(p.lower()) or 0) - present.count(p), 0) for p in ("Succeeded", "Failed")}
+    values = [f"Succeeded:{i}" for i in indexes][: gone["Succeeded"]]
+    values += ["Succeeded:"] * (gone["Succeeded"] - len(values)) + ["Failed:"] * gone["Failed"]
+    return {f"restored-{n}": value for n, value in enumerate(values)}
+
+
 class JobController:
     """Creates pods for Jobs (NonIndexed and Indexed), counts outcomes and sets Complete/Failed."""
 
@@ -60,7 +80,9 @@ class JobController:
             for c in status.get("conditions") or []
         ):
             return
-        counted = self.counted.setdefault(meta["uid"], {})
+        if meta["uid"] not in self.counted:
+            self.counted[meta["uid"]] = _restored_counts(status, pods)
+        counted = self.counted[meta["uid"]]
         for pod in pods:
             phase = (pod.get("status") or {}).get("phase")
             if phase in ("Succeeded", "Failed"):

@@ -97,3 +97,16 @@ def forbidden(resource: str, name: str, message: str, group: str = "") -> ApiErr
 def gone(message: str) -> ApiError:
     """410 Gone for a watch or continue token older than the kept history."""
     return ApiError(410, "Expired", message)
+
+
+def too_large_resource_version(wanted: int, current: int, retry_seconds: int) -> ApiError:
+    """504 for a read at a resourceVersion the store has not reached, worded as the apiserver's storage
+    layer words it (``storage.NewTooLargeResourceVersionError``); a client relists or retries later."""
+    details: dict[str, Any] = {
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
+    }
+    if retry_seconds:
+        details["retryAfterSeconds"] = retry_seconds
+    return ApiError(
+        504, "Timeout", f"Timeout: Too large resource version: {wanted}, current: {current}", details
+    )

@@ -293,8 +293,18 @@ class Kubelet:
                 start_error="kubesim cannot run image entrypoints: set the container's command",
             )
         cgroup_name = f"{rt.uid[:8]}-{container['name']}-{restart}"
+        pid_file = rt.dir / "pids" / f"{container['name']}.pid"
         return runtime.start_container(
-            container["name"], argv, env, cwd, log_path, self.cluster.cgroups, cgroup_name, memory, cpu
+            container["name"],
+            argv,
+            env,
+            cwd,
+            log_path,
+            self.cluster.cgroups,
+            cgroup_name,
+            memory,
+            cpu,
+            pid_file,
         )
 
     def _enforce_memory(self, rt: PodRuntime, proc: ContainerProcess) -> None:

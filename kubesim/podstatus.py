@@ -79,15 +79,15 @@ def init_failure(name: str, init_statuses: list[Obj]) -> tuple[str, str, str]:
 
 
 def mark_started(pod: Obj, init_containers: list[str] | None = None) -> None:
-    """What the kubelet sets when it admits a pod: IPs, start time, Initialized (False while init containers
-    have yet to run)."""
+    """What the kubelet sets when it admits a pod: IPs, start time (kept when a restarted kubelet admits it
+    again), Initialized (False while init containers have yet to run)."""
     st = pod.setdefault("status", {})
     st.update(
         hostIP=POD_IP,
         hostIPs=[{"ip": POD_IP}],
         podIP=POD_IP,
         podIPs=[{"ip": POD_IP}],
-        startTime=now_rfc3339(),
+        startTime=st.get("startTime") or now_rfc3339(),
     )
     if init_containers:
         message = f"containers with incomplete status: [{' '.join(init_containers)}]"

@@ -44,3 +44,18 @@ def group_usage(pgid: int, extra_pids: tuple[int, ...] = ()) -> GroupUsage:
         cpu_ticks += int(fields[11]) + int(fields[12])
         rss_pages += int(fields[21])
     return GroupUsage(cpu_ticks / _TICKS, rss_pages * _PAGE, tuple(pids))
+
+
+def process_identity(pid: int) -> str | None:
+    """``BOOTID:STARTTIME`` of a live process: unlike its pid, never reused by another process."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            stat = handle.read()
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            boot = handle.read().strip()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if len(fields) < 20 or fields[0] == "Z":
+        return None
+    return f"{boot}:{fields[19]}"

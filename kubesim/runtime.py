@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kubesim.cgroups import Cgroup, CgroupManager
-from kubesim.procfs import group_usage
+from kubesim.procfs import group_usage, process_identity
 
 Obj = dict[str, Any]
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
@@ -145,8 +145,10 @@ def start_container(
     cgroup_name: str,
     memory_limit: int | None,
     cpu_limit: float | None,
+    pid_file: Path | None = None,
 ) -> ContainerProcess:
-    """Start ``argv`` in a new session with output captured to ``log_path`` in CRI log format."""
+    """Start ``argv`` in a new session with output captured to ``log_path`` in CRI log format; ``pid_file``
+    records the process so that a later kubesim can kill it if this one dies without stopping it."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     group = cgroups.create(cgroup_name, memory_limit, cpu_limit)
     if group.procs_files:
@@ -170,9 +172,10 @@ def start_container(
         log_path.touch()
         return ContainerProcess(name, None, log_path, started, start_error=str(exc))
     assert proc.stdout is not None
+    if pid_file is not None:
+        pid_file.parent.mkdir(parents=True, exist_ok=True)
+        pid_file.write_text(f"{proc.pid} {process_identity(proc.pid) or ''}\n")
     container = ContainerProcess(name, proc, log_path, started, group, memory_limit, cpu_limit)
-    if group.procs_files and group.memory_dir is None:
-        pass
     container.reader = threading.Thread(
         target=_copy_log, args=(proc.stdout, log_path), name=f"log-{name}-{proc.pid}", daemon=True
     )
@@ -194,3 +197,22 @@ def wait_all(containers: list[ContainerProcess], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and any(c.poll() is None for c in containers):
         time.sleep(0.02)
+
+
+def kill_leftovers(pods_dir: Path) -> list[int]:
+    """SIGKILL the process groups that an earlier kubesim started and did not stop (it was killed itself):
+    each container's pid file names its process and that process's identity, so a pid reused by some other
+    process is left alone. Returns the process groups killed."""
+    killed = []
+    for pid_file in sorted(pods_dir.glob("*/pids/*.pid")):
+        try:
+            pid_text, _, identity = pid_file.read_text().strip().partition(" ")
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            continue
+        if identity and process_identity(pid) == identity:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+                killed.append(pid)
+        pid_file.unlink(missing_ok=True)
+    return killed

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from kubesim import __version__, resources, tables
-from kubesim.errors import ApiError, bad_request, not_found
+from kubesim.errors import ApiError, bad_request, not_found, too_large_resource_version
+from kubesim.openapi import fields
 from kubesim.resources import Resource
 from kubesim.selectors import (
     SelectorError,
@@ -39,6 +40,8 @@ VERSION_INFO = {
     "kubesimVersion": __version__,
 }
 _WATCH_POLL = 0.25
+_FRESH_WAIT = 3.0  # the watch cache's blockTimeout
+_FRESH_RETRY = 1  # its resourceVersionTooHighRetrySeconds
 
 
 class Params:
@@ -158,6 +161,8 @@ class Handler(BaseHTTPRequestHandler):
         data = json.dumps(body, separators=(",", ":")).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
+        for warning in self.warnings:
+            self.send_header("Warning", '299 - "' + warning.replace('"', '\\"') + '"')
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -183,6 +188,7 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         url = urlsplit(self.path)
         params = Params(url.query)
+        self.warnings: list[str] = []
         try:
             if not url.path.startswith("/kubesim/"):
                 self.cluster.faults.apply(method, url.path, self.cluster.stopping)
@@ -206,6 +212,11 @@ class Handler(BaseHTTPRequestHandler):
 
         if path.startswith("/kubesim/"):
             admin.handle(self, method, path, params)
+            return
+        if path == "/swagger-2.0.0.pb-v1" or path.startswith("/openapi/"):
+            from kubesim import openapi
+
+            openapi.serve(self, method, path)
             return
         simple = self._discovery(path)
         if simple is not None:
@@ -283,7 +294,8 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     self._list(res, namespace, params)
             elif method == "POST":
-                self.send_json(201, api.create(res, namespace, self._json_body()))
+                body = self._checked(res, self._json_body(), params, fields.decoding_context(res))
+                self.send_json(201, api.create(res, namespace, body, dry_run=dry_run(params)))
             elif method == "DELETE":
                 self._delete_collection(res, namespace, params)
             else:
@@ -296,20 +308,37 @@ class Handler(BaseHTTPRequestHandler):
         elif sub in ("binding", "eviction") and method == "POST":
             self._pod_action(sub, namespace or "", name)
         elif method == "GET":
+            self._require_version(params, from_storage=False)
             obj = api.get(res, namespace, name)
             version = tables.wants_table(self.headers.get("Accept")) if sub is None else None
             if version:
                 obj = tables.table(res.plural, [obj], version, params.get("includeObject"), {})
             self.send_json(200, obj)
         elif method == "PUT":
-            self.send_json(200, api.update(res, namespace, name, self._json_body(), sub))
+            body = self._json_body()
+            if sub != "finalize":
+                body = self._checked(res, body, params, fields.decoding_context(res))
+            self.send_json(200, api.update(res, namespace, name, body, sub, dry_run=dry_run(params)))
         elif method == "PATCH":
             content_type = self.headers.get("Content-Type") or "application/json"
-            self.send_json(200, api.patch(res, namespace, name, content_type, self._body(), sub))
+            mode = fields.directive(params.get("fieldValidation"))
+
+            def check(obj: Obj) -> Obj:
+                return fields.check(res, obj, mode, self.warnings)
+
+            patched = api.patch(
+                res, namespace, name, content_type, self._body(), sub, check=check, dry_run=dry_run(params)
+            )
+            self.send_json(200, patched)
         elif method == "DELETE":
             self.send_json(200, api.delete(res, namespace, name, self._delete_options(params)))
         else:
             raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed here")
+
+    def _checked(self, res: Resource, body: Any, params: Params, context: str) -> Any:
+        """The request body after server-side field validation (``fieldValidation``)."""
+        mode = fields.directive(params.get("fieldValidation"))
+        return fields.check(res, body, mode, self.warnings, context)
 
     def _delete_options(self, params: Params) -> Obj:
         options = self._json_body() or {}
@@ -322,6 +351,10 @@ class Handler(BaseHTTPRequestHandler):
             options["propagationPolicy"] = params.get("propagationPolicy")
         if params.get("orphanDependents"):
             options["orphanDependents"] = params.flag("orphanDependents")
+        if dry_run(params):
+            options["dryRun"] = ["All"]
+        if options.get("dryRun") not in (None, [], ["All"]):
+            raise bad_request(f"unsupported dry run directive: {options['dryRun']}")
         return options
 
     def _pod_action(self, sub: str, namespace: str, name: str) -> None:
@@ -344,13 +377,31 @@ class Handler(BaseHTTPRequestHandler):
                 raise not_found("pods", name)
         self.send_json(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"})
 
+    def _require_version(self, params: Params, from_storage: bool) -> None:
+        """A read at ``resourceVersion=N`` must see version N or later. The watch cache waits up to 3 s for
+        it, then answers 504 "Too large resource version" (retry after 1 s); reads served from etcd (paged
+        lists) fail at once. Only a store that went back (``--fresh``) makes a client hold such a version."""
+        raw = params.get("resourceVersion")
+        if raw in (None, "", "0"):
+            return
+        try:
+            wanted = int(raw or "")
+        except ValueError:
+            raise bad_request(f"invalid resourceVersion {raw!r}") from None
+        store = self.cluster.store
+        if not store.wait_until(wanted, 0 if from_storage else _FRESH_WAIT):
+            retry = 0 if from_storage else _FRESH_RETRY
+            raise too_large_resource_version(wanted, store.rv, retry)
+
     def _list(self, res: Resource, namespace: str | None, params: Params) -> None:
+        limit = params.integer("limit")
+        self._require_version(params, from_storage=bool(limit and limit > 0) or bool(params.get("continue")))
         items, rv, token, remaining = self.cluster.api.list(
             res,
             namespace,
             params.get("labelSelector"),
             params.get("fieldSelector"),
-            params.integer("limit"),
+            limit,
             params.get("continue"),
         )
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
@@ -464,6 +515,14 @@ class Handler(BaseHTTPRequestHandler):
             if not events:
                 store.wait(cursor, min(remaining, _WATCH_POLL, interval))
         self.end_stream()
+
+
+def dry_run(params: Params) -> bool:
+    """Whether a write is a dry run (``dryRun=All``: checked and answered, not stored); 400 for other values."""
+    values = params.raw.get("dryRun") or []
+    if any(v != "All" for v in values):
+        raise bad_request(f"unsupported dry run directive: {values}")
+    return bool(values)
 
 
 def gone_status(rv: int) -> Obj:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import builtins
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kubesim.persist import DiskStore
 
 Obj = dict[str, Any]
 
@@ -46,10 +50,12 @@ class Store:
     """Thread-safe map of objects per resource plus the change history every watch reads from.
 
     Every write bumps the single resourceVersion by exactly one and appends exactly one event, so the
-    event for version ``v`` sits at ``history[v - history[0].rv]``.
+    event for version ``v`` sits at ``history[v - history[0].rv]``. With a ``disk`` it starts from the objects
+    and resourceVersion stored there and writes every change through to it; like an apiserver's watch cache
+    after a restart, its history then starts empty, so watches from older versions get 410 Gone.
     """
 
-    def __init__(self, history_size: int = 10000):
+    def __init__(self, history_size: int = 10000, disk: DiskStore | None = None):
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
         self._objects: dict[str, dict[tuple[str, str], Obj]] = {}
@@ -59,6 +65,10 @@ class Store:
         self.rv = 0
         self.listeners: list[Callable[[WatchEvent], None]] = []
         self.closed = False
+        self.disk = disk
+        if disk is not None:
+            self._objects, self.rv = disk.load()
+            self.compacted_through = self.rv
 
     def _record(self, plural: str, type_: str, obj: Obj, old: Obj | None) -> WatchEvent:
         event = WatchEvent(self.rv, plural, type_, obj, old)
@@ -81,6 +91,8 @@ class Store:
             self.rv += 1
             stored = clone(obj)
             stored["metadata"]["resourceVersion"] = str(self.rv)
+            if self.disk is not None:
+                self.disk.put(plural, key_of(stored), stored, self.rv)
             self._objects.setdefault(plural, {})[key_of(stored)] = stored
             self._record(plural, "ADDED", stored, None)
             return clone(stored)
@@ -94,6 +106,8 @@ class Store:
             self.rv += 1
             stored = clone(obj)
             stored["metadata"]["resourceVersion"] = str(self.rv)
+            if self.disk is not None:
+                self.disk.put(plural, key, stored, self.rv)
             bucket[key] = stored
             self._record(plural, "MODIFIED", stored, old)
             return clone(stored)
@@ -101,12 +115,15 @@ class Store:
     def remove(self, plural: str, namespace: str, name: str) -> Obj | None:
         """Remove an object; the DELETED event carries a new resourceVersion."""
         with self.lock:
-            old = self._objects.get(plural, {}).pop((namespace, name), None)
+            old = self._objects.get(plural, {}).get((namespace, name))
             if old is None:
                 return None
             self.rv += 1
             final = clone(old)
             final["metadata"]["resourceVersion"] = str(self.rv)
+            if self.disk is not None:
+                self.disk.delete(plural, (namespace, name), self.rv)
+            del self._objects[plural][(namespace, name)]
             self._record(plural, "DELETED", final, old)
             return clone(final)
 
@@ -144,8 +161,25 @@ class Store:
             if self.rv <= rv and not self.closed:
                 self.changed.wait(timeout)
 
+    def wait_until(self, rv: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the store to reach version ``rv``; whether it did."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while self.rv < rv and not self.closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self.changed.wait(remaining)
+            return self.rv >= rv
+
     def close(self) -> None:
         """Wake every waiting watch so it can end (used at shutdown)."""
         with self.lock:
             self.closed = True
             self.changed.notify_all()
+
+    def close_disk(self) -> None:
+        """Close the file behind the store (the last step of a shutdown)."""
+        with self.lock:
+            if self.disk is not None:
+                self.disk.close()

@@ -48,6 +48,8 @@ class KubeSim:
         **cluster_options: Any,
     ):
         self.state_dir = Path(state_dir)
+        self.host = host
+        self.options = cluster_options
         self.cluster = Cluster(self.state_dir, **cluster_options)
         self.server = ApiHTTPServer((host, port), self.cluster)
         self.port = self.server.server_address[1]
@@ -78,6 +80,17 @@ class KubeSim:
         self.cluster.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+    def restart(self, **changes: Any) -> KubeSim:
+        """Stop, then start again on the same state dir and port, as ``make up`` after a stop does: the
+        stored objects come back and the pods that were running are reported as after a node reboot.
+        ``changes`` override cluster options for the new start (``fresh=True`` wipes the store)."""
+        self.stop()
+        self.options = {**{k: v for k, v in self.options.items() if k != "fresh"}, **changes}
+        self.cluster = Cluster(self.state_dir, **self.options)
+        self.server = ApiHTTPServer((self.host, self.port), self.cluster)
+        self.cluster.port = self.port
+        return self.start()
 
     def api_client(self) -> Any:
         """A ``kubernetes.client.ApiClient`` configured for this server."""

@@ -57,11 +57,18 @@ def test_node_without_heartbeat_goes_unknown_and_its_pods_stay_terminating_after
         (UNREACHABLE, "NoSchedule"),
         (UNREACHABLE, "NoExecute"),
     }
-    for name in ("short", "patient"):
-        wait_for(lambda name=name: _condition(core.read_namespaced_pod(name, ns), "Ready").status == "False")
+
+    def unready(name: str) -> bool:
+        return _condition(core.read_namespaced_pod(name, ns), "Ready").status == "False"
+
+    wait_for(lambda: unready("short") and unready("patient"))
 
     # After its 1 s toleration the taint manager deletes "short"; no kubelet confirms, so it stays Terminating.
-    short = wait_for(lambda: (p := core.read_namespaced_pod("short", ns)).metadata.deletion_timestamp and p)
+    def terminating() -> client.V1Pod | None:
+        pod = core.read_namespaced_pod("short", ns)
+        return pod if pod.metadata.deletion_timestamp else None
+
+    short = wait_for(terminating)
     disruption = _condition(short, "DisruptionTarget")
     assert (disruption.status, disruption.reason) == ("True", "DeletionByTaintManager")
     assert short.metadata.deletion_grace_period_seconds == 2

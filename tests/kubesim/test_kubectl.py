@@ -45,8 +45,7 @@ def test_kubectl_apply_get_logs_delete(sim: KubeSim, core: client.CoreV1Api, ns:
         "spec:\n  restartPolicy: Never\n  containers:\n  - name: c\n    image: busybox\n"
         "    command: [python, -c, 'print(42)']\n"
     )
-    # kubesim serves no OpenAPI document, so kubectl's client-side schema validation must be off.
-    assert "created" in _kubectl(sim, "apply", "--validate=false", "-n", ns, "-f", str(manifest))
+    assert "created" in _kubectl(sim, "apply", "-n", ns, "-f", str(manifest))
     wait_phase(core, ns, "kc", ("Succeeded",))
     listing = _kubectl(sim, "get", "nodes,pods", "-A")
     assert "kubesim-node" in listing and "kc" in listing
