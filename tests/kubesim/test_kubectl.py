@@ -108,3 +108,40 @@ def test_kubectl_get_pvc_and_init_pod_status(sim: KubeSim, core: client.CoreV1Ap
     _, rows = _header_and_rows(_kubectl(sim, "get", "pods", "-n", ns))
     assert rows["init-pod"][1:4] == ["0/1", "Init:Error", "0"]
     assert _kubectl(sim, "logs", "-n", ns, "init-pod", "-c", "fetch") == ""
+
+
+def test_kubectl_get_with_label_and_field_selectors(sim: KubeSim, core: client.CoreV1Api, ns: str) -> None:
+    for name, tier in (("sel-a", "front"), ("sel-b", "back"), ("sel-c", "back")):
+        pod = make_pod(name, ["python", "-c", "print(1)"])
+        pod.metadata.labels = {"tier": tier}
+        core.create_namespaced_pod(ns, pod)
+    for name in ("sel-a", "sel-b", "sel-c"):
+        wait_phase(core, ns, name, ("Succeeded",))
+    names = "-o=jsonpath={.items[*].metadata.name}"
+    assert _kubectl(sim, "get", "pods", "-n", ns, "-l", "tier=back", names).split() == ["sel-b", "sel-c"]
+    assert _kubectl(sim, "get", "pods", "-n", ns, "-l", "tier notin (back)", names).split() == ["sel-a"]
+    by_name = _kubectl(sim, "get", "pods", "-n", ns, "--field-selector", "metadata.name=sel-c", names)
+    assert by_name.split() == ["sel-c"]
+    done = _kubectl(sim, "get", "pods", "-n", ns, "--field-selector", "status.phase=Succeeded", names)
+    assert sorted(done.split()) == ["sel-a", "sel-b", "sel-c"]
+
+
+def test_kubectl_shows_a_pod_deleted_on_an_unreachable_node_as_terminating(
+    sim: KubeSim, core: client.CoreV1Api, ns: str
+) -> None:
+    node = "kubectl-silent-node"
+    sim.add_gpu_node(node, gpus=1, taints=[{"key": "kubesim.test/kubectl", "effect": "NoSchedule"}])
+    pod = make_pod("stranded", ["sleep", "60"])
+    pod.spec.node_selector = {"kubernetes.io/hostname": node}
+    pod.spec.tolerations = [client.V1Toleration(key="kubesim.test/kubectl", operator="Exists")]
+    core.create_namespaced_pod(ns, pod)
+    wait_phase(core, ns, "stranded", ("Running",))
+    sim.set_node_ready(node, False)
+    nodes = lambda: _header_and_rows(_kubectl(sim, "get", "nodes"))[1]  # noqa: E731
+    sim.wait_for(lambda: nodes()[node][1] == "NotReady", timeout=20)
+    _kubectl(sim, "delete", "pod", "-n", ns, "stranded", "--wait=false")
+    _, rows = _header_and_rows(_kubectl(sim, "get", "pods", "-n", ns))
+    assert rows["stranded"][2] == "Terminating"
+    _kubectl(sim, "delete", "pod", "-n", ns, "stranded", "--force", "--grace-period=0")
+    assert "stranded" not in _kubectl(sim, "get", "pods", "-n", ns, "-o", "name")
+    sim.set_node_ready(node, True)
