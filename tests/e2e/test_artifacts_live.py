@@ -141,7 +141,9 @@ def test_code_from_disk_trains_on_s3_data_survives_a_lost_node_and_its_model_com
     assert (result.attempt, result.sha256) == (2, printed)
     assert job.checkpoint_bytes and job.checkpoint_bytes > 0
 
-    with httpx.Client(base_url=live_server_url, headers={"Authorization": f"Bearer {token}"}) as api:
+    with httpx.Client(
+        base_url=live_server_url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+    ) as api:
         over_api = api.get(f"/api/v1/jobs/{job.pk}/results/model.pt")
         assert over_api.status_code == 200 and hashlib.sha256(over_api.content).hexdigest() == printed
         answers = [
@@ -158,7 +160,9 @@ def test_code_from_disk_trains_on_s3_data_survives_a_lost_node_and_its_model_com
     core = cluster.cluster().core
     namespace, claim = cluster.namespace_for(tenant), names.checkpoint_claim_name(job.pk)
     assert core.read_namespaced_persistent_volume_claim(claim, namespace).status.phase == "Bound"
-    with httpx.Client(base_url=live_server_url, headers={"Authorization": f"Bearer {token}"}) as api:
+    with httpx.Client(
+        base_url=live_server_url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+    ) as api:
         assert api.delete(f"/api/v1/jobs/{job.pk}/").status_code == 204
     wait_until(lambda: not _claim_exists(core, claim, namespace), timeout=30, what="the claim to be deleted")
     assert not Job.objects.filter(pk=job.pk).exists() and not ResultFile.objects.exists()
