@@ -23,6 +23,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--kubeconfig", type=Path, required=True)
     serve.add_argument("--gpu-nodes", type=int, default=0)
     serve.add_argument("--gpus-per-node", type=int, default=8)
+    serve.add_argument(
+        "--gpu-taints",
+        action="store_true",
+        help="taint GPU nodes nvidia.com/gpu=present:NoSchedule, as GKE does",
+    )
     serve.add_argument("--history-size", type=int, default=10000)
     serve.add_argument("--no-cgroups", action="store_true", help="use the polling fallbacks for limits")
     serve.add_argument("-v", "--verbose", action="store_true")
@@ -52,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         gpus_per_node=args.gpus_per_node,
         history_size=args.history_size,
         use_cgroups=not args.no_cgroups,
+        gpu_taints=args.gpu_taints,
     )
     sim.start()
     logging.getLogger("kubesim").info("serving %s (kubeconfig %s)", sim.url, sim.kubeconfig_path)

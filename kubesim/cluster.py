@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kubesim import resources
+from kubesim import resources, storageclasses
 from kubesim.api import Api, now_iso
 from kubesim.cgroups import CgroupManager
 from kubesim.controllers import GarbageCollector, JobController, NamespaceController, QuotaController
@@ -23,6 +23,8 @@ from kubesim.throttle import Throttle
 from kubesim.volumes import ClaimController
 
 LOCAL_NODE = "kubesim-node"
+# The taint GKE puts on every GPU node (``gpu_taints=True``, ``--gpu-taints``).
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 _TICK = 0.05
 
 
@@ -53,6 +55,7 @@ class Cluster:
         local_gpu_count: int | None = None,
         restart_backoff: float = 1.0,
         bookmark_interval: float = 5.0,
+        gpu_taints: bool = False,
     ):
         self.log = logging.getLogger("kubesim")
         self.state_dir = Path(state_dir).resolve()  # pods run in their own folders: no relative paths
@@ -66,6 +69,7 @@ class Cluster:
         self.port = 0
         self.restart_backoff = restart_backoff
         self.bookmark_interval = bookmark_interval
+        self.gpu_taints = gpu_taints
         self.sample_interval = 0.5
         self.cgroups = CgroupManager(f"kubesim-{os.getpid()}-{id(self) % 100000}", enabled=use_cgroups)
         # Always on: it skips containers whose CPU cgroup took the limit, and covers any whose did not.
@@ -98,6 +102,10 @@ class Cluster:
         assert ns is not None
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.api.create(ns, None, {"metadata": {"name": name}})
+        sc = resources.find("storage.k8s.io", "v1", storageclasses.PLURAL)
+        assert sc is not None
+        for body in storageclasses.bootstrap_classes():
+            self.api.create(sc, None, body)
         self.add_node(LOCAL_NODE, cpu=os.cpu_count() or 1, memory=total_memory(), gpus=local_gpu_count)
         for i in range(gpu_nodes):
             self.add_node(f"kubesim-gpu-{i}", cpu=32, memory=256 * 2**30, gpus=gpus_per_node, simulated=True)
@@ -112,7 +120,8 @@ class Cluster:
         labels: dict[str, str] | None = None,
         taints: list[Obj] | None = None,
     ) -> Obj:
-        """Register a node (and its kubelet) with the given allocatable resources."""
+        """Register a node (and its kubelet) with the given allocatable resources; with ``gpu_taints`` a GPU
+        node also gets GKE's ``nvidia.com/gpu=present:NoSchedule`` taint."""
         resources_ = {"cpu": str(cpu), "memory": str(memory), "pods": "110", "ephemeral-storage": "100Gi"}
         node_labels = {
             "kubernetes.io/hostname": name,
@@ -130,6 +139,9 @@ class Cluster:
                 }
             )
         node_labels.update(labels or {})
+        node_taints = list(taints or [])
+        if gpus and self.gpu_taints and not any(t.get("key") == GPU_TAINT["key"] for t in node_taints):
+            node_taints.append(dict(GPU_TAINT))
         stamp = now_iso()
         body: Obj = {
             "metadata": {
@@ -137,7 +149,7 @@ class Cluster:
                 "labels": node_labels,
                 "annotations": {"kubesim.io/simulated": str(simulated).lower()},
             },
-            "spec": {"taints": taints or []},
+            "spec": {"taints": node_taints},
             "status": {
                 "capacity": dict(resources_),
                 "allocatable": dict(resources_),

@@ -105,7 +105,7 @@ def test_kubectl_get_pvc_and_init_pod_status(sim: KubeSim, core: client.CoreV1Ap
     header, rows = _header_and_rows(_kubectl(sim, "get", "pvc", "-n", ns))
     assert header == ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES", "STORAGECLASS", "AGE"]
     volume = core.read_namespaced_persistent_volume_claim("ckpt", ns).spec.volume_name
-    assert rows["ckpt"][1:6] == ["Bound", volume, "2Gi", "RWO", "<unset>"]
+    assert rows["ckpt"][1:6] == ["Bound", volume, "2Gi", "RWO", "standard"]
     _, rows = _header_and_rows(_kubectl(sim, "get", "pods", "-n", ns))
     assert rows["init-pod"][1:4] == ["0/1", "Init:Error", "0"]
     assert _kubectl(sim, "logs", "-n", ns, "init-pod", "-c", "fetch") == ""
