@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kubesim import runtime
+from kubesim.admission import TERMINAL
+from kubesim.nodeadmit import admit
 from kubesim.podenv import PodEnvironment
 from kubesim.podstatus import init_failure, mark_started, pod_phase, set_condition, terminated_state
 from kubesim.quantity import parse_quantity
@@ -70,14 +72,17 @@ class Kubelet:
         self.last_sample = 0.0
         self.environment = PodEnvironment(cluster, node_name, gpu_count)
         self.mount_warned: dict[str, float] = {}
+        self.admitted: set[str] = set()
 
     def step(self) -> None:
         """Start newly bound pods, terminate deleted ones and report container state changes."""
         if self.paused or self.unreachable:
             return
-        mine = {p["metadata"]["uid"]: p for p in self.bound_pods()}
+        arrival = sorted(self.bound_pods(), key=lambda p: p["metadata"].get("creationTimestamp", ""))
+        mine = {p["metadata"]["uid"]: p for p in arrival}
         for uid in [u for u in self.mount_warned if u not in mine]:
             del self.mount_warned[uid]
+        self.admitted &= set(mine)
         for uid, runtime_ in list(self.pods.items()):
             if uid not in mine:
                 self._kill(runtime_)
@@ -93,7 +98,7 @@ class Kubelet:
                             "pods", pod["metadata"]["namespace"], pod["metadata"]["name"]
                         )
                     continue
-                if not self._volumes_ready(pod):
+                if not self._admit(pod, mine) or not self._volumes_ready(pod):
                     continue
                 self.pods[uid] = self._start_pod(pod)
             self._sync_pod(self.pods[uid], pod)
@@ -109,6 +114,18 @@ class Kubelet:
             for p in self.cluster.store.list("pods")[0]
             if (p.get("spec") or {}).get("nodeName") == self.node_name
         ]
+
+    def _admit(self, pod: Obj, mine: dict[str, Obj]) -> bool:
+        """Admit a new pod if it fits beside those already admitted, else reject it (``kubesim.nodeadmit``)."""
+        uid = pod["metadata"]["uid"]
+        node = self.cluster.store.peek("nodes", "", self.node_name)
+        if uid not in self.admitted and node is not None:
+            others = [
+                p for u, p in mine.items() if u in self.admitted and p["status"].get("phase") not in TERMINAL
+            ]
+            if admit(self.cluster.api, pod, node, others):
+                self.admitted.add(uid)
+        return uid in self.admitted
 
     def _volumes_ready(self, pod: Obj) -> bool:
         """Hold a pod whose claim, ConfigMap or Secret is missing, with a FailedMount Event every 10 s."""
