@@ -27,6 +27,10 @@ GPU = "nvidia.com/gpu"
 DELETION_DEADLINE = "kubesim.io/deletion-deadline"
 EVICTION_DEADLINE = "kubesim.io/eviction-deadline"
 EVICTED = ("Failed", "Evicted", "The pod was evicted via the Eviction API.")
+_IGNORED_IMAGE = (
+    'kubesim ignores container images: "{image}" was not pulled; '
+    "the container's command runs as a local process"
+)
 
 
 @dataclass
@@ -154,12 +158,7 @@ class Kubelet:
             image = container.get("image", "")
             if self.cluster.faults.image_pull_error(image) is None:
                 self.cluster.api.record_event(
-                    pod,
-                    "Normal",
-                    "Pulled",
-                    f'kubesim ignores container images: "{image}" was not pulled; '
-                    f"the container's command runs as a local process",
-                    "kubelet",
+                    pod, "Normal", "Pulled", _IGNORED_IMAGE.format(image=image), "kubelet"
                 )
         inits = [c["name"] for c in pod["spec"].get("initContainers") or []]
         self.cluster.api.mutate("pods", meta["namespace"], meta["name"], lambda p: mark_started(p, inits))
@@ -263,6 +262,7 @@ class Kubelet:
                 self.cluster.api.record_event(
                     pod, "Normal", "BackOff", f'Back-off pulling image "{image}"', "kubelet"
                 )
+                self.cluster.api.record_event(pod, "Warning", "Failed", "Error: ImagePullBackOff", "kubelet")
                 return True
             return False
         error = self.cluster.faults.image_pull_error(image)
@@ -274,9 +274,13 @@ class Kubelet:
             rt.backoff_until[cname] = now + min(self.cluster.restart_backoff * 2 ** (failures - 1), 300)
             self.cluster.api.record_event(pod, "Normal", "Pulling", f'Pulling image "{image}"', "kubelet")
             self.cluster.api.record_event(pod, "Warning", "Failed", message, "kubelet")
+            self.cluster.api.record_event(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet")
             return True
         rt.waiting.pop(cname, None)
-        rt.pull_failed_at.pop(cname, None)
+        if rt.pull_failed_at.pop(cname, None) is not None:
+            self.cluster.api.record_event(
+                pod, "Normal", "Pulled", _IGNORED_IMAGE.format(image=image), "kubelet"
+            )
         rt.containers[cname] = self._launch(rt, pod, container)
         self.cluster.api.record_event(pod, "Normal", "Started", f"Started container {cname}", "kubelet")
         return True
