@@ -254,14 +254,11 @@ class Api:
         if res.plural == "jobs":
             self._check_job_update(current, result)
         if res.plural == "persistentvolumeclaims":
+            volumes.check_claim_update(current, result)
             volumes.keep_binding(current, result)
         if res.plural == storageclasses.PLURAL:
             storageclasses.default_class(result)
-            causes = storageclasses.update_causes(current, result)
-            if causes:
-                from kubesim.errors import invalid
-
-                raise invalid(res.kind, cur_meta["name"], causes, res.group)
+            storageclasses.check_class_update(current, result)
         if result.get("spec") != current.get("spec"):
             meta["generation"] = int(cur_meta.get("generation", 1)) + 1
         if res.plural == "secrets":

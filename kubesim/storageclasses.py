@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kubesim.errors import invalid
 from kubesim.store import Obj, Store
 
 PLURAL = "storageclasses"
@@ -117,15 +118,16 @@ def class_causes(obj: Obj) -> list[tuple[str, str, str]]:
     return causes
 
 
-def update_causes(current: Obj, new: Obj) -> list[tuple[str, str, str]]:
-    """422 causes for an update that changes what a StorageClass's volumes are (immutable fields)."""
+def check_class_update(current: Obj, new: Obj) -> None:
+    """422 for an update that changes what a StorageClass's volumes are (its immutable fields)."""
     causes = []
     for field in ("parameters", "provisioner", "reclaimPolicy"):
         if current.get(field) != new.get(field):
             causes.append((field, "FieldValueForbidden", f"Forbidden: updates to {field} are forbidden."))
     if current.get("volumeBindingMode") != new.get("volumeBindingMode"):
         causes.append(("volumeBindingMode", "FieldValueInvalid", "field is immutable"))
-    return causes
+    if causes:
+        raise invalid("StorageClass", current["metadata"]["name"], causes, "storage.k8s.io")
 
 
 def offered_modes(storage_class: Obj) -> tuple[str, ...] | None:

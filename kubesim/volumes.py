@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from kubesim import resources
 from kubesim.admission import TERMINAL
+from kubesim.errors import invalid
 from kubesim.storageclasses import (
     ACCESS_MODES,
     Refusal,
@@ -88,6 +89,34 @@ def keep_binding(current: Obj, new: Obj) -> None:
     volume = (current.get("spec") or {}).get("volumeName")
     if volume:
         new.setdefault("spec", {})["volumeName"] = volume
+
+
+def check_claim_update(current: Obj, new: Obj) -> None:
+    """422 for an update that changes a claim's spec beyond what the apiserver allows: the volume name once,
+    a class where there was none (retroactive default), a bound claim's requests (kubesim does not resize)
+    and volumeAttributesClassName."""
+    old_spec, new_spec = dict(current.get("spec") or {}), dict(new.get("spec") or {})
+    new_spec.setdefault("volumeMode", "Filesystem")
+    if not old_spec.get("volumeName"):
+        old_spec["volumeName"] = new_spec.get("volumeName")
+    if old_spec.get("storageClassName") is None:
+        old_spec["storageClassName"] = new_spec.get("storageClassName")
+    if (current.get("status") or {}).get("phase") == "Bound":
+        old_spec["resources"] = {**(old_spec.get("resources") or {}), "requests": None}
+        new_spec["resources"] = {**(new_spec.get("resources") or {}), "requests": None}
+    old_spec.pop("volumeAttributesClassName", None)
+    new_spec.pop("volumeAttributesClassName", None)
+    if {k: v for k, v in old_spec.items() if v is not None} == {
+        k: v for k, v in new_spec.items() if v is not None
+    }:
+        return
+    message = (
+        "Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName "
+        "for bound claims"
+    )
+    raise invalid(
+        "PersistentVolumeClaim", current["metadata"]["name"], [("spec", "FieldValueForbidden", message)]
+    )
 
 
 def claim_causes(claim: Obj) -> list[tuple[str, str, str]]:

@@ -235,3 +235,21 @@ def test_default_class_created_later_is_given_to_waiting_claims(tmp_path: Path) 
             core.read_namespaced_persistent_volume_claim("early", "default").spec.storage_class_name
             == "fresh"
         )
+
+
+def test_claim_spec_is_immutable_but_a_bound_claims_requests_and_labels_are_not(
+    core: client.CoreV1Api, ns: str
+) -> None:
+    core.create_namespaced_persistent_volume_claim(ns, _claim("stuck", ["ReadWriteMany"]))
+    _event(core, ns, "stuck", "ProvisioningFailed")
+    with pytest.raises(ApiException) as err:
+        core.patch_namespaced_persistent_volume_claim(
+            "stuck", ns, {"spec": {"storageClassName": "kubesim-shared"}}, _content_type=MERGE
+        )
+    assert err.value.status == 422
+    assert "spec is immutable after creation" in error_body(err.value)["message"]
+    core.create_namespaced_persistent_volume_claim(ns, _claim("grown", ["ReadWriteOnce"]))
+    wait_for(lambda: _phase(core, ns, "grown") == "Bound")
+    patch = {"metadata": {"labels": {"a": "b"}}, "spec": {"resources": {"requests": {"storage": "2Gi"}}}}
+    claim = core.patch_namespaced_persistent_volume_claim("grown", ns, patch, _content_type=MERGE)
+    assert claim.metadata.labels == {"a": "b"} and claim.status.capacity == {"storage": "1Gi"}  # not resized
