@@ -120,7 +120,7 @@ class Kubelet:
         ]
 
     def _admit(self, pod: Obj, mine: dict[str, Obj]) -> bool:
-        """Admit a new pod if it fits beside those already admitted, else reject it (``kubesim.nodeadmit``)."""
+        """Admit a new pod if it fits beside those already admitted, else reject it (kubesim.nodeadmit)."""
         uid = pod["metadata"]["uid"]
         node = self.cluster.store.peek("nodes", "", self.node_name)
         if uid not in self.admitted and node is not None:

@@ -38,7 +38,7 @@ def rejection(pod: Obj, node: Obj, admitted: list[Obj]) -> tuple[str, str] | Non
     """Why the kubelet rejects ``pod`` on ``node`` given the pods it already runs (``admitted``), as
     ``(reason, message)`` without the ``Pod was rejected: `` prefix; None when it is admitted."""
     allocatable = (node.get("status") or {}).get("allocatable") or {}
-    # Extended resources the node does not have are left to others (a scheduler extender), as the kubelet does.
+    # Extended resources the node lacks are left to others (a scheduler extender), as the kubelet does.
     requests = {r: v for r, v in pod_requests(pod).items() if not _extended(r) or r in allocatable}
     used: Counter[str] = Counter()
     for other in admitted:

@@ -2,7 +2,8 @@
 
 It filters nodes as kube-scheduler's default plugins do (cordon, taints, node selector and required node
 affinity, resources) and words a pod it cannot place as kube-scheduler v1.32 does, preemption verdict
-included. Pods with ``spec.nodeName`` never reach it: the kubelet admits or rejects them (``kubesim.kubelet``).
+included. Pods with ``spec.nodeName`` never reach it: the kubelet admits or rejects them
+(``kubesim.nodeadmit``).
 """
 
 from __future__ import annotations

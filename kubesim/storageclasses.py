@@ -181,7 +181,10 @@ def provisioning_refusal(store: Store, claim: Obj) -> Refusal | None:
         if mode not in modes:
             why = provisioner.refusal
             if mode in provisioner.modes:
-                why = f"access mode {mode} is not offered by this class ({ACCESS_MODES_ANNOTATION}: {','.join(modes)})"
+                offered = ",".join(modes)
+                why = (
+                    f"access mode {mode} is not offered by this class ({ACCESS_MODES_ANNOTATION}: {offered})"
+                )
             message = f'failed to provision volume with StorageClass "{class_name}": {why}'
             return Refusal("Warning", "ProvisioningFailed", message, provisioner.component)
     return None

@@ -111,8 +111,8 @@ def test_unschedulable_message_counts_each_nodes_reason_and_the_preemption_verdi
     )
     kube.create_namespaced_pod("default", _pod("never", cpu="64", preemption_policy="Never"))
     assert _unschedulable(kube, "never") == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present}, 2 Insufficient cpu."
-        " preemption: not eligible due to preemptionPolicy=Never."
+        "0/3 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present}, "
+        "2 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
     )
 
 
@@ -124,7 +124,8 @@ def test_cpu_pods_stay_off_tainted_gpu_nodes_and_tolerating_gpu_pods_land_there(
     )
     assert _unschedulable(kube, "cpu-only") == (
         "0/3 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present}, "
-        f"2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 {NOT_HELPFUL}."
+        "2 node(s) didn't match Pod's node affinity/selector. "
+        f"preemption: 0/3 nodes are available: 3 {NOT_HELPFUL}."
     )
     kube.create_namespaced_pod("default", _pod("untolerated-gpu", gpus=1))
     assert "1 node(s) had untolerated taint {nvidia.com/gpu: present}, 2 Insufficient nvidia.com/gpu." in (
@@ -217,7 +218,8 @@ def test_kubelet_counts_the_pods_it_already_runs(kube: client.CoreV1Api, tmp_pat
     try:
         kube.create_namespaced_pod("default", _pod("late", cpu="500m", node_name=SMALL))
         assert _rejected(kube, "late").status.message == (
-            "Pod was rejected: Node didn't have enough resource: cpu, requested: 500, used: 700, capacity: 1000"
+            "Pod was rejected: Node didn't have enough resource: "
+            "cpu, requested: 500, used: 700, capacity: 1000"
         )
     finally:
         kube.delete_namespaced_pod("resident", "default", grace_period_seconds=0)
