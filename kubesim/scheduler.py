@@ -131,6 +131,8 @@ def fit_message(
     """The scheduler's FitError text: reasons per node (``N reason``, sorted as strings) or a PreFilter
     message, then what preemption found for the ``resolvable`` nodes (those only short of room) and the
     rest. kubesim never preempts: all its pods have the same priority, so no node has victims."""
+    if node_count == 0:
+        return "no nodes available to schedule pods"
     message = f"0/{node_count} nodes are available:"
     if pre_filter:
         message += f" {pre_filter}."

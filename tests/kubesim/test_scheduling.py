@@ -3,6 +3,7 @@ GKE-style GPU taints, and the kubelet's admission of pods bound with ``spec.node
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from kubernetes import client
 
 from kubesim.cli import build_parser
 from kubesim.nodeadmit import rejection
+from kubesim.scheduler import fit_message
 from kubesim.testing import KubeSim, running_kubesim
 from tests.kubesim.conftest import make_pod, wait_for, wait_phase
 
@@ -223,3 +225,12 @@ def test_kubelet_counts_the_pods_it_already_runs(kube: client.CoreV1Api, tmp_pat
         )
     finally:
         kube.delete_namespaced_pod("resident", "default", grace_period_seconds=0)
+
+
+def test_fit_message_for_a_volume_problem_and_for_a_cluster_without_nodes() -> None:
+    pod: dict[str, Any] = {"spec": {}}
+    assert fit_message(2, Counter(), 0, 'persistentvolumeclaim "ckpt" not found', pod) == (
+        '0/2 nodes are available: persistentvolumeclaim "ckpt" not found. '
+        f"preemption: 0/2 nodes are available: 2 {NOT_HELPFUL}."
+    )
+    assert fit_message(0, Counter(), 0, None, pod) == "no nodes available to schedule pods"
