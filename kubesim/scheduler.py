@@ -8,6 +8,7 @@ included. Pods with ``spec.nodeName`` never reach it: the kubelet admits or reje
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -15,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 from kubesim.admission import TERMINAL, pod_requests
 from kubesim.podstatus import set_condition as _set_condition
 from kubesim.quantity import parse_quantity
+from kubesim.storageclasses import SELECTED_NODE
 from kubesim.store import Obj
 from kubesim.volumes import PLURAL as PVCS
-from kubesim.volumes import claim_problem
+from kubesim.volumes import claim_problem, unbound_claims
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -27,6 +29,8 @@ UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoS
 AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
+# How long a pod waits in VolumeBinding's PreBind for its WaitForFirstConsumer claims (kube-scheduler's default).
+BIND_TIMEOUT = 600.0
 
 
 def _toleration_matches(tol: Obj, taint: Obj) -> bool:
@@ -146,11 +150,17 @@ def fit_message(
 
 
 class Scheduler:
-    """Binds pods in creation order; unschedulable pods are retried only when cluster capacity changes."""
+    """Binds pods in creation order; unschedulable pods are retried only when cluster capacity changes.
+
+    A pod with WaitForFirstConsumer claims is assumed on the node picked for it (its requests reserved there)
+    while the claims are provisioned for that node, and bound once they all are, as VolumeBinding's PreBind
+    waits; ``assumed`` holds those pods (node, since when).
+    """
 
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
         self.unschedulable: dict[str, Any] = {}
+        self.assumed: dict[str, tuple[str, float]] = {}
 
     def step(self) -> None:
         """One scheduling pass over all pending, unbound pods."""
@@ -170,6 +180,11 @@ class Scheduler:
                 "default-scheduler",
             ):
                 pending.append(pod)
+        for pod in pending:
+            node_name = self.assumed.get(pod["metadata"]["uid"], ("", 0.0))[0]
+            if node_name in used:
+                used[node_name].update(pod_requests(pod))
+                used[node_name]["pods"] += 1
         claims = tuple(
             (c["metadata"]["namespace"], c["metadata"]["name"], c["metadata"]["resourceVersion"])
             for c in store.list(PVCS)[0]
@@ -182,6 +197,9 @@ class Scheduler:
         pending.sort(key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["resourceVersion"]))
         for pod in pending:
             uid = pod["metadata"]["uid"]
+            if uid in self.assumed:
+                self._await_volumes(pod)
+                continue
             if self.unschedulable.get(uid) == signature:
                 continue
             problem = claim_problem(store, pod)
@@ -195,7 +213,10 @@ class Scheduler:
             self.unschedulable.pop(uid, None)
             used[chosen].update(pod_requests(pod))
             used[chosen]["pods"] += 1
-            self._bind(pod, chosen)
+            if unbound_claims(store, pod):
+                self._assume(pod, chosen)
+            else:
+                self._bind(pod, chosen)
             signature = (
                 signature[0],
                 tuple(sorted((k, tuple(sorted(v.items()))) for k, v in used.items())),
@@ -205,6 +226,33 @@ class Scheduler:
         for uid in list(self.unschedulable):
             if uid not in live:
                 del self.unschedulable[uid]
+        self.assumed = {uid: held for uid, held in self.assumed.items() if uid in live}
+
+    def _assume(self, pod: Obj, node: str) -> None:
+        """Reserve the node for the pod and ask for its WaitForFirstConsumer claims to be provisioned there."""
+        self.assumed[pod["metadata"]["uid"]] = (node, time.monotonic())
+        for claim in unbound_claims(self.cluster.store, pod) or []:
+
+            def select(c: Obj) -> None:
+                c["metadata"].setdefault("annotations", {}).setdefault(SELECTED_NODE, node)
+
+            self.cluster.api.mutate(PVCS, claim["metadata"]["namespace"], claim["metadata"]["name"], select)
+
+    def _await_volumes(self, pod: Obj) -> None:
+        """Bind an assumed pod once its claims are bound; give up after BIND_TIMEOUT as PreBind does (the pod
+        is then tried again), or at once when a claim has gone."""
+        uid = pod["metadata"]["uid"]
+        node, since = self.assumed[uid]
+        waiting = unbound_claims(self.cluster.store, pod)
+        if waiting == []:
+            del self.assumed[uid]
+            self._bind(pod, node)
+        elif waiting is None or node not in self.cluster.kubelets:
+            del self.assumed[uid]
+        elif time.monotonic() - since > BIND_TIMEOUT:
+            del self.assumed[uid]
+            message = 'running PreBind plugin "VolumeBinding": binding volumes: context deadline exceeded'
+            self._unschedulable(pod, message)
 
     def _pick(
         self, pod: Obj, nodes: list[Obj], used: dict[str, Counter[str]]

@@ -20,6 +20,7 @@ BETA_DEFAULT_ANNOTATION = "storageclass.beta.kubernetes.io/is-default-class"
 ACCESS_MODES_ANNOTATION = "kubesim.io/access-modes"
 ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 CONTROLLER = "persistentvolume-controller"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
 LOCAL_PATH = "kubesim.io/local-path"
 SHARED = "kubesim.io/shared"
 DEFAULT_CLASS = "standard"
@@ -128,6 +129,13 @@ def check_class_update(current: Obj, new: Obj) -> None:
         causes.append(("volumeBindingMode", "FieldValueInvalid", "field is immutable"))
     if causes:
         raise invalid("StorageClass", current["metadata"]["name"], causes, "storage.k8s.io")
+
+
+def waits_for_consumer(store: Store, claim: Obj) -> bool:
+    """Whether the claim's class delays provisioning until a pod using it is scheduled (WaitForFirstConsumer)."""
+    class_name = (claim.get("spec") or {}).get("storageClassName")
+    storage_class = store.peek(PLURAL, "", class_name) if class_name else None
+    return storage_class is not None and storage_class.get("volumeBindingMode") == "WaitForFirstConsumer"
 
 
 def offered_modes(storage_class: Obj) -> tuple[str, ...] | None:

@@ -21,10 +21,13 @@ from kubesim.admission import TERMINAL
 from kubesim.errors import invalid
 from kubesim.storageclasses import (
     ACCESS_MODES,
+    CONTROLLER,
+    SELECTED_NODE,
     Refusal,
     default_class_name,
     provisioner_of,
     provisioning_refusal,
+    waits_for_consumer,
 )
 from kubesim.store import Obj, Store
 
@@ -66,9 +69,19 @@ def claim_problem(store: Store, pod: Obj) -> str | None:
             return f'persistentvolumeclaim "{name}" not found'
         if claim["metadata"].get("deletionTimestamp"):
             return f'persistentvolumeclaim "{name}" is being deleted'
-        if (claim.get("status") or {}).get("phase") != "Bound":
+        if (claim.get("status") or {}).get("phase") != "Bound" and not waits_for_consumer(store, claim):
             return "pod has unbound immediate PersistentVolumeClaims"
     return None
+
+
+def unbound_claims(store: Store, pod: Obj) -> list[Obj] | None:
+    """The pod's claims that are not bound yet (WaitForFirstConsumer ones, once ``claim_problem`` passed),
+    or None when one of its claims is gone."""
+    namespace = pod["metadata"]["namespace"]
+    claims = [store.peek(PLURAL, namespace, name) for name in claim_names(pod)]
+    if any(c is None for c in claims):
+        return None
+    return [c for c in claims if c is not None and (c.get("status") or {}).get("phase") != "Bound"]
 
 
 def default_claim(claim: Obj, default_class: str | None) -> None:
@@ -171,7 +184,8 @@ class ClaimController:
 
     def _provision(self, claim: Obj) -> None:
         """Give the claim the default class if it has none and one exists now (retroactive default class
-        assignment), then bind it, or record why its class cannot serve it (again every 15 s)."""
+        assignment), then bind it, or record why its class cannot serve it (again every 15 s). A claim of a
+        WaitForFirstConsumer class waits for the scheduler to pick a node (``volume.kubernetes.io/selected-node``)."""
         meta = claim["metadata"]
         store = self.cluster.store
         default = default_class_name(store)
@@ -181,6 +195,11 @@ class ClaimController:
                 c.setdefault("spec", {})["storageClassName"] = default
 
             self.cluster.api.mutate(PLURAL, meta["namespace"], meta["name"], assign)
+            return
+        annotations = meta.get("annotations") or {}
+        if waits_for_consumer(store, claim) and SELECTED_NODE not in annotations:
+            message = "waiting for first consumer to be created before binding"
+            self._refuse(claim, Refusal("Normal", "WaitForFirstConsumer", message, CONTROLLER))
             return
         refusal = provisioning_refusal(store, claim)
         if refusal is None:

@@ -253,3 +253,36 @@ def test_claim_spec_is_immutable_but_a_bound_claims_requests_and_labels_are_not(
     patch = {"metadata": {"labels": {"a": "b"}}, "spec": {"resources": {"requests": {"storage": "2Gi"}}}}
     claim = core.patch_namespaced_persistent_volume_claim("grown", ns, patch, _content_type=MERGE)
     assert claim.metadata.labels == {"a": "b"} and claim.status.capacity == {"storage": "1Gi"}  # not resized
+
+
+def test_wait_for_first_consumer_class_provisions_once_a_pod_is_scheduled(
+    storage: client.StorageV1Api, core: client.CoreV1Api, ns: str, class_name: str
+) -> None:
+    body = _storage_class(class_name, "kubesim.io/local-path")
+    body.volume_binding_mode = "WaitForFirstConsumer"
+    storage.create_storage_class(body)
+    core.create_namespaced_persistent_volume_claim(ns, _claim("lazy", ["ReadWriteOnce"], class_name))
+    core.create_namespaced_persistent_volume_claim(ns, _claim("lazy-rwx", ["ReadWriteMany"], class_name))
+    for name in ("lazy", "lazy-rwx"):
+        waiting = _event(core, ns, name, "WaitForFirstConsumer")
+        assert waiting.message == "waiting for first consumer to be created before binding"
+        assert _phase(core, ns, name) == "Pending"
+    # Without a consumer even an impossible mode is not tried yet.
+    events = core.list_namespaced_event(ns, field_selector="involvedObject.name=lazy-rwx").items
+    assert not [e for e in events if e.reason == "ProvisioningFailed"]
+
+    core.create_namespaced_pod(ns, _claim_pod("consumer", "lazy", ["sh", "-c", "echo ok > /data/f"]))
+    pod = wait_phase(core, ns, "consumer", ("Succeeded",))
+    claim = core.read_namespaced_persistent_volume_claim("lazy", ns)
+    assert claim.status.phase == "Bound"
+    assert claim.metadata.annotations["volume.kubernetes.io/selected-node"] == pod.spec.node_name
+
+    # The scheduler waits for the claim (no FailedScheduling), the provisioner refuses it for that node.
+    core.create_namespaced_pod(ns, _claim_pod("stranded", "lazy-rwx", ["true"]))
+    assert "NodePath only supports" in _event(core, ns, "lazy-rwx", "ProvisioningFailed").message
+    claim = core.read_namespaced_persistent_volume_claim("lazy-rwx", ns)
+    assert "volume.kubernetes.io/selected-node" in claim.metadata.annotations
+    pod = core.read_namespaced_pod("stranded", ns)
+    assert pod.spec.node_name is None and pod.status.phase == "Pending"
+    events = core.list_namespaced_event(ns, field_selector="involvedObject.name=stranded").items
+    assert not [e for e in events if e.reason == "FailedScheduling"]
