@@ -166,7 +166,7 @@ class ClaimController:
         store = self.cluster.store
         claims = store.list(PLURAL)[0]
         in_use = {
-            (pod["metadata"]["namespace"], name)
+            (pod["metadata"]["namespace"], name): str(pod["spec"]["nodeName"])
             for pod in store.list("pods")[0]
             if pod["spec"].get("nodeName") and (pod.get("status") or {}).get("phase") not in TERMINAL
             for name in claim_names(pod)
@@ -177,15 +177,17 @@ class ClaimController:
                 if (meta["namespace"], meta["name"]) not in in_use:
                     self._release(claim)
             elif (claim.get("status") or {}).get("phase") != "Bound":
-                self._provision(claim)
+                self._provision(claim, in_use.get((meta["namespace"], meta["name"])))
         live = {c["metadata"]["uid"] for c in claims}
         self.refused = {uid: seen for uid, seen in self.refused.items() if uid in live}
         self._sweep({str((c.get("spec") or {}).get("volumeName")) for c in store.list(PLURAL)[0]})
 
-    def _provision(self, claim: Obj) -> None:
+    def _provision(self, claim: Obj, user_node: str | None) -> None:
         """Give the claim the default class if it has none and one exists now (retroactive default class
         assignment), then bind it, or record why its class cannot serve it (again every 15 s). A claim of a
-        WaitForFirstConsumer class waits for the scheduler to pick a node (``volume.kubernetes.io/selected-node``)."""
+        WaitForFirstConsumer class waits for a node: the scheduler's pick (annotation
+        ``volume.kubernetes.io/selected-node``), or that of a pod bound with ``spec.nodeName`` (``user_node``),
+        which the PV controller writes into the annotation itself."""
         meta = claim["metadata"]
         store = self.cluster.store
         default = default_class_name(store)
@@ -198,6 +200,13 @@ class ClaimController:
             return
         annotations = meta.get("annotations") or {}
         if waits_for_consumer(store, claim) and SELECTED_NODE not in annotations:
+            if user_node:
+
+                def select(c: Obj) -> None:
+                    c["metadata"].setdefault("annotations", {})[SELECTED_NODE] = user_node
+
+                self.cluster.api.mutate(PLURAL, meta["namespace"], meta["name"], select)
+                return
             message = "waiting for first consumer to be created before binding"
             self._refuse(claim, Refusal("Normal", "WaitForFirstConsumer", message, CONTROLLER))
             return

@@ -286,3 +286,12 @@ def test_wait_for_first_consumer_class_provisions_once_a_pod_is_scheduled(
     assert pod.spec.node_name is None and pod.status.phase == "Pending"
     events = core.list_namespaced_event(ns, field_selector="involvedObject.name=stranded").items
     assert not [e for e in events if e.reason == "FailedScheduling"]
+
+    # A pod bound by hand is its claim's consumer too: the PV controller selects that pod's node.
+    core.create_namespaced_persistent_volume_claim(ns, _claim("by-hand", ["ReadWriteOnce"], class_name))
+    direct = _claim_pod("direct", "by-hand", ["true"])
+    direct.spec.node_name = "kubesim-node"
+    core.create_namespaced_pod(ns, direct)
+    wait_phase(core, ns, "direct", ("Succeeded",))
+    claim = core.read_namespaced_persistent_volume_claim("by-hand", ns)
+    assert claim.metadata.annotations["volume.kubernetes.io/selected-node"] == "kubesim-node"
