@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kubesim import runtime
+from kubesim.admission import TERMINAL
+from kubesim.nodeadmit import admit
 from kubesim.podenv import PodEnvironment
 from kubesim.podstatus import init_failure, mark_started, pod_phase, set_condition, terminated_state
 from kubesim.quantity import parse_quantity
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("kubesim.kubelet")
 GPU = "nvidia.com/gpu"
 DELETION_DEADLINE = "kubesim.io/deletion-deadline"
+_IGNORED_IMAGE = (
+    'kubesim ignores container images: "{image}" was not pulled; '
+    "the container's command runs as a local process"
+)
 
 
 @dataclass
@@ -70,6 +76,7 @@ class Kubelet:
         self.environment = PodEnvironment(cluster, node_name, gpu_count)
         self.mount_warned: dict[str, float] = {}
         self.last_heartbeat = time.monotonic()
+        self.admitted: set[str] = set()
 
     def step(self) -> None:
         """Post a heartbeat, start newly bound pods, terminate deleted ones and report container changes."""
@@ -78,9 +85,11 @@ class Kubelet:
         self.last_heartbeat = time.monotonic()
         if self.paused:
             return
-        mine = {p["metadata"]["uid"]: p for p in self.bound_pods()}
+        arrival = sorted(self.bound_pods(), key=lambda p: p["metadata"].get("creationTimestamp", ""))
+        mine = {p["metadata"]["uid"]: p for p in arrival}
         for uid in [u for u in self.mount_warned if u not in mine]:
             del self.mount_warned[uid]
+        self.admitted &= set(mine)
         for uid, runtime_ in list(self.pods.items()):
             if uid not in mine:
                 self._kill(runtime_)
@@ -96,7 +105,7 @@ class Kubelet:
                             "pods", pod["metadata"]["namespace"], pod["metadata"]["name"]
                         )
                     continue
-                if not self._volumes_ready(pod):
+                if not self._admit(pod, mine) or not self._volumes_ready(pod):
                     continue
                 self.pods[uid] = self._start_pod(pod)
             self._sync_pod(self.pods[uid], pod)
@@ -112,6 +121,18 @@ class Kubelet:
             for p in self.cluster.store.list("pods")[0]
             if (p.get("spec") or {}).get("nodeName") == self.node_name
         ]
+
+    def _admit(self, pod: Obj, mine: dict[str, Obj]) -> bool:
+        """Admit a new pod if it fits beside those already admitted, else reject it (kubesim.nodeadmit)."""
+        uid = pod["metadata"]["uid"]
+        node = self.cluster.store.peek("nodes", "", self.node_name)
+        if uid not in self.admitted and node is not None:
+            others = [
+                p for u, p in mine.items() if u in self.admitted and p["status"].get("phase") not in TERMINAL
+            ]
+            if admit(self.cluster.api, pod, node, others):
+                self.admitted.add(uid)
+        return uid in self.admitted
 
     def _volumes_ready(self, pod: Obj) -> bool:
         """Hold a pod whose claim, ConfigMap or Secret is missing, with a FailedMount Event every 10 s."""
@@ -140,12 +161,7 @@ class Kubelet:
             image = container.get("image", "")
             if self.cluster.faults.image_pull_error(image) is None:
                 self.cluster.api.record_event(
-                    pod,
-                    "Normal",
-                    "Pulled",
-                    f'kubesim ignores container images: "{image}" was not pulled; '
-                    f"the container's command runs as a local process",
-                    "kubelet",
+                    pod, "Normal", "Pulled", _IGNORED_IMAGE.format(image=image), "kubelet"
                 )
         inits = [c["name"] for c in pod["spec"].get("initContainers") or []]
         self.cluster.api.mutate("pods", meta["namespace"], meta["name"], lambda p: mark_started(p, inits))
@@ -248,6 +264,7 @@ class Kubelet:
                 self.cluster.api.record_event(
                     pod, "Normal", "BackOff", f'Back-off pulling image "{image}"', "kubelet"
                 )
+                self.cluster.api.record_event(pod, "Warning", "Failed", "Error: ImagePullBackOff", "kubelet")
                 return True
             return False
         error = self.cluster.faults.image_pull_error(image)
@@ -259,9 +276,13 @@ class Kubelet:
             rt.backoff_until[cname] = now + min(self.cluster.restart_backoff * 2 ** (failures - 1), 300)
             self.cluster.api.record_event(pod, "Normal", "Pulling", f'Pulling image "{image}"', "kubelet")
             self.cluster.api.record_event(pod, "Warning", "Failed", message, "kubelet")
+            self.cluster.api.record_event(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet")
             return True
         rt.waiting.pop(cname, None)
-        rt.pull_failed_at.pop(cname, None)
+        if rt.pull_failed_at.pop(cname, None) is not None:
+            self.cluster.api.record_event(
+                pod, "Normal", "Pulled", _IGNORED_IMAGE.format(image=image), "kubelet"
+            )
         rt.containers[cname] = self._launch(rt, pod, container)
         self.cluster.api.record_event(pod, "Normal", "Started", f"Started container {cname}", "kubelet")
         return True

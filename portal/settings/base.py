@@ -286,6 +286,8 @@ CHECKPOINT_HOST_ROOT = env("CHECKPOINT_HOST_ROOT", default="")
 # Otherwise each job gets a PersistentVolumeClaim of this size for CHECKPOINT_DIR, shared by its attempts
 # and deleted with the job (empty: no claim, checkpoints live and die with the pod).
 CHECKPOINT_CLAIM_SIZE = env("CHECKPOINT_CLAIM_SIZE", default="10Gi")
+# The claims' class: one that offers ReadWriteMany, which multi-learner jobs ask for. Empty: the cluster's
+# default class (often ReadWriteOnce only: then multi-learner jobs' claims stay Pending).
 CHECKPOINT_STORAGE_CLASS = env("CHECKPOINT_STORAGE_CLASS", default="")
 # Where learner pods may connect beyond their namespace and DNS (CIDRs, comma-separated): the address of
 # ARTIFACTS_BASE_URL and of any S3 endpoint jobs read from. Empty: nothing else (default-deny egress).
