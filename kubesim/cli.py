@@ -25,6 +25,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--gpus-per-node", type=int, default=8)
     serve.add_argument("--history-size", type=int, default=10000)
     serve.add_argument("--no-cgroups", action="store_true", help="use the polling fallbacks for limits")
+    serve.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run containers as plain local processes sharing this machine's filesystem (no bubblewrap)",
+    )
     serve.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -52,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         gpus_per_node=args.gpus_per_node,
         history_size=args.history_size,
         use_cgroups=not args.no_cgroups,
+        sandbox=not args.no_sandbox,
     )
     sim.start()
     logging.getLogger("kubesim").info("serving %s (kubeconfig %s)", sim.url, sim.kubeconfig_path)

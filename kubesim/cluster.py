@@ -17,6 +17,7 @@ from kubesim.controllers import GarbageCollector, JobController, NamespaceContro
 from kubesim.disruption import TaintManager, evict_pod, set_node_ready
 from kubesim.faults import Faults, ImagePullRule
 from kubesim.kubelet import Kubelet
+from kubesim.sandbox import Sandbox
 from kubesim.scheduler import Scheduler
 from kubesim.store import Obj, Store
 from kubesim.throttle import Throttle
@@ -53,6 +54,7 @@ class Cluster:
         local_gpu_count: int | None = None,
         restart_backoff: float = 1.0,
         bookmark_interval: float = 5.0,
+        sandbox: bool = True,
     ):
         self.log = logging.getLogger("kubesim")
         self.state_dir = Path(state_dir).resolve()  # pods run in their own folders: no relative paths
@@ -82,6 +84,7 @@ class Cluster:
         ]
         self.loop_lock = threading.RLock()
         self.thread: threading.Thread | None = None
+        self.sandbox = Sandbox(self.state_dir, enabled=sandbox)
         self.log.info("kubesim limits enforcement: %s", self.cgroups.describe())
         if not self.cgroups.memory_enforced:
             self.log.warning("memory cgroups not writable: memory limits enforced by polling RSS (coarse)")
@@ -92,6 +95,11 @@ class Cluster:
         self._bootstrap(
             gpu_nodes, gpus_per_node, local_gpus() if local_gpu_count is None else local_gpu_count
         )
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether containers run in their own mount and PID namespaces (``sandbox.reason`` says why not)."""
+        return self.sandbox.available
 
     def _bootstrap(self, gpu_nodes: int, gpus_per_node: int, local_gpu_count: int) -> None:
         ns = resources.find("", "v1", "namespaces")
@@ -161,7 +169,9 @@ class Cluster:
                     "osImage": "kubesim",
                     "operatingSystem": "linux",
                     "architecture": "amd64",
-                    "containerRuntimeVersion": "kubesim://local-processes",
+                    "containerRuntimeVersion": (
+                        "kubesim://bubblewrap" if self.sandboxed else "kubesim://local-processes"
+                    ),
                     "kernelVersion": os.uname().release,
                     "machineID": "",
                     "systemUUID": "",

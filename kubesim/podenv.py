@@ -13,6 +13,7 @@ from kubesim import runtime
 from kubesim.podstatus import POD_IP
 from kubesim.quantity import parse_quantity
 from kubesim.runtime import PathMap, expand
+from kubesim.sandbox import Mount
 from kubesim.store import Obj
 from kubesim.volumes import PLURAL as PVCS
 from kubesim.volumes import claim_folder
@@ -32,8 +33,12 @@ class PodEnvironment:
         self.node_name = node_name
         self.gpu_count = gpu_count
 
-    def prepare_volumes(self, pod_dir: Path, pod: Obj, container: Obj) -> list[tuple[str, str]]:
-        """Create the local folders behind the container's mounts; return (mountPath, folder) pairs."""
+    def prepare_volumes(self, pod_dir: Path, pod: Obj, container: Obj, links: bool = True) -> list[Mount]:
+        """Create the local folders behind the container's mounts and return them; ``links`` also mirrors
+        them in a symlink tree under ``pod_dir/rootfs`` (for the unsandboxed mode's working directories).
+
+        emptyDir and claim folders are created 0777, as a cluster's are, so a ``runAsUser`` can write them;
+        a ``subPath`` folder gets its volume's mode, as the kubelet creates it."""
         volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
         mounts = []
         for mount in container.get("volumeMounts") or []:
@@ -44,12 +49,19 @@ class PodEnvironment:
                 host = self._claim_folder(pod_dir, pod, volume["persistentVolumeClaim"].get("claimName", ""))
             else:
                 host = pod_dir / "volumes" / mount["name"]
-            host.mkdir(parents=True, exist_ok=True)
+            if not host.exists():
+                host.mkdir(parents=True)
+                if "hostPath" not in volume:
+                    host.chmod(0o777)
             self._fill_volume(pod["metadata"]["namespace"], volume, host)
             sub = mount.get("subPath")
             target = host / sub if sub else host
-            target.mkdir(parents=True, exist_ok=True)
-            mounts.append((mount["mountPath"], str(target)))
+            if not target.exists():
+                target.mkdir(parents=True)
+                target.chmod(host.stat().st_mode & 0o7777)
+            mounts.append(Mount(mount["mountPath"], str(target), _read_only(volume, mount)))
+            if not links:
+                continue
             link = pod_dir / "rootfs" / mount["mountPath"].lstrip("/")
             link.parent.mkdir(parents=True, exist_ok=True)
             if not link.exists() and not link.is_symlink():
@@ -116,11 +128,23 @@ class PodEnvironment:
                 target.write_bytes(data)
                 target.chmod(mode)
 
-    def env(self, pod_dir: Path, gpus: list[int], pod: Obj, container: Obj, paths: PathMap) -> dict[str, str]:
-        """The container's environment, with service host names rewritten to the shared loopback."""
+    def env(
+        self,
+        pod_dir: Path,
+        gpus: list[int],
+        pod: Obj,
+        container: Obj,
+        paths: PathMap,
+        home: str | None = None,
+    ) -> dict[str, str]:
+        """The container's environment, with service host names rewritten to the shared loopback; ``home``
+        (sandboxed containers) replaces this machine's HOME and TMPDIR, which the container cannot see."""
         meta = pod["metadata"]
         namespace = meta["namespace"]
         env = {k: os.environ[k] for k in runtime._PASS_ENV if k in os.environ}
+        if home is not None:
+            env.pop("TMPDIR", None)
+            env["HOME"] = home
         # `python` run by a shell inside the container (`sh -c "python train.py"`) finds kubesim's own
         # interpreter first, as a bare `python` command does (runtime.resolve_executable).
         env["PATH"] = os.pathsep.join(p for p in (str(Path(sys.executable).parent), env.get("PATH")) if p)
@@ -192,6 +216,13 @@ class PodEnvironment:
                     if value is not None:
                         return str(int(parse_quantity(value).__ceil__()))
         return ""
+
+
+def _read_only(volume: Obj, mount: Obj) -> bool:
+    """Whether the container gets the volume read-only: asked for, or a kind the kubelet always mounts so."""
+    if mount.get("readOnly") or (volume.get("persistentVolumeClaim") or {}).get("readOnly"):
+        return True
+    return any(kind in volume for kind in ("configMap", "secret", "downwardAPI", "projected"))
 
 
 def localize_hosts(value: str, service_names: set[str]) -> str:

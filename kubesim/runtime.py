@@ -145,12 +145,18 @@ def start_container(
     cgroup_name: str,
     memory_limit: int | None,
     cpu_limit: float | None,
+    sandboxed: bool = False,
 ) -> ContainerProcess:
-    """Start ``argv`` in a new session with output captured to ``log_path`` in CRI log format."""
+    """Start ``argv`` in a new session with output captured to ``log_path`` in CRI log format.
+
+    A ``sandboxed`` argv is a bwrap command line: its own processes ignore SIGTERM (the ignore is
+    inherited through exec; the sandbox restores the default for the command) so that a SIGTERM sent to
+    the process group reaches only the command, and bwrap lives on while the command's handler runs."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     group = cgroups.create(cgroup_name, memory_limit, cpu_limit)
-    if group.procs_files:
-        join = 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; shift; exec "$@"'
+    prelude = 'trap "" TERM; umask 022; ' if sandboxed else ""
+    if group.procs_files or sandboxed:
+        join = prelude + 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; shift; exec "$@"'
         full = ["/bin/sh", "-c", join, "sh", *group.procs_files, "--", *argv]
     else:
         full = argv
@@ -171,8 +177,6 @@ def start_container(
         return ContainerProcess(name, None, log_path, started, start_error=str(exc))
     assert proc.stdout is not None
     container = ContainerProcess(name, proc, log_path, started, group, memory_limit, cpu_limit)
-    if group.procs_files and group.memory_dir is None:
-        pass
     container.reader = threading.Thread(
         target=_copy_log, args=(proc.stdout, log_path), name=f"log-{name}-{proc.pid}", daemon=True
     )
