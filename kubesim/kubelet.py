@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -14,8 +13,7 @@ from kubesim import runtime
 from kubesim.podenv import PodEnvironment
 from kubesim.podstatus import init_failure, mark_started, pod_phase, set_condition, terminated_state
 from kubesim.quantity import parse_quantity
-from kubesim.runtime import ContainerProcess, PathMap, expand, now_rfc3339, resolve_executable
-from kubesim.sandbox import Layout, gpu_devices, identity
+from kubesim.runtime import ContainerProcess, now_rfc3339
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
@@ -266,58 +264,30 @@ class Kubelet:
         return True
 
     def _launch(self, rt: PodRuntime, pod: Obj, container: Obj) -> ContainerProcess:
-        sandbox = self.cluster.sandbox
         restart = rt.restarts.get(container["name"], 0)
         log_path = rt.dir / "logs" / f"{container['name']}.{restart}.log"
-        mounts = self.environment.prepare_volumes(rt.dir, pod, container, links=not sandbox.available)
-        user = identity(pod, container)
-        if sandbox.available:
-            paths = PathMap([])
-            env = self.environment.env(rt.dir, rt.gpus, pod, container, paths, home=user.home)
-        else:
-            paths = PathMap([(m.path, m.source) for m in mounts])
-            env = self.environment.env(rt.dir, rt.gpus, pod, container, paths)
-        argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
-        argv = resolve_executable([paths.rewrite(a) for a in argv])
-        workdir = container.get("workingDir") or ""
-        problem = None if argv else "kubesim cannot run image entrypoints: set the container's command"
-        layout = Layout(
-            rt.dir / "containers" / f"{container['name']}.{restart}",
-            mounts,
-            workdir or "/",
-            user,
-            read_only_root=bool((container.get("securityContext") or {}).get("readOnlyRootFilesystem")),
-            devices=gpu_devices(),
-        )
-        if sandbox.available and problem is None:
-            problem = sandbox.problem(layout)
-        if problem is not None:
+        launch = self.environment.command(rt.dir, rt.gpus, pod, container, restart)
+        if launch.problem is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             log_path.touch()
-            return ContainerProcess(container["name"], None, log_path, now_rfc3339(), start_error=problem)
-        if sandbox.available:
-            sandbox.prepare(layout)
-            argv, cwd = sandbox.wrap(argv, layout), str(rt.dir)
-        else:
-            cwd = paths.rewrite(workdir) if workdir else str(rt.dir)
-            if workdir and cwd == workdir:
-                cwd = str(rt.dir / "rootfs" / workdir.lstrip("/"))
-                os.makedirs(cwd, exist_ok=True)
+            return ContainerProcess(
+                container["name"], None, log_path, now_rfc3339(), start_error=launch.problem
+            )
         limits = (container.get("resources") or {}).get("limits") or {}
         memory = int(parse_quantity(limits["memory"])) if "memory" in limits else None
         cpu = float(parse_quantity(limits["cpu"])) if "cpu" in limits else None
         cgroup_name = f"{rt.uid[:8]}-{container['name']}-{restart}"
         return runtime.start_container(
             container["name"],
-            argv,
-            env,
-            cwd,
+            launch.argv,
+            launch.env,
+            launch.cwd,
             log_path,
             self.cluster.cgroups,
             cgroup_name,
             memory,
             cpu,
-            sandboxed=sandbox.available,
+            sandboxed=self.cluster.sandboxed,
         )
 
     def _enforce_memory(self, rt: PodRuntime, proc: ContainerProcess) -> None:

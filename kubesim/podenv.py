@@ -6,14 +6,15 @@ import base64
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kubesim import runtime
 from kubesim.podstatus import POD_IP
 from kubesim.quantity import parse_quantity
-from kubesim.runtime import PathMap, expand
-from kubesim.sandbox import Mount
+from kubesim.runtime import PathMap, expand, resolve_executable
+from kubesim.sandbox import Layout, Mount, gpu_devices, identity
 from kubesim.store import Obj
 from kubesim.volumes import PLURAL as PVCS
 from kubesim.volumes import claim_folder
@@ -23,6 +24,17 @@ if TYPE_CHECKING:
 
 _SVC_HOST = re.compile(r"\b[a-z0-9]([-a-z0-9.]*[a-z0-9])?\.svc(\.cluster\.local)?\b")
 _FIELD = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
+
+
+@dataclass
+class Launch:
+    """How to start one container: its full command line, environment and (host) working directory, or
+    the ``problem`` that keeps it from starting."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    problem: str | None = None
 
 
 class PodEnvironment:
@@ -67,6 +79,40 @@ class PodEnvironment:
             if not link.exists() and not link.is_symlink():
                 link.symlink_to(target)
         return mounts
+
+    def command(self, pod_dir: Path, gpus: list[int], pod: Obj, container: Obj, restart: int) -> Launch:
+        """The container's launch: in the sandbox (volumes at their mountPaths, a fresh root folder per
+        start) when there is one, else as a plain process with mount paths rewritten to their folders."""
+        sandbox = self.cluster.sandbox
+        mounts = self.prepare_volumes(pod_dir, pod, container, links=not sandbox.available)
+        user = identity(pod, container)
+        paths = PathMap([] if sandbox.available else [(m.path, m.source) for m in mounts])
+        home = user.home if sandbox.available else None
+        env = self.env(pod_dir, gpus, pod, container, paths, home=home)
+        argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
+        argv = resolve_executable([paths.rewrite(a) for a in argv])
+        if not argv:
+            return Launch([], env, "", "kubesim cannot run image entrypoints: set the container's command")
+        workdir = container.get("workingDir") or ""
+        if not sandbox.available:
+            cwd = paths.rewrite(workdir) if workdir else str(pod_dir)
+            if workdir and cwd == workdir:
+                cwd = str(pod_dir / "rootfs" / workdir.lstrip("/"))
+                os.makedirs(cwd, exist_ok=True)
+            return Launch(argv, env, cwd)
+        layout = Layout(
+            pod_dir / "containers" / f"{container['name']}.{restart}",
+            mounts,
+            workdir or "/",
+            user,
+            read_only_root=bool((container.get("securityContext") or {}).get("readOnlyRootFilesystem")),
+            devices=gpu_devices(),
+        )
+        problem = sandbox.problem(layout)
+        if problem is not None:
+            return Launch([], env, "", problem)
+        sandbox.prepare(layout)
+        return Launch(sandbox.wrap(argv, layout), env, str(pod_dir))
 
     def _claim_folder(self, pod_dir: Path, pod: Obj, claim_name: str) -> Path:
         claim = self.cluster.store.peek(PVCS, pod["metadata"]["namespace"], claim_name)

@@ -158,7 +158,8 @@ class Sandbox:
     def prepare(self, layout: Layout) -> None:
         """Create the container's private root folder (its writable layer, on disk as a container's is):
         /tmp and /var/tmp, root's home, the working directory (owned by the user the command runs as)."""
-        layout.root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(layout.root, ignore_errors=True)
+        layout.root.mkdir(parents=True)
         layout.root.chmod(0o755)
         # root's home stays private, but searchable when kubesim's interpreter lives below it (pyenv).
         home_mode = 0o711 if any(_within(p, "/root") for p in self.prefixes) else 0o700

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import uuid
@@ -12,6 +13,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from kubesim import sandbox
+from kubesim.sandbox import Identity, Sandbox, identity
 from kubesim.testing import KubeSim, running_kubesim
 from tests.kubesim.conftest import make_pod, name_of, wait_for, wait_phase
 
@@ -211,6 +214,43 @@ def test_without_the_sandbox_the_cluster_says_so_and_rewrites_paths(tmp_path: Pa
         pod.spec.volumes = [client.V1Volume(name="data", empty_dir=client.V1EmptyDirVolumeSource())]
         log = run(core, "default", pod)
         assert log.strip().startswith(str(plain.state_dir.resolve()))
+
+
+def test_a_missing_bwrap_falls_back_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(sandbox, "BWRAP", str(tmp_path / "no-bwrap"))
+    with caplog.at_level(logging.WARNING, logger="kubesim.sandbox"):
+        box = Sandbox(tmp_path)
+    assert not box.available and "not installed" in box.reason
+    assert "CONTAINERS ARE NOT SANDBOXED" in caplog.text
+
+
+def test_a_kernel_refusing_namespaces_falls_back_with_its_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refusing = tmp_path / "bwrap"
+    refusing.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    refusing.chmod(0o755)
+    monkeypatch.setattr(sandbox, "BWRAP", str(refusing))
+    box = Sandbox(tmp_path)
+    assert not box.available and "No permissions to create new namespace" in box.reason
+
+
+def test_the_containers_security_context_wins_over_the_pods() -> None:
+    pod = {
+        "spec": {
+            "securityContext": {
+                "runAsUser": 1000,
+                "runAsGroup": 1000,
+                "fsGroup": 3000,
+                "supplementalGroups": [4],
+            }
+        }
+    }
+    container = {"securityContext": {"runAsUser": 2000, "runAsGroup": None}}
+    assert identity(pod, container) == Identity(2000, 1000, (4, 3000), changed=True)
+    assert identity({"spec": {}}, {}) == Identity()
 
 
 def _processes_with(marker: str) -> list[int]:
