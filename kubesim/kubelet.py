@@ -14,6 +14,7 @@ from kubesim.podenv import PodEnvironment
 from kubesim.podstatus import init_failure, mark_started, pod_phase, set_condition, terminated_state
 from kubesim.quantity import parse_quantity
 from kubesim.runtime import ContainerProcess, now_rfc3339
+from kubesim.sandbox import non_root_problem
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
@@ -256,6 +257,13 @@ class Kubelet:
             rt.backoff_until[cname] = now + min(self.cluster.restart_backoff * 2 ** (failures - 1), 300)
             self.cluster.api.record_event(pod, "Normal", "Pulling", f'Pulling image "{image}"', "kubelet")
             self.cluster.api.record_event(pod, "Warning", "Failed", message, "kubelet")
+            return True
+        refused = non_root_problem(pod, container)
+        if refused is not None:
+            if rt.waiting.get(cname, ("",))[0] == "CreateContainerConfigError":
+                return False
+            rt.waiting[cname] = ("CreateContainerConfigError", refused)
+            self.cluster.api.record_event(pod, "Warning", "Failed", f"Error: {refused}", "kubelet")
             return True
         rt.waiting.pop(cname, None)
         rt.pull_failed_at.pop(cname, None)

@@ -65,10 +65,33 @@ class Identity:
             return "/"
 
 
-def identity(pod: Obj, container: Obj) -> Identity:
-    """The pod's and container's securityContext merged (the container wins), as the runtime applies it."""
+def security_context(pod: Obj, container: Obj) -> Obj:
+    """The pod's and container's securityContext merged, the container's settings winning."""
     pod_ctx = pod["spec"].get("securityContext") or {}
-    ctx = {**pod_ctx, **{k: v for k, v in (container.get("securityContext") or {}).items() if v is not None}}
+    return {**pod_ctx, **{k: v for k, v in (container.get("securityContext") or {}).items() if v is not None}}
+
+
+def non_root_problem(pod: Obj, container: Obj) -> str | None:
+    """Why the kubelet refuses to create the container under ``runAsNonRoot`` (in its words), or None.
+    kubesim's images have no USER, so without ``runAsUser`` a container would run as root."""
+    ctx = security_context(pod, container)
+    if not ctx.get("runAsNonRoot"):
+        return None
+    meta = pod["metadata"]
+    where = (
+        f'(pod: "{meta["name"]}_{meta["namespace"]}({meta.get("uid", "")})", container: {container["name"]})'
+    )
+    if ctx.get("runAsUser") is None:
+        return f"container has runAsNonRoot and image will run as root {where}"
+    if int(ctx["runAsUser"]) == 0:
+        return f"container's runAsUser breaks non-root policy {where}"
+    return None
+
+
+def identity(pod: Obj, container: Obj) -> Identity:
+    """Who the runtime runs the command as, from the merged securityContext."""
+    pod_ctx = pod["spec"].get("securityContext") or {}
+    ctx = security_context(pod, container)
     uid, gid = ctx.get("runAsUser"), ctx.get("runAsGroup")
     groups = [*(pod_ctx.get("supplementalGroups") or [])]
     if pod_ctx.get("fsGroup") is not None:

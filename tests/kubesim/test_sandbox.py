@@ -155,6 +155,24 @@ def test_run_as_user_runs_the_command_as_that_user(
     assert run(core, ns, pod).split() == ["1234", "2345", "/", "denied", "wrote", "1234"]
 
 
+def test_run_as_non_root_without_a_user_is_refused_as_the_kubelet_does(
+    core: client.CoreV1Api, ns: str
+) -> None:
+    pod = shell("rootish", "true")
+    pod.spec.security_context = client.V1PodSecurityContext(run_as_non_root=True)
+    core.create_namespaced_pod(ns, pod)
+
+    def waiting() -> client.V1ContainerStateWaiting | None:
+        statuses = core.read_namespaced_pod("rootish", ns).status.container_statuses or []
+        return statuses[0].state.waiting if statuses and statuses[0].state.waiting else None
+
+    state = wait_for(lambda: (w := waiting()) is not None and w.reason == "CreateContainerConfigError" and w)
+    assert state.message.startswith("container has runAsNonRoot and image will run as root (pod: ")
+    assert core.read_namespaced_pod("rootish", ns).status.phase == "Pending"
+    events = core.list_namespaced_event(ns, field_selector="involvedObject.name=rootish,reason=Failed").items
+    assert events and events[0].message.startswith("Error: container has runAsNonRoot")
+
+
 def test_the_container_has_its_own_pid_namespace(sandboxed: KubeSim, core: client.CoreV1Api, ns: str) -> None:
     log = run(core, ns, shell("pids", "echo $$$$; ls -d /proc/[0-9]* | wc -l"))
     own_pid, visible = map(int, log.split())
