@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from kubesim.cgroups import Cgroup, CgroupManager
 from kubesim.procfs import group_usage
+from kubesim.sandbox import PRELUDE
 
 Obj = dict[str, Any]
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
@@ -154,7 +155,7 @@ def start_container(
     the process group reaches only the command, and bwrap lives on while the command's handler runs."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     group = cgroups.create(cgroup_name, memory_limit, cpu_limit)
-    prelude = 'trap "" TERM; umask 022; ' if sandboxed else ""
+    prelude = PRELUDE if sandboxed else ""
     if group.procs_files or sandboxed:
         join = prelude + 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; shift; exec "$@"'
         full = ["/bin/sh", "-c", join, "sh", *group.procs_files, "--", *argv]

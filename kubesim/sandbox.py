@@ -32,7 +32,9 @@ HIDDEN_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-")
 HIDDEN_DIRS = ("/etc/ssh", "/etc/ssl/private")
 SHM = "/dev/shm"  # noqa: S108 - the container's own 64 MiB tmpfs, as a pod sandbox has
 SHM_BYTES = 64 * 2**20
-# The command starts with default signal dispositions (as in a container), whatever the wrapper ignored.
+# The shell that execs bwrap ignores SIGTERM first: bwrap and its reaper inherit that, so a SIGTERM sent to
+# the container's process group reaches only the command, which starts with every signal at its default.
+PRELUDE = 'trap "" TERM; umask 022; '
 _EXEC = ["/usr/bin/env", "--default-signal", "/usr/bin/setpriv"]
 
 
@@ -151,13 +153,7 @@ class Sandbox:
         shutil.rmtree(root, ignore_errors=True)
         layout = Layout(root, [], "/", Identity(65534, 65534, (), changed=True))
         self.prepare(layout)
-        argv = [
-            "/bin/sh",
-            "-c",
-            'trap "" TERM; umask 022; exec "$@"',
-            "sh",
-            *self.wrap(["/bin/true"], layout),
-        ]
+        argv = ["/bin/sh", "-c", PRELUDE + 'exec "$@"', "sh", *self.wrap(["/bin/true"], layout)]
         try:
             out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
