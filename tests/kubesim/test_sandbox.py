@@ -121,6 +121,21 @@ def test_volumes_are_at_their_mount_paths_and_read_only_is_enforced(
     assert run(core, ns, pod).split() == ["/data/out", "0.1", "x", "cfg-ro", "frozen-ro"]
 
 
+def test_a_config_map_key_mounted_with_sub_path_is_a_read_only_file(
+    sandboxed: KubeSim, core: client.CoreV1Api, ns: str
+) -> None:
+    core.create_namespaced_config_map(
+        ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="app"), data={"app.yaml": "lr: 1"})
+    )
+    pod = shell(
+        "one-file",
+        "cat /etc/app.yaml; echo; (echo x >> /etc/app.yaml) 2>/dev/null || echo ro; test -d /etc/apt && echo etc",
+        volume_mounts=[client.V1VolumeMount(name="app", mount_path="/etc/app.yaml", sub_path="app.yaml")],
+    )
+    pod.spec.volumes = [client.V1Volume(name="app", config_map=client.V1ConfigMapVolumeSource(name="app"))]
+    assert run(core, ns, pod).split() == ["lr:", "1", "ro", "etc"]
+
+
 def test_read_only_root_filesystem_refuses_writes_outside_volumes(
     sandboxed: KubeSim, core: client.CoreV1Api, ns: str
 ) -> None:
