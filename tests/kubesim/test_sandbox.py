@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from kubesim import sandbox
 from kubesim.sandbox import Identity, Sandbox, identity
@@ -217,15 +218,15 @@ def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(
     sandboxed: KubeSim, core: client.CoreV1Api, ns: str
 ) -> None:
     marker = f"stubborn-{uuid.uuid4().hex}"
-    script = f"trap '' TERM; sh -c 'while true; do sleep 0.05; done' {marker}-child & wait"
+    script = f"trap '' TERM; sh -c 'while true; do sleep 0.05; done' {marker}-child & echo ready; wait"
     pod = make_pod("stubborn", ["sh", "-c", script, marker])
     pod.spec.termination_grace_period_seconds = 1
     core.create_namespaced_pod(ns, pod)
-    wait_for(lambda: _processes_with(marker))
+    wait_for(lambda: "ready" in _log(core, ns, "stubborn"))
     sandboxed.evict_pod(ns, "stubborn", grace_period_seconds=1)
     done = wait_phase(core, ns, "stubborn", ("Failed",))
     assert done.status.container_statuses[0].state.terminated.exit_code == 137
-    assert _processes_with(marker) == []
+    wait_for(lambda: _processes_with(marker) == [])
 
 
 def test_a_command_killed_by_a_signal_exits_128_plus_its_number(
@@ -284,6 +285,14 @@ def test_the_containers_security_context_wins_over_the_pods() -> None:
     container = {"securityContext": {"runAsUser": 2000, "runAsGroup": None}}
     assert identity(pod, container) == Identity(2000, 1000, (4, 3000), changed=True)
     assert identity({"spec": {}}, {}) == Identity()
+
+
+def _log(core: client.CoreV1Api, ns: str, name: str) -> str:
+    """The pod's log so far ("" while there is none to read yet)."""
+    try:
+        return core.read_namespaced_pod_log(name, ns)
+    except ApiException:
+        return ""
 
 
 def _processes_with(marker: str) -> list[int]:
