@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--fresh", action="store_true", help="wipe the stored objects in --state-dir: start a new cluster"
     )
+    serve.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run containers as plain local processes sharing this machine's filesystem (no bubblewrap)",
+    )
     serve.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -76,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         default_toleration_seconds=args.default_toleration_seconds,
         fresh=args.fresh,
         gpu_taints=args.gpu_taints,
+        sandbox=not args.no_sandbox,
     )
     sim.start()
     logging.getLogger("kubesim").info("serving %s (kubeconfig %s)", sim.url, sim.kubeconfig_path)

@@ -25,6 +25,7 @@ from kubesim.disruption import (
 from kubesim.faults import Faults, ImagePullRule
 from kubesim.kubelet import Kubelet
 from kubesim.restart import reboot_node, recover_pods
+from kubesim.sandbox import Sandbox
 from kubesim.scheduler import Scheduler
 from kubesim.store import Obj, Store
 from kubesim.throttle import Throttle
@@ -136,6 +137,7 @@ class Cluster:
         default_toleration_seconds: int = 300,
         fresh: bool = False,
         gpu_taints: bool = False,
+        sandbox: bool = True,
     ):
         self.log = logging.getLogger("kubesim")
         self.state_dir = Path(state_dir).resolve()  # pods run in their own folders: no relative paths
@@ -173,6 +175,7 @@ class Cluster:
         ]
         self.loop_lock = threading.RLock()
         self.thread: threading.Thread | None = None
+        self.sandbox = Sandbox(self.state_dir, enabled=sandbox)
         self.log.info("kubesim limits enforcement: %s", self.cgroups.describe())
         if not self.cgroups.memory_enforced:
             self.log.warning("memory cgroups not writable: memory limits enforced by polling RSS (coarse)")
@@ -183,6 +186,11 @@ class Cluster:
         self._bootstrap(
             gpu_nodes, gpus_per_node, local_gpus() if local_gpu_count is None else local_gpu_count
         )
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether containers run in their own mount and PID namespaces (``sandbox.reason`` says why not)."""
+        return self.sandbox.available
 
     def _bootstrap(self, gpu_nodes: int, gpus_per_node: int, local_gpu_count: int) -> None:
         """Create what a new cluster has; on a stored one, create only what is missing, bring the stored
@@ -228,6 +236,8 @@ class Cluster:
         res = resources.find("", "v1", "nodes")
         assert res is not None
         gpus = int(body["status"]["capacity"].get("nvidia.com/gpu", 0))
+        runtime_version = "kubesim://bubblewrap" if self.sandboxed else "kubesim://local-processes"
+        body["status"]["nodeInfo"]["containerRuntimeVersion"] = runtime_version
         taints = body.setdefault("spec", {}).setdefault("taints", [])
         if gpus and self.gpu_taints and not any(t.get("key") == GPU_TAINT["key"] for t in taints):
             taints.append(dict(GPU_TAINT))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -16,7 +15,8 @@ from kubesim.nodeadmit import admit
 from kubesim.podenv import PodEnvironment
 from kubesim.podstatus import init_failure, mark_started, pod_phase, set_condition, terminated_state
 from kubesim.quantity import parse_quantity
-from kubesim.runtime import ContainerProcess, PathMap, expand, now_rfc3339, resolve_executable
+from kubesim.runtime import ContainerProcess, now_rfc3339
+from kubesim.sandbox import non_root_problem
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
@@ -278,6 +278,13 @@ class Kubelet:
             self.cluster.api.record_event(pod, "Warning", "Failed", message, "kubelet")
             self.cluster.api.record_event(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet")
             return True
+        refused = non_root_problem(pod, container)
+        if refused is not None:
+            if rt.waiting.get(cname, ("",))[0] == "CreateContainerConfigError":
+                return False
+            rt.waiting[cname] = ("CreateContainerConfigError", refused)
+            self.cluster.api.record_event(pod, "Warning", "Failed", f"Error: {refused}", "kubelet")
+            return True
         rt.waiting.pop(cname, None)
         if rt.pull_failed_at.pop(cname, None) is not None:
             self.cluster.api.record_event(
@@ -288,44 +295,32 @@ class Kubelet:
         return True
 
     def _launch(self, rt: PodRuntime, pod: Obj, container: Obj) -> ContainerProcess:
-        mounts = self.environment.prepare_volumes(rt.dir, pod, container)
-        paths = PathMap(mounts)
-        env = self.environment.env(rt.dir, rt.gpus, pod, container, paths)
-        argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
-        argv = resolve_executable([paths.rewrite(a) for a in argv])
-        workdir = container.get("workingDir") or ""
-        cwd = paths.rewrite(workdir) if workdir else str(rt.dir)
-        if workdir and cwd == workdir:
-            cwd = str(rt.dir / "rootfs" / workdir.lstrip("/"))
-            os.makedirs(cwd, exist_ok=True)
-        limits = (container.get("resources") or {}).get("limits") or {}
-        memory = int(parse_quantity(limits["memory"])) if "memory" in limits else None
-        cpu = float(parse_quantity(limits["cpu"])) if "cpu" in limits else None
         restart = rt.restarts.get(container["name"], 0)
         log_path = rt.dir / "logs" / f"{container['name']}.{restart}.log"
-        if not argv:
+        launch = self.environment.command(rt.dir, rt.gpus, pod, container, restart)
+        if launch.problem is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             log_path.touch()
             return ContainerProcess(
-                container["name"],
-                None,
-                log_path,
-                now_rfc3339(),
-                start_error="kubesim cannot run image entrypoints: set the container's command",
+                container["name"], None, log_path, now_rfc3339(), start_error=launch.problem
             )
+        limits = (container.get("resources") or {}).get("limits") or {}
+        memory = int(parse_quantity(limits["memory"])) if "memory" in limits else None
+        cpu = float(parse_quantity(limits["cpu"])) if "cpu" in limits else None
         cgroup_name = f"{rt.uid[:8]}-{container['name']}-{restart}"
         pid_file = rt.dir / "pids" / f"{container['name']}.pid"
         return runtime.start_container(
             container["name"],
-            argv,
-            env,
-            cwd,
+            launch.argv,
+            launch.env,
+            launch.cwd,
             log_path,
             self.cluster.cgroups,
             cgroup_name,
             memory,
             cpu,
             pid_file,
+            sandboxed=self.cluster.sandboxed,
         )
 
     def _enforce_memory(self, rt: PodRuntime, proc: ContainerProcess) -> None:

@@ -229,7 +229,9 @@ class ClaimController:
         meta = claim["metadata"]
         provisioner = provisioner_of(self.cluster.store, claim)
         volume = f"pvc-{meta['uid']}"
-        (volumes_root(self.cluster.state_dir) / volume).mkdir(parents=True, exist_ok=True)
+        folder = volumes_root(self.cluster.state_dir) / volume
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o777)  # as the local-path provisioner makes it: any runAsUser may write
 
         def apply(c: Obj) -> None:
             spec = c.setdefault("spec", {})

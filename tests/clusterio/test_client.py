@@ -16,6 +16,7 @@ from kubesim.testing import KubeSim
 from tests.clusterio.conftest import (
     RETRIES,
     TENANT,
+    Gate,
     job_spec,
     pod_phase,
     python,
@@ -197,7 +198,7 @@ def test_unreachable_server_is_unavailable(tmp_path: Path) -> None:
 
 
 def test_node_free_capacity_drops_while_a_pod_runs_and_returns_when_it_ends(
-    cluster: Cluster, ns: str, job_id: str, tmp_path: Path
+    cluster: Cluster, ns: str, job_id: str, gate: Gate
 ) -> None:
     def gpu_node_free() -> tuple[int, int, int]:
         node = next(n for n in cluster.nodes() if n.gpu_type == "Simulated-GPU")
@@ -205,15 +206,15 @@ def test_node_free_capacity_drops_while_a_pod_runs_and_returns_when_it_ends(
         return node.free.gpus, node.free.cpu_millis, node.free.memory_mib
 
     idle = gpu_node_free()
-    done = tmp_path / "done"
-    spec = job_spec(ns, job_id, python(wait_file_code(done)), gpus=1, cpu_millis=1500, memory_mib=512)
+    code = gate.wait_code("done")
+    spec = job_spec(ns, job_id, python(code), gpus=1, cpu_millis=1500, memory_mib=512, volumes=[gate.volume])
     [pod] = cluster.launch(spec=spec)
     wait_for(lambda: pod_phase(cluster, ns, pod) == "Running")
     assert gpu_node_free() == (idle[0] - 1, idle[1] - 1500, idle[2] - 512)
     pods, resource_version = cluster.managed_pods()
     assert pod in [p["metadata"]["name"] for p in pods] and int(resource_version) > 0
 
-    done.touch()
+    gate.open("done")
     wait_for(lambda: pod_phase(cluster, ns, pod) == "Succeeded")
     assert gpu_node_free() == idle
 
