@@ -297,6 +297,10 @@ TENANT_EGRESS_CIDRS = env.list("TENANT_EGRESS_CIDRS", default=[])
 # again, and how long its pods may stay pending before the job goes back to the queue.
 LAUNCH_GRACE_SECONDS = env.int("LAUNCH_GRACE_SECONDS", default=30)
 PENDING_TIMEOUT_SECONDS = env.int("PENDING_TIMEOUT_SECONDS", default=600)
+# The label value that marks this installation's pods, Services, Secrets and claims (trainyard.io/installation);
+# the watcher, reconcile and teardown touch nothing else. Empty: derived from the database, so staging and
+# production on one cluster keep apart (give them distinct TENANT_NAMESPACE_PREFIXes as well).
+INSTALLATION_ID = env("INSTALLATION_ID", default="")
 # How long a learner may stay on a NotReady/unreachable node before the cluster deletes it and the job
 # resumes elsewhere (the learners' NoExecute tolerationSeconds; clusters default to 300 s).
 NODE_LOST_GRACE_SECONDS = env.int("NODE_LOST_GRACE_SECONDS", default=60)

@@ -252,3 +252,24 @@ def test_force_delete_removes_a_pod_at_once(cluster: Cluster, ns: str, job_id: s
     )
     assert cluster.delete_pod(namespace=ns, pod=pod, grace_seconds=0) is True
     assert cluster.get_pod(namespace=ns, pod=pod) is None
+
+
+def test_two_installations_on_one_cluster_see_and_tear_down_only_their_own_objects(
+    sim: KubeSim, ns: str, job_id: str
+) -> None:
+    production = Cluster(kubeconfig=str(sim.kubeconfig_path), installation="production")
+    staging = Cluster(kubeconfig=str(sim.kubeconfig_path), installation="staging")
+    try:
+        [pod] = production.launch(spec=job_spec(ns, job_id, python("import time; time.sleep(60)")))
+        labels = production.get_pod(namespace=ns, pod=pod)["metadata"]["labels"]
+        assert labels[names.LABEL_INSTALLATION] == "production"
+        assert [p["metadata"]["name"] for p in production.job_pods(namespace=ns, job_id=job_id)] == [pod]
+        assert staging.job_pods(namespace=ns, job_id=job_id) == []
+        assert pod not in {p["metadata"]["name"] for p in staging.managed_pods()[0]}
+        assert staging.teardown(namespace=ns, job_id=job_id) == 0
+        with pytest.raises(Conflict):  # the names are taken by the other installation's objects
+            staging.launch(spec=job_spec(ns, job_id, python("pass")))
+        assert production.teardown(namespace=ns, job_id=job_id, grace_seconds=0) >= 2  # pod and Service
+    finally:
+        production.close()
+        staging.close()
