@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from kubesim import sandbox
@@ -195,6 +195,21 @@ def test_the_container_has_its_own_pid_namespace(sandboxed: KubeSim, core: clien
     assert own_pid < 10 and visible < 10, log
 
 
+def _last_state_before_deletion(core: client.CoreV1Api, ns: str, name: str, since: str | None) -> Any:
+    """The pod as it was deleted (an evicted pod is deleted once it has stopped), watched from ``since``."""
+    stream = watch.Watch().stream(
+        core.list_namespaced_pod,
+        ns,
+        field_selector=f"metadata.name={name}",
+        resource_version=since,
+        timeout_seconds=90,
+    )
+    for event in stream:
+        if event["type"] == "DELETED":
+            return event["object"]
+    raise AssertionError(f"pod {name} was not deleted")
+
+
 def test_sigterm_handler_runs_during_the_grace_period_with_its_exit_code(
     sandboxed: KubeSim, core: client.CoreV1Api, ns: str
 ) -> None:
@@ -206,12 +221,11 @@ def test_sigterm_handler_runs_during_the_grace_period_with_its_exit_code(
     wait_for(lambda: (shared / "up").exists())
     sandboxed.evict_pod(ns, "graceful", grace_period_seconds=60)
     wait_for(lambda: (shared / "started").exists())
-    status = core.read_namespaced_pod("graceful", ns).status
-    assert status.container_statuses[0].state.running is not None  # the handler is still running
+    terminating = core.read_namespaced_pod("graceful", ns)
+    assert terminating.status.container_statuses[0].state.running is not None  # the handler still runs
     (shared / "release").touch()
-    pod = wait_phase(core, ns, "graceful", ("Failed",))
-    assert pod.status.reason == "Evicted"
-    assert pod.status.container_statuses[0].state.terminated.exit_code == 7
+    final = _last_state_before_deletion(core, ns, "graceful", terminating.metadata.resource_version)
+    assert final.status.container_statuses[0].state.terminated.exit_code == 7
 
 
 def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(
@@ -223,9 +237,10 @@ def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(
     pod.spec.termination_grace_period_seconds = 1
     core.create_namespaced_pod(ns, pod)
     wait_for(lambda: "ready" in _log(core, ns, "stubborn"))
+    running = core.read_namespaced_pod("stubborn", ns)
     sandboxed.evict_pod(ns, "stubborn", grace_period_seconds=1)
-    done = wait_phase(core, ns, "stubborn", ("Failed",))
-    assert done.status.container_statuses[0].state.terminated.exit_code == 137
+    final = _last_state_before_deletion(core, ns, "stubborn", running.metadata.resource_version)
+    assert final.status.container_statuses[0].state.terminated.exit_code == 137
     wait_for(lambda: _processes_with(marker) == [])
 
 
