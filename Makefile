@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE ?= portal.settings.local
 
-.PHONY: up test install services browser tools db migrate seed lint typecheck pytest clean
+.PHONY: up test install services browser tools sandbox db migrate seed lint typecheck pytest clean
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -34,6 +34,11 @@ $(KUBECTL_1_20):
 
 tools: $(KUBECTL_1_20)
 
+# kubesim runs each container under bubblewrap (its own mount and PID namespaces); without it, it warns
+# and falls back to plain processes that share this machine's filesystem.
+sandbox:
+	@test -x /usr/bin/bwrap || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap)
+
 db: services
 	@psql -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='trainyard'" | grep -q 1 || createdb trainyard
 
@@ -43,7 +48,7 @@ migrate: install db
 seed: migrate
 	$(PY) manage.py seed_demo
 
-up: seed
+up: sandbox seed
 	@mkdir -p var
 	@echo
 	@echo "Trainyard is starting:  http://127.0.0.1:$${WEB_PORT:-8000}/   admin console: http://127.0.0.1:$${WEB_PORT:-8000}/admin/"
@@ -60,7 +65,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy .
 
-pytest: install services browser tools
+pytest: install services browser tools sandbox
 	DJANGO_SETTINGS_MODULE=portal.settings.test $(VENV)/bin/pytest
 
 test: lint typecheck pytest

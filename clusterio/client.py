@@ -81,6 +81,7 @@ class Cluster:
         request_timeout: float = 10.0,
         retries: int = 3,
         backoff: float = 0.2,
+        installation: str | None = None,
     ) -> None:
         configuration = client.Configuration()
         try:
@@ -101,6 +102,9 @@ class Cluster:
         self.request_timeout = request_timeout
         self.retries = retries
         self.backoff = backoff
+        # Every job object this client creates carries the installation's label, and every selector it
+        # lists, watches or tears down by is narrowed to it: two installations can share a cluster.
+        self.installation = names.label_value(installation) if installation else None
         self.api_client = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api_client)
         self.networking = client.NetworkingV1Api(self.api_client)
@@ -322,6 +326,11 @@ class Cluster:
         same_attempt: bool = True,
     ) -> None:
         name, namespace = body.metadata.name, body.metadata.namespace
+        if self.installation:
+            body.metadata.labels = {
+                **(body.metadata.labels or {}),
+                names.LABEL_INSTALLATION: self.installation,
+            }
         try:
             self._json(create, namespace, body)
             return
@@ -330,6 +339,7 @@ class Cluster:
         labels = _labels(self._json(read, name, namespace))
         if (
             labels.get(names.LABEL_MANAGED_BY) != names.MANAGED_BY
+            or labels.get(names.LABEL_INSTALLATION) != self.installation
             or labels.get(names.LABEL_JOB) != names.label_value(spec.job_id)
             or (same_attempt and labels.get(names.LABEL_ATTEMPT) != str(spec.attempt))
         ):
@@ -354,7 +364,7 @@ class Cluster:
         Returns how many objects this call started deleting (objects already terminating are deleted
         again, e.g. to shorten their grace period, but not counted), so a repeated teardown returns 0.
         """
-        selector = names.job_selector(job_id, attempt)
+        selector = self.selector(names.job_selector(job_id, attempt))
         options = client.V1DeleteOptions(propagation_policy="Background", grace_period_seconds=grace_seconds)
         kinds = (
             (self.core.list_namespaced_pod, self.core.delete_namespaced_pod),
@@ -393,7 +403,9 @@ class Cluster:
     def job_pods(self, *, namespace: str, job_id: names.JobId, attempt: int | None = None) -> list[Obj]:
         """A job's pods (of one attempt, or all), ordered by attempt then learner index."""
         items, _ = self._list_all(
-            self.core.list_namespaced_pod, namespace, label_selector=names.job_selector(job_id, attempt)
+            self.core.list_namespaced_pod,
+            namespace,
+            label_selector=self.selector(names.job_selector(job_id, attempt)),
         )
 
         def key(pod: Obj) -> tuple[int, int, str]:
@@ -416,7 +428,11 @@ class Cluster:
 
     def managed_pods(self) -> tuple[list[Obj], str]:
         """Every pod Trainyard manages, across namespaces, and the list's resourceVersion (to watch from)."""
-        return self.list_pods(label_selector=names.managed_selector())
+        return self.list_pods(label_selector=self.selector(names.managed_selector()))
+
+    def selector(self, base: str) -> str:
+        """`base` narrowed to this client's installation (unchanged without one)."""
+        return names.installation_selector(base, self.installation)
 
     def watch_pods(self, *, label_selector: str, resource_version: str, timeout_seconds: int) -> Stream:
         """Open a pod watch (with bookmarks) across namespaces; the server ends it after `timeout_seconds`."""

@@ -28,6 +28,7 @@ LABEL_JOB = "trainyard.io/job"
 LABEL_ATTEMPT = "trainyard.io/attempt"
 LABEL_LEARNER = "trainyard.io/learner"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_INSTALLATION = "trainyard.io/installation"
 MANAGED_BY = "trainyard"
 
 SERVICE_ACCOUNT_NAME = "trainyard-learner"
@@ -144,6 +145,11 @@ def checkpoint_claim_name(job_id: JobId) -> str:
     """Name a job's checkpoint PersistentVolumeClaim, e.g. `ty-42-ckpt`: one per job, shared by its attempts."""
     budget = DNS_LABEL_MAX - len(OBJECT_PREFIX) - 1 - len("-ckpt")
     return dns_label(f"{OBJECT_PREFIX}-{dns_label(str(job_id), budget)}-ckpt")
+
+
+def installation_selector(selector: str, installation: str | None) -> str:
+    """`selector` narrowed to one installation's objects (unchanged when `installation` is None)."""
+    return f"{selector},{LABEL_INSTALLATION}={label_value(installation)}" if installation else selector
 
 
 def managed_selector() -> str:

@@ -51,7 +51,9 @@ class PodReflector:
         self.cluster = cluster
         self.on_sync = on_sync
         self.on_event = on_event
-        self.label_selector = label_selector if label_selector is not None else names.managed_selector()
+        self.label_selector = (
+            label_selector if label_selector is not None else cluster.selector(names.managed_selector())
+        )
         self.watch_timeout_seconds = watch_timeout_seconds
         self.backoff_max = backoff_max
         self.last_resource_version = ""

@@ -6,12 +6,14 @@ surface of the jobs app can be read in one place.
 
 from __future__ import annotations
 
+import functools
 import threading
 import zlib
 from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.db import connections
 
 from clusterio import names, telemetry
 from clusterio.builders import (
@@ -39,13 +41,35 @@ RENDEZVOUS_PORT_SPAN = 3000
 
 
 def cluster() -> Cluster:
-    """This thread's client for the configured cluster (kubeconfig from settings, else in-cluster)."""
+    """This thread's client for the configured cluster (kubeconfig from settings, else in-cluster), scoped
+    to this installation's objects."""
     client: Cluster | None = getattr(_local, "cluster", None)
-    config = (settings.KUBECONFIG, settings.KUBE_CONTEXT)
+    config = (settings.KUBECONFIG, settings.KUBE_CONTEXT, installation_id())
     if client is None or getattr(_local, "config", None) != config:
-        client = Cluster(kubeconfig=settings.KUBECONFIG or None, context=settings.KUBE_CONTEXT or None)
+        client = Cluster(
+            kubeconfig=settings.KUBECONFIG or None,
+            context=settings.KUBE_CONTEXT or None,
+            installation=config[2],
+        )
         _local.cluster, _local.config = client, config
     return client
+
+
+@functools.cache
+def _database_installation_id(alias: str, name: str) -> str:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT system_identifier FROM pg_control_system()")
+        system = cursor.fetchone()[0]
+    return f"db-{names.short_hash(f'{system}/{name}')}"
+
+
+def installation_id() -> str:
+    """The label value that marks this installation's objects: INSTALLATION_ID, else derived from the
+    database (its server's system identifier and its name), so every process of one installation agrees
+    and a staging copy on another database differs."""
+    if settings.INSTALLATION_ID:
+        return str(settings.INSTALLATION_ID)
+    return _database_installation_id("default", str(connections["default"].settings_dict["NAME"]))
 
 
 def namespace_for(tenant: Tenant) -> str:

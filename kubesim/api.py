@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import yaml
 
-from kubesim import admission, validation, volumes
+from kubesim import admission, storageclasses, validation, volumes
 from kubesim.errors import ApiError, already_exists, bad_request, conflict, forbidden, gone, not_found
 from kubesim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from kubesim.resources import STATUS_SUBRESOURCE, Resource
@@ -123,7 +123,9 @@ class Api:
         elif res.plural == "resourcequotas":
             obj["status"] = {"hard": dict((obj.get("spec") or {}).get("hard") or {}), "used": {}}
         elif res.plural == "persistentvolumeclaims":
-            volumes.default_claim(obj)
+            volumes.default_claim(obj, storageclasses.default_class_name(self.store))
+        elif res.plural == storageclasses.PLURAL:
+            storageclasses.default_class(obj)
 
     def _default_service(self, obj: Obj) -> None:
         spec = obj.setdefault("spec", {})
@@ -263,7 +265,11 @@ class Api:
         if res.plural == "jobs":
             self._check_job_update(current, result)
         if res.plural == "persistentvolumeclaims":
+            volumes.check_claim_update(current, result)
             volumes.keep_binding(current, result)
+        if res.plural == storageclasses.PLURAL:
+            storageclasses.default_class(result)
+            storageclasses.check_class_update(current, result)
         if result.get("spec") != current.get("spec"):
             meta["generation"] = int(cur_meta.get("generation", 1)) + 1
         if res.plural == "secrets":
@@ -443,7 +449,9 @@ class Api:
             meta.setdefault("deletionTimestamp", now_iso())
             meta.setdefault("deletionGracePeriodSeconds", 0)
             return self.store.replace(res.plural, obj)
-        self.store.remove(res.plural, ns, name)
+        removed = self.store.remove(res.plural, ns, name)
+        if res.plural == storageclasses.PLURAL:
+            return removed or obj  # its registry returns the deleted object (the client expects one)
         return {
             "kind": "Status",
             "apiVersion": "v1",

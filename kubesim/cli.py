@@ -23,6 +23,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--kubeconfig", type=Path, required=True)
     serve.add_argument("--gpu-nodes", type=int, default=0)
     serve.add_argument("--gpus-per-node", type=int, default=8)
+    serve.add_argument(
+        "--gpu-taints",
+        action="store_true",
+        help="taint GPU nodes nvidia.com/gpu=present:NoSchedule, as GKE does",
+    )
     serve.add_argument("--history-size", type=int, default=10000)
     serve.add_argument("--no-cgroups", action="store_true", help="use the polling fallbacks for limits")
     serve.add_argument(
@@ -39,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--fresh", action="store_true", help="wipe the stored objects in --state-dir: start a new cluster"
+    )
+    serve.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run containers as plain local processes sharing this machine's filesystem (no bubblewrap)",
     )
     serve.add_argument("-v", "--verbose", action="store_true")
     return parser
@@ -70,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         node_monitor_grace=args.node_monitor_grace,
         default_toleration_seconds=args.default_toleration_seconds,
         fresh=args.fresh,
+        gpu_taints=args.gpu_taints,
+        sandbox=not args.no_sandbox,
     )
     sim.start()
     logging.getLogger("kubesim").info("serving %s (kubeconfig %s)", sim.url, sim.kubeconfig_path)

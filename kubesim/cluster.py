@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kubesim import persist, resources, runtime
+from kubesim import persist, resources, runtime, storageclasses
 from kubesim.api import Api, now_iso
 from kubesim.cgroups import CgroupManager
 from kubesim.controllers import GarbageCollector, JobController, NamespaceController, QuotaController
@@ -25,12 +25,15 @@ from kubesim.disruption import (
 from kubesim.faults import Faults, ImagePullRule
 from kubesim.kubelet import Kubelet
 from kubesim.restart import reboot_node, recover_pods
+from kubesim.sandbox import Sandbox
 from kubesim.scheduler import Scheduler
 from kubesim.store import Obj, Store
 from kubesim.throttle import Throttle
 from kubesim.volumes import ClaimController
 
 LOCAL_NODE = "kubesim-node"
+# The taint GKE puts on every GPU node (``gpu_taints=True``, ``--gpu-taints``).
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 _TICK = 0.05
 
 
@@ -133,6 +136,8 @@ class Cluster:
         node_monitor_grace: float = 40.0,
         default_toleration_seconds: int = 300,
         fresh: bool = False,
+        gpu_taints: bool = False,
+        sandbox: bool = True,
     ):
         self.log = logging.getLogger("kubesim")
         self.state_dir = Path(state_dir).resolve()  # pods run in their own folders: no relative paths
@@ -151,6 +156,7 @@ class Cluster:
         self.port = 0
         self.restart_backoff = restart_backoff
         self.bookmark_interval = bookmark_interval
+        self.gpu_taints = gpu_taints
         self.sample_interval = 0.5
         self.cgroups = CgroupManager(f"kubesim-{os.getpid()}-{id(self) % 100000}", enabled=use_cgroups)
         # Always on: it skips containers whose CPU cgroup took the limit, and covers any whose did not.
@@ -169,6 +175,7 @@ class Cluster:
         ]
         self.loop_lock = threading.RLock()
         self.thread: threading.Thread | None = None
+        self.sandbox = Sandbox(self.state_dir, enabled=sandbox)
         self.log.info("kubesim limits enforcement: %s", self.cgroups.describe())
         if not self.cgroups.memory_enforced:
             self.log.warning("memory cgroups not writable: memory limits enforced by polling RSS (coarse)")
@@ -180,6 +187,11 @@ class Cluster:
             gpu_nodes, gpus_per_node, local_gpus() if local_gpu_count is None else local_gpu_count
         )
 
+    @property
+    def sandboxed(self) -> bool:
+        """Whether containers run in their own mount and PID namespaces (``sandbox.reason`` says why not)."""
+        return self.sandbox.available
+
     def _bootstrap(self, gpu_nodes: int, gpus_per_node: int, local_gpu_count: int) -> None:
         """Create what a new cluster has; on a stored one, create only what is missing, bring the stored
         nodes back (``kubesim.restart``) and report the pods that were running on them."""
@@ -188,6 +200,11 @@ class Cluster:
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             if self.store.peek("namespaces", "", name) is None:
                 self.api.create(ns, None, {"metadata": {"name": name}})
+        sc = resources.find("storage.k8s.io", "v1", storageclasses.PLURAL)
+        assert sc is not None
+        for body in storageclasses.bootstrap_classes():
+            if self.store.peek(storageclasses.PLURAL, "", body["metadata"]["name"]) is None:
+                self.api.create(sc, None, body)
         wanted = {LOCAL_NODE: node_body(LOCAL_NODE, os.cpu_count() or 1, total_memory(), local_gpu_count)}
         for i in range(gpu_nodes):
             name = f"kubesim-gpu-{i}"
@@ -214,9 +231,16 @@ class Cluster:
         return self._register(node_body(name, cpu, memory, gpus, simulated, labels, taints))
 
     def _register(self, body: Obj) -> Obj:
+        """Create the Node and its kubelet; with ``gpu_taints`` a GPU node also gets GKE's
+        ``nvidia.com/gpu=present:NoSchedule`` taint."""
         res = resources.find("", "v1", "nodes")
         assert res is not None
         gpus = int(body["status"]["capacity"].get("nvidia.com/gpu", 0))
+        runtime_version = "kubesim://bubblewrap" if self.sandboxed else "kubesim://local-processes"
+        body["status"]["nodeInfo"]["containerRuntimeVersion"] = runtime_version
+        taints = body.setdefault("spec", {}).setdefault("taints", [])
+        if gpus and self.gpu_taints and not any(t.get("key") == GPU_TAINT["key"] for t in taints):
+            taints.append(dict(GPU_TAINT))
         with self.loop_lock:
             node = self.api.create(res, None, body)
             self.kubelets[node["metadata"]["name"]] = Kubelet(self, node["metadata"]["name"], gpus)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -11,10 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kubesim import runtime
+from kubesim.admission import TERMINAL
+from kubesim.nodeadmit import admit
 from kubesim.podenv import PodEnvironment
 from kubesim.podstatus import init_failure, mark_started, pod_phase, set_condition, terminated_state
 from kubesim.quantity import parse_quantity
-from kubesim.runtime import ContainerProcess, PathMap, expand, now_rfc3339, resolve_executable
+from kubesim.runtime import ContainerProcess, now_rfc3339
+from kubesim.sandbox import non_root_problem
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("kubesim.kubelet")
 GPU = "nvidia.com/gpu"
 DELETION_DEADLINE = "kubesim.io/deletion-deadline"
+_IGNORED_IMAGE = (
+    'kubesim ignores container images: "{image}" was not pulled; '
+    "the container's command runs as a local process"
+)
 
 
 @dataclass
@@ -70,6 +76,7 @@ class Kubelet:
         self.environment = PodEnvironment(cluster, node_name, gpu_count)
         self.mount_warned: dict[str, float] = {}
         self.last_heartbeat = time.monotonic()
+        self.admitted: set[str] = set()
 
     def step(self) -> None:
         """Post a heartbeat, start newly bound pods, terminate deleted ones and report container changes."""
@@ -78,9 +85,11 @@ class Kubelet:
         self.last_heartbeat = time.monotonic()
         if self.paused:
             return
-        mine = {p["metadata"]["uid"]: p for p in self.bound_pods()}
+        arrival = sorted(self.bound_pods(), key=lambda p: p["metadata"].get("creationTimestamp", ""))
+        mine = {p["metadata"]["uid"]: p for p in arrival}
         for uid in [u for u in self.mount_warned if u not in mine]:
             del self.mount_warned[uid]
+        self.admitted &= set(mine)
         for uid, runtime_ in list(self.pods.items()):
             if uid not in mine:
                 self._kill(runtime_)
@@ -96,7 +105,7 @@ class Kubelet:
                             "pods", pod["metadata"]["namespace"], pod["metadata"]["name"]
                         )
                     continue
-                if not self._volumes_ready(pod):
+                if not self._admit(pod, mine) or not self._volumes_ready(pod):
                     continue
                 self.pods[uid] = self._start_pod(pod)
             self._sync_pod(self.pods[uid], pod)
@@ -112,6 +121,18 @@ class Kubelet:
             for p in self.cluster.store.list("pods")[0]
             if (p.get("spec") or {}).get("nodeName") == self.node_name
         ]
+
+    def _admit(self, pod: Obj, mine: dict[str, Obj]) -> bool:
+        """Admit a new pod if it fits beside those already admitted, else reject it (kubesim.nodeadmit)."""
+        uid = pod["metadata"]["uid"]
+        node = self.cluster.store.peek("nodes", "", self.node_name)
+        if uid not in self.admitted and node is not None:
+            others = [
+                p for u, p in mine.items() if u in self.admitted and p["status"].get("phase") not in TERMINAL
+            ]
+            if admit(self.cluster.api, pod, node, others):
+                self.admitted.add(uid)
+        return uid in self.admitted
 
     def _volumes_ready(self, pod: Obj) -> bool:
         """Hold a pod whose claim, ConfigMap or Secret is missing, with a FailedMount Event every 10 s."""
@@ -140,12 +161,7 @@ class Kubelet:
             image = container.get("image", "")
             if self.cluster.faults.image_pull_error(image) is None:
                 self.cluster.api.record_event(
-                    pod,
-                    "Normal",
-                    "Pulled",
-                    f'kubesim ignores container images: "{image}" was not pulled; '
-                    f"the container's command runs as a local process",
-                    "kubelet",
+                    pod, "Normal", "Pulled", _IGNORED_IMAGE.format(image=image), "kubelet"
                 )
         inits = [c["name"] for c in pod["spec"].get("initContainers") or []]
         self.cluster.api.mutate("pods", meta["namespace"], meta["name"], lambda p: mark_started(p, inits))
@@ -248,6 +264,7 @@ class Kubelet:
                 self.cluster.api.record_event(
                     pod, "Normal", "BackOff", f'Back-off pulling image "{image}"', "kubelet"
                 )
+                self.cluster.api.record_event(pod, "Warning", "Failed", "Error: ImagePullBackOff", "kubelet")
                 return True
             return False
         error = self.cluster.faults.image_pull_error(image)
@@ -259,52 +276,51 @@ class Kubelet:
             rt.backoff_until[cname] = now + min(self.cluster.restart_backoff * 2 ** (failures - 1), 300)
             self.cluster.api.record_event(pod, "Normal", "Pulling", f'Pulling image "{image}"', "kubelet")
             self.cluster.api.record_event(pod, "Warning", "Failed", message, "kubelet")
+            self.cluster.api.record_event(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet")
+            return True
+        refused = non_root_problem(pod, container)
+        if refused is not None:
+            if rt.waiting.get(cname, ("",))[0] == "CreateContainerConfigError":
+                return False
+            rt.waiting[cname] = ("CreateContainerConfigError", refused)
+            self.cluster.api.record_event(pod, "Warning", "Failed", f"Error: {refused}", "kubelet")
             return True
         rt.waiting.pop(cname, None)
-        rt.pull_failed_at.pop(cname, None)
+        if rt.pull_failed_at.pop(cname, None) is not None:
+            self.cluster.api.record_event(
+                pod, "Normal", "Pulled", _IGNORED_IMAGE.format(image=image), "kubelet"
+            )
         rt.containers[cname] = self._launch(rt, pod, container)
         self.cluster.api.record_event(pod, "Normal", "Started", f"Started container {cname}", "kubelet")
         return True
 
     def _launch(self, rt: PodRuntime, pod: Obj, container: Obj) -> ContainerProcess:
-        mounts = self.environment.prepare_volumes(rt.dir, pod, container)
-        paths = PathMap(mounts)
-        env = self.environment.env(rt.dir, rt.gpus, pod, container, paths)
-        argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
-        argv = resolve_executable([paths.rewrite(a) for a in argv])
-        workdir = container.get("workingDir") or ""
-        cwd = paths.rewrite(workdir) if workdir else str(rt.dir)
-        if workdir and cwd == workdir:
-            cwd = str(rt.dir / "rootfs" / workdir.lstrip("/"))
-            os.makedirs(cwd, exist_ok=True)
-        limits = (container.get("resources") or {}).get("limits") or {}
-        memory = int(parse_quantity(limits["memory"])) if "memory" in limits else None
-        cpu = float(parse_quantity(limits["cpu"])) if "cpu" in limits else None
         restart = rt.restarts.get(container["name"], 0)
         log_path = rt.dir / "logs" / f"{container['name']}.{restart}.log"
-        if not argv:
+        launch = self.environment.command(rt.dir, rt.gpus, pod, container, restart)
+        if launch.problem is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             log_path.touch()
             return ContainerProcess(
-                container["name"],
-                None,
-                log_path,
-                now_rfc3339(),
-                start_error="kubesim cannot run image entrypoints: set the container's command",
+                container["name"], None, log_path, now_rfc3339(), start_error=launch.problem
             )
+        limits = (container.get("resources") or {}).get("limits") or {}
+        memory = int(parse_quantity(limits["memory"])) if "memory" in limits else None
+        cpu = float(parse_quantity(limits["cpu"])) if "cpu" in limits else None
         cgroup_name = f"{rt.uid[:8]}-{container['name']}-{restart}"
         pid_file = rt.dir / "pids" / f"{container['name']}.pid"
         return runtime.start_container(
             container["name"],
-            argv,
-            env,
-            cwd,
+            launch.argv,
+            launch.env,
+            launch.cwd,
             log_path,
             self.cluster.cgroups,
             cgroup_name,
             memory,
             cpu,
             pid_file,
+            sandboxed=self.cluster.sandboxed,
         )
 
     def _enforce_memory(self, rt: PodRuntime, proc: ContainerProcess) -> None:

@@ -18,6 +18,13 @@ if TYPE_CHECKING:
 _FOLLOW_POLL = 0.05
 
 
+# How the kubelet words a container that cannot start for its image (validateContainerLogStatus).
+_PULL_WORDS = {
+    "ErrImagePull": "image can't be pulled",
+    "ImagePullBackOff": "trying and failing to pull image",
+}
+
+
 def pod_dir(state_dir: Path, pod: Obj) -> Path:
     """Where the kubelet keeps a pod's logs and volumes."""
     meta = pod["metadata"]
@@ -85,6 +92,7 @@ def serve(handler: Handler, namespace: str, name: str, params: Params) -> None:
     path = pod_dir(cluster.state_dir, pod) / "logs" / f"{container}.{restart}.log"
     if not path.exists():
         reason = (status.get("state") or {}).get("waiting", {}).get("reason", "ContainerCreating")
+        reason = _PULL_WORDS.get(reason, reason)
         raise bad_request(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
     since: datetime | None = None
     if params.get("sinceTime"):

@@ -6,13 +6,15 @@ import base64
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kubesim import runtime
 from kubesim.podstatus import POD_IP
 from kubesim.quantity import parse_quantity
-from kubesim.runtime import PathMap, expand
+from kubesim.runtime import PathMap, expand, resolve_executable
+from kubesim.sandbox import Layout, Mount, gpu_devices, identity
 from kubesim.store import Obj
 from kubesim.volumes import PLURAL as PVCS
 from kubesim.volumes import claim_folder
@@ -24,6 +26,17 @@ _SVC_HOST = re.compile(r"\b[a-z0-9]([-a-z0-9.]*[a-z0-9])?\.svc(\.cluster\.local)
 _FIELD = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
 
 
+@dataclass
+class Launch:
+    """How to start one container: its full command line, environment and (host) working directory, or
+    the ``problem`` that keeps it from starting."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    problem: str | None = None
+
+
 class PodEnvironment:
     """Builds mounts and env for the containers of one node's pods (there is no chroot or DNS to lean on)."""
 
@@ -32,8 +45,12 @@ class PodEnvironment:
         self.node_name = node_name
         self.gpu_count = gpu_count
 
-    def prepare_volumes(self, pod_dir: Path, pod: Obj, container: Obj) -> list[tuple[str, str]]:
-        """Create the local folders behind the container's mounts; return (mountPath, folder) pairs."""
+    def prepare_volumes(self, pod_dir: Path, pod: Obj, container: Obj, links: bool = True) -> list[Mount]:
+        """Create the local folders behind the container's mounts and return them; ``links`` also mirrors
+        them in a symlink tree under ``pod_dir/rootfs`` (for the unsandboxed mode's working directories).
+
+        emptyDir and claim folders are created 0777, as a cluster's are, so a ``runAsUser`` can write them;
+        a ``subPath`` folder gets its volume's mode, as the kubelet creates it."""
         volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
         mounts = []
         for mount in container.get("volumeMounts") or []:
@@ -44,17 +61,58 @@ class PodEnvironment:
                 host = self._claim_folder(pod_dir, pod, volume["persistentVolumeClaim"].get("claimName", ""))
             else:
                 host = pod_dir / "volumes" / mount["name"]
-            host.mkdir(parents=True, exist_ok=True)
+            if not host.exists():
+                host.mkdir(parents=True)
+                if "hostPath" not in volume:
+                    host.chmod(0o777)
             self._fill_volume(pod["metadata"]["namespace"], volume, host)
             sub = mount.get("subPath")
             target = host / sub if sub else host
-            target.mkdir(parents=True, exist_ok=True)
-            mounts.append((mount["mountPath"], str(target)))
+            if not target.exists():
+                target.mkdir(parents=True)
+                target.chmod(host.stat().st_mode & 0o7777)
+            mounts.append(Mount(mount["mountPath"], str(target), _read_only(volume, mount)))
+            if not links:
+                continue
             link = pod_dir / "rootfs" / mount["mountPath"].lstrip("/")
             link.parent.mkdir(parents=True, exist_ok=True)
             if not link.exists() and not link.is_symlink():
                 link.symlink_to(target)
         return mounts
+
+    def command(self, pod_dir: Path, gpus: list[int], pod: Obj, container: Obj, restart: int) -> Launch:
+        """The container's launch: in the sandbox (volumes at their mountPaths, a fresh root folder per
+        start) when there is one, else as a plain process with mount paths rewritten to their folders."""
+        sandbox = self.cluster.sandbox
+        mounts = self.prepare_volumes(pod_dir, pod, container, links=not sandbox.available)
+        user = identity(pod, container)
+        paths = PathMap([] if sandbox.available else [(m.path, m.source) for m in mounts])
+        home = user.home if sandbox.available else None
+        env = self.env(pod_dir, gpus, pod, container, paths, home=home)
+        argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
+        argv = resolve_executable([paths.rewrite(a) for a in argv])
+        if not argv:
+            return Launch([], env, "", "kubesim cannot run image entrypoints: set the container's command")
+        workdir = container.get("workingDir") or ""
+        if not sandbox.available:
+            cwd = paths.rewrite(workdir) if workdir else str(pod_dir)
+            if workdir and cwd == workdir:
+                cwd = str(pod_dir / "rootfs" / workdir.lstrip("/"))
+                os.makedirs(cwd, exist_ok=True)
+            return Launch(argv, env, cwd)
+        layout = Layout(
+            pod_dir / "containers" / f"{container['name']}.{restart}",
+            mounts,
+            workdir or "/",
+            user,
+            read_only_root=bool((container.get("securityContext") or {}).get("readOnlyRootFilesystem")),
+            devices=gpu_devices(),
+        )
+        problem = sandbox.problem(layout)
+        if problem is not None:
+            return Launch([], env, "", problem)
+        sandbox.prepare(layout)
+        return Launch(sandbox.wrap(argv, layout), env, str(pod_dir))
 
     def _claim_folder(self, pod_dir: Path, pod: Obj, claim_name: str) -> Path:
         claim = self.cluster.store.peek(PVCS, pod["metadata"]["namespace"], claim_name)
@@ -116,11 +174,23 @@ class PodEnvironment:
                 target.write_bytes(data)
                 target.chmod(mode)
 
-    def env(self, pod_dir: Path, gpus: list[int], pod: Obj, container: Obj, paths: PathMap) -> dict[str, str]:
-        """The container's environment, with service host names rewritten to the shared loopback."""
+    def env(
+        self,
+        pod_dir: Path,
+        gpus: list[int],
+        pod: Obj,
+        container: Obj,
+        paths: PathMap,
+        home: str | None = None,
+    ) -> dict[str, str]:
+        """The container's environment, with service host names rewritten to the shared loopback; ``home``
+        (sandboxed containers) replaces this machine's HOME and TMPDIR, which the container cannot see."""
         meta = pod["metadata"]
         namespace = meta["namespace"]
         env = {k: os.environ[k] for k in runtime._PASS_ENV if k in os.environ}
+        if home is not None:
+            env.pop("TMPDIR", None)
+            env["HOME"] = home
         # `python` run by a shell inside the container (`sh -c "python train.py"`) finds kubesim's own
         # interpreter first, as a bare `python` command does (runtime.resolve_executable).
         env["PATH"] = os.pathsep.join(p for p in (str(Path(sys.executable).parent), env.get("PATH")) if p)
@@ -192,6 +262,13 @@ class PodEnvironment:
                     if value is not None:
                         return str(int(parse_quantity(value).__ceil__()))
         return ""
+
+
+def _read_only(volume: Obj, mount: Obj) -> bool:
+    """Whether the container gets the volume read-only: asked for, or a kind the kubelet always mounts so."""
+    if mount.get("readOnly") or (volume.get("persistentVolumeClaim") or {}).get("readOnly"):
+        return True
+    return any(kind in volume for kind in ("configMap", "secret", "downwardAPI", "projected"))
 
 
 def localize_hosts(value: str, service_names: set[str]) -> str:

@@ -48,6 +48,7 @@ RESOURCES: list[Resource] = [
     Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",), ("status",)),
     Resource("batch", "v1", "jobs", "Job", True, (), ("status",)),
     Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, ("netpol",)),
+    Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, ("sc",)),
     Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics", True, stored=False, verbs=["get", "list"]),
     Resource("metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", False, stored=False, verbs=["get", "list"]),
 ]

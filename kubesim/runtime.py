@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from kubesim.cgroups import Cgroup, CgroupManager
 from kubesim.procfs import group_usage, process_identity
+from kubesim.sandbox import PRELUDE
 
 Obj = dict[str, Any]
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
@@ -146,13 +147,19 @@ def start_container(
     memory_limit: int | None,
     cpu_limit: float | None,
     pid_file: Path | None = None,
+    sandboxed: bool = False,
 ) -> ContainerProcess:
     """Start ``argv`` in a new session with output captured to ``log_path`` in CRI log format; ``pid_file``
-    records the process so that a later kubesim can kill it if this one dies without stopping it."""
+    records the process so that a later kubesim can kill it if this one dies without stopping it.
+
+    A ``sandboxed`` argv is a bwrap command line: its own processes ignore SIGTERM (the ignore is
+    inherited through exec; the sandbox restores the default for the command) so that a SIGTERM sent to
+    the process group reaches only the command, and bwrap lives on while the command's handler runs."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     group = cgroups.create(cgroup_name, memory_limit, cpu_limit)
-    if group.procs_files:
-        join = 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; shift; exec "$@"'
+    prelude = PRELUDE if sandboxed else ""
+    if group.procs_files or sandboxed:
+        join = prelude + 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; shift; exec "$@"'
         full = ["/bin/sh", "-c", join, "sh", *group.procs_files, "--", *argv]
     else:
         full = argv

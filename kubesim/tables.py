@@ -3,7 +3,8 @@
 kubectl asks for ``Accept: application/json;as=Table;v=v1;g=meta.k8s.io``; the apiserver answers with rows
 of server-rendered cells. kubesim renders pods (NAME READY STATUS RESTARTS AGE, plus IP and NODE for
 ``-o wide``), nodes (NAME STATUS ROLES AGE VERSION), persistentvolumeclaims (NAME STATUS VOLUME CAPACITY
-ACCESS MODES STORAGECLASS AGE) and NAME/AGE for every other kind.
+ACCESS MODES STORAGECLASS AGE), storageclasses (NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE
+ALLOWVOLUMEEXPANSION AGE, the default's name followed by ``(default)``) and NAME/AGE for every other kind.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from kubesim.storageclasses import is_default
 from kubesim.store import Obj
 
 _COLUMN = tuple[str, str, str, int]  # name, type, description, priority (1: only with -o wide)
@@ -166,6 +168,18 @@ def _claim_row(claim: Obj) -> list[Any]:
     ]
 
 
+def _class_row(storage_class: Obj) -> list[Any]:
+    name = storage_class["metadata"]["name"]
+    return [
+        f"{name} (default)" if is_default(storage_class) else name,
+        storage_class.get("provisioner", ""),
+        storage_class.get("reclaimPolicy", "Delete"),
+        storage_class.get("volumeBindingMode", "Immediate"),
+        bool(storage_class.get("allowVolumeExpansion")),
+        human_age(storage_class["metadata"].get("creationTimestamp")),
+    ]
+
+
 def _generic_row(obj: Obj) -> list[Any]:
     return [obj["metadata"]["name"], human_age(obj["metadata"].get("creationTimestamp"))]
 
@@ -209,6 +223,17 @@ _LAYOUTS: dict[str, tuple[list[_COLUMN], Callable[[Obj], list[Any]]]] = {
             ("VolumeMode", "string", "Whether the volume is a filesystem or a raw block device.", 1),
         ],
         _claim_row,
+    ),
+    "storageclasses": (
+        [
+            _NAME,
+            ("Provisioner", "string", "Indicates the type of the provisioner.", 0),
+            ("ReclaimPolicy", "string", "Indicates the type of the reclaim policy.", 0),
+            ("VolumeBindingMode", "string", "Indicates the mode of the volume binding.", 0),
+            ("AllowVolumeExpansion", "string", "Indicates whether the storage class allow volume expand.", 0),
+            _AGE,
+        ],
+        _class_row,
     ),
 }
 

@@ -15,6 +15,7 @@ _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_NAMED = {"namespaces", "services"}
 GPU = "nvidia.com/gpu"
+_GROUPS = {"jobs": "batch", "storageclasses": "storage.k8s.io"}
 
 
 def name_causes(plural: str, name: str) -> list[Cause]:
@@ -57,6 +58,10 @@ def validate(plural: str, kind: str, obj: Obj) -> None:
         from kubesim.volumes import claim_causes
 
         causes += claim_causes(obj)
+    elif plural == "storageclasses":
+        from kubesim.storageclasses import class_causes
+
+        causes += class_causes(obj)
     for key in ("labels", "annotations"):
         for label_key, value in (obj["metadata"].get(key) or {}).items():
             if not isinstance(value, str):
@@ -64,7 +69,7 @@ def validate(plural: str, kind: str, obj: Obj) -> None:
                     (f"metadata.{key}", "FieldValueInvalid", f"{label_key}: value must be a string")
                 )
     if causes:
-        raise invalid(kind, name, causes, "batch" if plural == "jobs" else "")
+        raise invalid(kind, name, causes, _GROUPS.get(plural, ""))
 
 
 def pod_spec_causes(spec: Obj, path: str) -> list[Cause]:

@@ -254,6 +254,11 @@ def _volumes(spec: JobPodsSpec) -> tuple[list[client.V1Volume], list[client.V1Vo
         mounts.append(
             client.V1VolumeMount(name=volume_name, mount_path=volume.mount_path, read_only=volume.read_only)
         )
+    if not any(m.mount_path.rstrip("/") == spec.result_dir.rstrip("/") for m in mounts):
+        # RESULT_DIR must be writable by the job's non-root user even when no volume is mounted there (an
+        # image's root filesystem is not); the launcher uploads what the learner leaves in it.
+        volumes.append(client.V1Volume(name="results", empty_dir=client.V1EmptyDirVolumeSource()))
+        mounts.append(client.V1VolumeMount(name="results", mount_path=spec.result_dir))
     _check_unique([v.name for v in volumes], "volume name")
     _check_unique([m.mount_path.rstrip("/") for m in mounts], "mount path")
     return volumes, mounts

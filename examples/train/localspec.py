@@ -1,8 +1,9 @@
-"""Load the example spec for a local cluster (kubesim), where the script lives in this checkout.
+"""Load the example spec for a local cluster (kubesim), which ignores images.
 
-In an image the repository sits at ``/opt/trainyard``; kubesim runs a pod's command as a local process
-in the pod's own folder with the venv's python, so a relative path would not resolve there. This swaps
-the image prefix for the checkout's absolute path, which works from any working directory.
+In an image the repository sits at ``/opt/trainyard``. kubesim runs each pod's command in a sandbox with
+kubesim's python and the pod's volumes only, not this checkout, so the script cannot be read from disk
+there: this ships it in the command instead (``python -u -c <train.py's text> ARGS...``; the file is
+self-contained and well under the spec's command size limit).
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ def example_spec(
     cpu: str | int | None = None,
     tuning: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The example spec as a dict, script path pointed at this checkout, with optional overrides.
+    """The example spec as a dict, its script inlined in the command, with optional overrides.
 
     `args` are appended to the command (argparse: a later flag wins), `env` merged into the spec's.
     """
     spec: dict[str, Any] = yaml.safe_load(SPEC.read_text())
-    spec["command"] = [str(a).replace(IMAGE_ROOT, str(ROOT)) for a in spec["command"]] + list(args or [])
+    spec["command"] = [*_inline_scripts(spec["command"]), *(args or [])]
     if name is not None:
         spec["name"] = name
     if env:
@@ -40,3 +41,14 @@ def example_spec(
     if tuning is not None:
         spec["tuning"] = tuning
     return spec
+
+
+def _inline_scripts(command: list[Any]) -> list[str]:
+    """Replace each script path in the image (``/opt/trainyard/...py``) by ``-c`` and its text."""
+    inlined: list[str] = []
+    for arg in map(str, command):
+        if arg.startswith(f"{IMAGE_ROOT}/") and arg.endswith(".py"):
+            inlined += ["-c", (ROOT / arg.removeprefix(f"{IMAGE_ROOT}/")).read_text()]
+        else:
+            inlined.append(arg)
+    return inlined

@@ -27,7 +27,7 @@ from kubernetes import client
 from clusterio.telemetry import pod_usage
 from kubesim.testing import running_kubesim
 
-SCRIPT = Path(__file__).resolve().parent / "train.py"
+SCRIPT = Path(__file__).resolve().parent / "train.py"  # sent as `python -c`: pods do not see the checkout
 TRAIN_ARGS = ["--steps=1000000", "--log-every=10", "--checkpoint-every=200", "--input-cost=8"]
 
 
@@ -43,7 +43,7 @@ def pod_manifest(name: str, checkpoint_dir: str) -> dict[str, Any]:
                 {
                     "name": "learner",
                     "image": "pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime",
-                    "command": [sys.executable, "-u", str(SCRIPT), *TRAIN_ARGS],
+                    "command": [sys.executable, "-u", "-c", SCRIPT.read_text(), *TRAIN_ARGS],
                     "env": [
                         {"name": "OMP_NUM_THREADS", "value": "1"},
                         {"name": "MKL_NUM_THREADS", "value": "1"},

@@ -286,6 +286,8 @@ CHECKPOINT_HOST_ROOT = env("CHECKPOINT_HOST_ROOT", default="")
 # Otherwise each job gets a PersistentVolumeClaim of this size for CHECKPOINT_DIR, shared by its attempts
 # and deleted with the job (empty: no claim, checkpoints live and die with the pod).
 CHECKPOINT_CLAIM_SIZE = env("CHECKPOINT_CLAIM_SIZE", default="10Gi")
+# The claims' class: one that offers ReadWriteMany, which multi-learner jobs ask for. Empty: the cluster's
+# default class (often ReadWriteOnce only: then multi-learner jobs' claims stay Pending).
 CHECKPOINT_STORAGE_CLASS = env("CHECKPOINT_STORAGE_CLASS", default="")
 # Where learner pods may connect beyond their namespace and DNS (CIDRs, comma-separated): the address of
 # ARTIFACTS_BASE_URL and of any S3 endpoint jobs read from. Empty: nothing else (default-deny egress).
@@ -295,6 +297,10 @@ TENANT_EGRESS_CIDRS = env.list("TENANT_EGRESS_CIDRS", default=[])
 # again, and how long its pods may stay pending before the job goes back to the queue.
 LAUNCH_GRACE_SECONDS = env.int("LAUNCH_GRACE_SECONDS", default=30)
 PENDING_TIMEOUT_SECONDS = env.int("PENDING_TIMEOUT_SECONDS", default=600)
+# The label value that marks this installation's pods, Services, Secrets and claims (trainyard.io/installation);
+# the watcher, reconcile and teardown touch nothing else. Empty: derived from the database, so staging and
+# production on one cluster keep apart (give them distinct TENANT_NAMESPACE_PREFIXes as well).
+INSTALLATION_ID = env("INSTALLATION_ID", default="")
 # How long a learner may stay on a NotReady/unreachable node before the cluster deletes it and the job
 # resumes elsewhere (the learners' NoExecute tolerationSeconds; clusters default to 300 s).
 NODE_LOST_GRACE_SECONDS = env.int("NODE_LOST_GRACE_SECONDS", default=60)

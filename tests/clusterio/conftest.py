@@ -8,13 +8,14 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from clusterio.builders import JobPodsSpec, TenantLimits
+from clusterio.builders import JobPodsSpec, TenantLimits, VolumeSpec
 from clusterio.client import Cluster
 from clusterio.errors import ClusterError
 from kubesim.testing import KubeSim
@@ -93,9 +94,40 @@ def python(code: str) -> list[str]:
     return [sys.executable, "-u", "-c", code]
 
 
-def wait_file_code(path: Path) -> str:
+def wait_file_code(path: str | Path) -> str:
     """Python code that blocks until `path` exists, so a test decides when a pod ends."""
     return f"import os, time\nwhile not os.path.exists({str(path)!r}): time.sleep(0.02)\n"
+
+
+def node_folder(sim: KubeSim, host_path: str) -> Path:
+    """The folder kubesim keeps behind hostPath `host_path`, made writable for the learners' non-root
+    user, as a node's admin would prepare it (pods are sandboxed: they see only their volumes)."""
+    folder = sim.state_dir / "hostpath" / host_path.lstrip("/")
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o777)
+    return folder
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Files a test creates to let its learners go on: a hostPath folder mounted at `/gate`."""
+
+    folder: Path
+    volume: VolumeSpec
+
+    def wait_code(self, name: str) -> str:
+        """Python code that blocks until the test calls `open(name)`."""
+        return wait_file_code(f"{self.volume.mount_path}/{name}")
+
+    def open(self, name: str) -> None:
+        (self.folder / name).touch()
+
+
+@pytest.fixture
+def gate(sim: KubeSim, job_id: str) -> Gate:
+    path = f"/gates/{job_id}"
+    volume = VolumeSpec(name="gate", kind="host", mount_path="/gate", host_path=path, read_only=True)
+    return Gate(node_folder(sim, path), volume)
 
 
 def job_spec(

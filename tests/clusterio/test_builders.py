@@ -191,6 +191,7 @@ def test_cpu_only_learner_pod_matches_expected_manifest() -> None:
                         {"name": "scratch", "mountPath": "/scratch"},
                         {"name": "dshm", "mountPath": "/dev/shm"},
                         {"name": "checkpoint", "mountPath": "/checkpoints"},
+                        {"name": "results", "mountPath": "/results"},
                     ],
                 }
             ],
@@ -198,6 +199,7 @@ def test_cpu_only_learner_pod_matches_expected_manifest() -> None:
                 {"name": "scratch", "emptyDir": {}},
                 {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2048Mi"}},
                 {"name": "checkpoint", "emptyDir": {}},
+                {"name": "results", "emptyDir": {}},
             ],
         },
     }
@@ -446,12 +448,20 @@ def test_spec_volumes_are_mounted_by_kind() -> None:
         {"name": "vol-data", "persistentVolumeClaim": {"claimName": "acme-data", "readOnly": True}},
         {"name": "vol-cache", "hostPath": {"path": "/mnt/cache", "type": "Directory"}},
         {"name": "vol-raw", "emptyDir": {}},
+        {"name": "results", "emptyDir": {}},
     ]
     assert pod["spec"]["containers"][0]["volumeMounts"][3:] == [
         {"name": "vol-data", "mountPath": "/data", "readOnly": True},
         {"name": "vol-cache", "mountPath": "/cache", "readOnly": False},
         {"name": "vol-raw", "mountPath": "/raw", "readOnly": True},
+        {"name": "results", "mountPath": "/results"},
     ]
+
+
+def test_a_results_volume_replaces_the_platforms_own_results_folder() -> None:
+    volumes = [VolumeSpec(name="out", kind="pvc", mount_path="/results/", claim_name="acme-out")]
+    pod = to_dict(make_learner_pod(_spec(volumes=volumes), 0))
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["scratch", "dshm", "checkpoint", "vol-out"]
 
 
 def test_two_volumes_on_one_mount_path_are_refused() -> None:

@@ -16,6 +16,7 @@ from kubesim.testing import KubeSim
 from tests.clusterio.conftest import (
     RETRIES,
     TENANT,
+    Gate,
     job_spec,
     pod_phase,
     python,
@@ -197,7 +198,7 @@ def test_unreachable_server_is_unavailable(tmp_path: Path) -> None:
 
 
 def test_node_free_capacity_drops_while_a_pod_runs_and_returns_when_it_ends(
-    cluster: Cluster, ns: str, job_id: str, tmp_path: Path
+    cluster: Cluster, ns: str, job_id: str, gate: Gate
 ) -> None:
     def gpu_node_free() -> tuple[int, int, int]:
         node = next(n for n in cluster.nodes() if n.gpu_type == "Simulated-GPU")
@@ -205,15 +206,15 @@ def test_node_free_capacity_drops_while_a_pod_runs_and_returns_when_it_ends(
         return node.free.gpus, node.free.cpu_millis, node.free.memory_mib
 
     idle = gpu_node_free()
-    done = tmp_path / "done"
-    spec = job_spec(ns, job_id, python(wait_file_code(done)), gpus=1, cpu_millis=1500, memory_mib=512)
+    code = gate.wait_code("done")
+    spec = job_spec(ns, job_id, python(code), gpus=1, cpu_millis=1500, memory_mib=512, volumes=[gate.volume])
     [pod] = cluster.launch(spec=spec)
     wait_for(lambda: pod_phase(cluster, ns, pod) == "Running")
     assert gpu_node_free() == (idle[0] - 1, idle[1] - 1500, idle[2] - 512)
     pods, resource_version = cluster.managed_pods()
     assert pod in [p["metadata"]["name"] for p in pods] and int(resource_version) > 0
 
-    done.touch()
+    gate.open("done")
     wait_for(lambda: pod_phase(cluster, ns, pod) == "Succeeded")
     assert gpu_node_free() == idle
 
@@ -251,3 +252,24 @@ def test_force_delete_removes_a_pod_at_once(cluster: Cluster, ns: str, job_id: s
     )
     assert cluster.delete_pod(namespace=ns, pod=pod, grace_seconds=0) is True
     assert cluster.get_pod(namespace=ns, pod=pod) is None
+
+
+def test_two_installations_on_one_cluster_see_and_tear_down_only_their_own_objects(
+    sim: KubeSim, ns: str, job_id: str
+) -> None:
+    production = Cluster(kubeconfig=str(sim.kubeconfig_path), installation="production")
+    staging = Cluster(kubeconfig=str(sim.kubeconfig_path), installation="staging")
+    try:
+        [pod] = production.launch(spec=job_spec(ns, job_id, python("import time; time.sleep(60)")))
+        labels = production.get_pod(namespace=ns, pod=pod)["metadata"]["labels"]
+        assert labels[names.LABEL_INSTALLATION] == "production"
+        assert [p["metadata"]["name"] for p in production.job_pods(namespace=ns, job_id=job_id)] == [pod]
+        assert staging.job_pods(namespace=ns, job_id=job_id) == []
+        assert pod not in {p["metadata"]["name"] for p in staging.managed_pods()[0]}
+        assert staging.teardown(namespace=ns, job_id=job_id) == 0
+        with pytest.raises(Conflict):  # the names are taken by the other installation's objects
+            staging.launch(spec=job_spec(ns, job_id, python("pass")))
+        assert production.teardown(namespace=ns, job_id=job_id, grace_seconds=0) >= 2  # pod and Service
+    finally:
+        production.close()
+        staging.close()

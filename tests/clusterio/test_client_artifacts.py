@@ -26,8 +26,17 @@ from clusterio.builders import (
 )
 from clusterio.client import Cluster
 from clusterio.errors import Conflict
+from kubesim.testing import KubeSim
 from tests.clusterio.artifact_server import TOKEN, ArtifactServer, running_artifact_server
-from tests.clusterio.conftest import TENANT, job_spec, pod_phase, python, wait_file_code, wait_for
+from tests.clusterio.conftest import (
+    TENANT,
+    job_spec,
+    node_folder,
+    pod_phase,
+    python,
+    wait_file_code,
+    wait_for,
+)
 
 
 @pytest.fixture
@@ -106,10 +115,10 @@ def test_a_checkpoint_claim_of_another_job_is_a_conflict(
 
 
 def test_a_learner_wrapped_by_the_launcher_uploads_its_results_on_kubesim(
-    cluster: Cluster, ns: str, job_id: str, tmp_path: Path, server: ArtifactServer
+    cluster: Cluster, sim: KubeSim, ns: str, job_id: str, server: ArtifactServer
 ) -> None:
-    results = tmp_path / "results"
-    results.mkdir()
+    results = f"/results/{job_id}"
+    node_folder(sim, results)
     model = b"trained weights \x00\x01" * 1000
     child = (
         "import os\n"
@@ -120,7 +129,7 @@ def test_a_learner_wrapped_by_the_launcher_uploads_its_results_on_kubesim(
         ns,
         job_id,
         python(child),
-        volumes=[VolumeSpec(name="results", kind="host", mount_path="/result", host_path=str(results))],
+        volumes=[VolumeSpec(name="results", kind="host", mount_path="/result", host_path=results)],
         artifacts=ArtifactSpec(results_url=server.results_url),
     )
     (pod,) = cluster.launch(spec=spec, artifact_token=TOKEN)

@@ -13,7 +13,7 @@ import pytest
 
 from clusterio.client import Cluster
 from clusterio.logs import LogCursor, LogFollower, LogPosition, LogRecord, Stream, parse_timestamp
-from tests.clusterio.conftest import job_spec, pod_phase, python, wait_file_code, wait_for
+from tests.clusterio.conftest import Gate, job_spec, pod_phase, python, wait_file_code, wait_for
 
 N = 2000
 
@@ -84,17 +84,16 @@ def _cursor_at(collector: Collector, end: int) -> LogCursor:
 
 
 def test_a_follower_stopped_halfway_and_restarted_from_its_cursor_misses_and_repeats_nothing(
-    cluster: Cluster, ns: str, job_id: str, tmp_path: Path
+    cluster: Cluster, ns: str, job_id: str, gate: Gate
 ) -> None:
-    half = tmp_path / "half"
-    code = counting(1, N // 2) + wait_file_code(half) + counting(N // 2 + 1, N)
-    [pod] = cluster.launch(spec=job_spec(ns, job_id, python(code)))
+    code = counting(1, N // 2) + gate.wait_code("half") + counting(N // 2 + 1, N)
+    [pod] = cluster.launch(spec=job_spec(ns, job_id, python(code), volumes=[gate.volume]))
     stop = threading.Event()
     first = follow(cluster, ns, pod, batch_lines=100, stop=stop, collector=Collector(stop, stop_after=N // 4))
     assert numbers(first) == list(range(1, len(first.records) + 1))
     assert N // 4 <= len(first.records) < N
 
-    half.touch()
+    gate.open("half")
     second = follow(cluster, ns, pod, cursor=first.cursors[-1], batch_lines=100)
     assert numbers(first) + numbers(second) == list(range(1, N + 1))
 

@@ -13,7 +13,7 @@ from clusterio import names
 from clusterio.client import Cluster
 from clusterio.reflector import PodReflector
 from kubesim.testing import KubeSim
-from tests.clusterio.conftest import job_spec, pod_phase, python, wait_file_code, wait_for
+from tests.clusterio.conftest import Gate, job_spec, pod_phase, python, wait_file_code, wait_for
 
 WATCH_PATH = r"^/api/v1/pods$"
 
@@ -109,16 +109,15 @@ def test_a_pods_life_arrives_as_added_modified_deleted(
 
 @pytest.mark.kubesim_only
 def test_relists_after_410_gone_without_losing_the_final_state(
-    cluster: Cluster, sim: KubeSim, ns: str, job_id: str, tmp_path: Path, recorder: Recorder, start: Any
+    cluster: Cluster, sim: KubeSim, ns: str, job_id: str, gate: Gate, recorder: Recorder, start: Any
 ) -> None:
-    done = tmp_path / "done"
-    [pod] = cluster.launch(spec=job_spec(ns, job_id, python(wait_file_code(done))))
+    [pod] = cluster.launch(spec=job_spec(ns, job_id, python(gate.wait_code("done")), volumes=[gate.volume]))
     reflector = start(job_id, watch_timeout_seconds=1, backoff_max=0.1)
     wait_for(lambda: recorder.phase(pod) == "Running")
 
     sim.inject_fault("GET", WATCH_PATH, code=500)
     wait_for(lambda: reflector.errors > 0, timeout=10)
-    done.touch()
+    gate.open("done")
     wait_for(lambda: pod_phase(cluster, ns, pod) == "Succeeded")
     assert recorder.phase(pod) == "Running", "the watch is down, so the change must not have arrived"
     sim.compact(keep=0)

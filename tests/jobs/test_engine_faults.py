@@ -13,11 +13,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from clusterio import names
 from clusterio.builders import make_job_checkpoint_pvc, make_learner_pod
 from clusterio.capacity import NodeInfo, Resources
+from clusterio.client import Cluster
 from jobs import cluster, lifecycle, scheduling, services, tasks
 from jobs.models import Job, JobEvent, LogLine, MetricSample
 from jobs.scheduling import CycleResult
@@ -81,10 +83,12 @@ def test_launch_retried_after_a_worker_died_mid_launch_adopts_and_duplicates_no_
     client.ensure_tenant(
         namespace=namespace, tenant_slug=job.tenant.slug, limits=cluster.tenant_limits(job.tenant)
     )
-    client.core.create_namespaced_persistent_volume_claim(
-        namespace, make_job_checkpoint_pvc(cluster.pods_spec(job))
-    )
-    first = client.core.create_namespaced_pod(namespace, make_learner_pod(cluster.pods_spec(job), 0))
+    claim = make_job_checkpoint_pvc(cluster.pods_spec(job))
+    claim.metadata.labels[names.LABEL_INSTALLATION] = cluster.installation_id()
+    client.core.create_namespaced_persistent_volume_claim(namespace, claim)
+    pod = make_learner_pod(cluster.pods_spec(job), 0)
+    pod.metadata.labels[names.LABEL_INSTALLATION] = cluster.installation_id()
+    first = client.core.create_namespaced_pod(namespace, pod)
     # The watch loop sees one pod of two: the launch is unfinished, not a lost pod.
     wait_until(
         lambda: job.learner_set.filter(index=0, phase__in=("Running", "Succeeded")).exists(),
@@ -132,7 +136,9 @@ def test_cancel_before_any_pod_ends_at_once_and_a_launch_that_raced_it_is_torn_d
     assert job.status == "cancelled" and job.events.filter(to_status="cancelled").count() == 1
 
 
-def test_reconcile_deletes_managed_pods_that_have_no_job_or_whose_job_is_gone(engine: KubeSim) -> None:
+def test_reconcile_deletes_its_managed_pods_without_a_job_and_leaves_other_installations_alone(
+    engine: KubeSim,
+) -> None:
     job, _ = submit(spec("anchor", "print(1)"))
     wait_status(job, "succeeded", timeout=30)
     base = dataclasses.replace(
@@ -143,7 +149,12 @@ def test_reconcile_deletes_managed_pods_that_have_no_job_or_whose_job_is_gone(en
     unlabelled.metadata.name = "no-job-label"
     del unlabelled.metadata.labels[names.LABEL_JOB]
     ghost = make_learner_pod(dataclasses.replace(base, job_id="gonejob123", attempt=1), 0)
+    foreign = make_learner_pod(dataclasses.replace(base, job_id="theirs1234", attempt=1), 0)
+    foreign.metadata.name = theirs_name = "theirs-pod"
+    foreign.metadata.labels[names.LABEL_INSTALLATION] = "staging"  # another installation's pod
     for body in (unlabelled, ghost):
+        body.metadata.labels[names.LABEL_INSTALLATION] = cluster.installation_id()
+    for body in (unlabelled, ghost, foreign):
         client.core.create_namespaced_pod(base.namespace, body)
     assert tasks.reconcile()["orphans"] >= 2
 
@@ -153,6 +164,14 @@ def test_reconcile_deletes_managed_pods_that_have_no_job_or_whose_job_is_gone(en
         return not mine & {"no-job-label", ghost.metadata.name}
 
     wait_until(gone, timeout=15, what="both orphans to be deleted")
+    theirs = client.core.read_namespaced_pod(theirs_name, base.namespace)
+    assert theirs.metadata.deletion_timestamp is None, "another installation's pod is left alone"
+    other = Cluster(kubeconfig=settings.KUBECONFIG, installation="staging")
+    assert [p["metadata"]["name"] for p in other.managed_pods()[0]] == [theirs_name]
+    assert theirs_name not in {p["metadata"]["name"] for p in client.managed_pods()[0]}
+    assert client.teardown(namespace=base.namespace, job_id="theirs1234") == 0
+    assert other.teardown(namespace=base.namespace, job_id="theirs1234", grace_seconds=0) == 1
+    other.close()
 
 
 # -- pods that cannot be scheduled --------------------------------------------------------------------------
@@ -228,6 +247,7 @@ def test_deleted_pod_requeues_and_runs_again_and_reconcile_removes_orphans(engin
         command=["python", "-c", "import time; time.sleep(60)"],
     )
     body = make_learner_pod(stray, 0)
+    body.metadata.labels[names.LABEL_INSTALLATION] = cluster.installation_id()
     client.core.create_namespaced_pod(stray.namespace, body)
     assert tasks.reconcile()["orphans"] >= 1
     wait_until(

@@ -10,7 +10,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from kubesim.testing import KubeSim
-from tests.kubesim.conftest import error_body, make_pod, name_of, wait_for, wait_phase
+from tests.kubesim.conftest import error_body, make_pod, name_of, table_rows, wait_for, wait_phase
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
 _DEDICATED = client.V1Toleration(key="kubesim.test/dedicated", operator="Exists", effect="NoSchedule")
@@ -197,8 +197,56 @@ def test_injected_image_pull_failure_keeps_container_waiting(
         assert image in seen["ErrImagePull"].message and image in seen["ImagePullBackOff"].message
         with pytest.raises(ApiException) as err:
             core.read_namespaced_pod_log("unpullable", ns)
-        assert err.value.status == 400 and "waiting to start" in error_body(err.value)["message"]
+        assert err.value.status == 400 and error_body(err.value)["message"] in (
+            'container "main" in pod "unpullable" is waiting to start: image can\'t be pulled',
+            'container "main" in pod "unpullable" is waiting to start: trying and failing to pull image',
+        )
     finally:
         sim.clear_image_pull_failures(rule)
     assert wait_phase(core, ns, "unpullable", ("Succeeded",)).status.phase == "Succeeded"
     assert core.read_namespaced_pod_log("unpullable", ns) == "ran\n"
+
+
+def test_image_pull_failure_cycles_through_back_off_until_the_pull_works(
+    api_client: client.ApiClient, sim: KubeSim, core: client.CoreV1Api, ns: str
+) -> None:
+    image = f"registry.example/{ns}/flaky:2"
+    rule = sim.fail_image_pulls(rf"^registry\.example/{ns}/flaky:")
+    try:
+        core.create_namespaced_pod(ns, make_pod("flaky", ["sh", "-c", "echo started"], image=image))
+        shown: set[str] = set()
+
+        def both_shown() -> bool:
+            _, rows = table_rows(api_client, f"{sim.url}/api/v1/namespaces/{ns}/pods")
+            shown.add(rows["flaky"][2])
+            return {"ErrImagePull", "ImagePullBackOff"} <= shown
+
+        wait_for(both_shown)  # kubectl get pods' STATUS column
+        assert shown <= {"ErrImagePull", "ImagePullBackOff", "Pending", "ContainerCreating"}, shown
+
+        def events() -> dict[tuple[str, str], int]:
+            items = core.list_namespaced_event(ns, field_selector="involvedObject.name=flaky").items
+            return {(str(e.reason), str(e.message)): int(e.count or 1) for e in items}
+
+        wait_for(lambda: events().get(("Pulling", f'Pulling image "{image}"'), 0) >= 3)  # it keeps retrying
+        seen = events()
+        for reason, message in (
+            ("Failed", f'Failed to pull image "{image}": kubesim: injected image pull failure'),
+            ("Failed", "Error: ErrImagePull"),
+            ("BackOff", f'Back-off pulling image "{image}"'),
+            ("Failed", "Error: ImagePullBackOff"),
+        ):
+            assert (reason, message) in seen, seen
+        uid = core.read_namespaced_pod("flaky", ns).metadata.uid
+        with sim.cluster.loop_lock:  # each failed pull doubles the wait before the next one
+            runtime = next(k.pods[uid] for k in sim.cluster.kubelets.values() if uid in k.pods)
+            failures = runtime.pull_failures["main"]
+            waited = runtime.backoff_until["main"] - runtime.pull_failed_at["main"]
+        assert failures >= 3 and waited == pytest.approx(sim.cluster.restart_backoff * 2 ** (failures - 1))
+        pod = core.read_namespaced_pod("flaky", ns)
+        assert pod.status.phase == "Pending" and pod.status.container_statuses[0].restart_count == 0
+    finally:
+        sim.clear_image_pull_failures(rule)
+    assert wait_phase(core, ns, "flaky", ("Succeeded",), timeout=30).status.phase == "Succeeded"
+    assert core.read_namespaced_pod_log("flaky", ns) == "started\n"
+    assert any(e.reason == "Pulled" for e in core.list_namespaced_event(ns).items)

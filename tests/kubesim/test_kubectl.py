@@ -104,7 +104,7 @@ def test_kubectl_get_pvc_and_init_pod_status(sim: KubeSim, core: client.CoreV1Ap
     header, rows = _header_and_rows(_kubectl(sim, "get", "pvc", "-n", ns))
     assert header == ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES", "STORAGECLASS", "AGE"]
     volume = core.read_namespaced_persistent_volume_claim("ckpt", ns).spec.volume_name
-    assert rows["ckpt"][1:6] == ["Bound", volume, "2Gi", "RWO", "<unset>"]
+    assert rows["ckpt"][1:6] == ["Bound", volume, "2Gi", "RWO", "standard"]
     _, rows = _header_and_rows(_kubectl(sim, "get", "pods", "-n", ns))
     assert rows["init-pod"][1:4] == ["0/1", "Init:Error", "0"]
     assert _kubectl(sim, "logs", "-n", ns, "init-pod", "-c", "fetch") == ""
@@ -145,3 +145,23 @@ def test_kubectl_shows_a_pod_deleted_on_an_unreachable_node_as_terminating(
     _kubectl(sim, "delete", "pod", "-n", ns, "stranded", "--force", "--grace-period=0")
     assert "stranded" not in _kubectl(sim, "get", "pods", "-n", ns, "-o", "name")
     sim.set_node_ready(node, True)
+
+
+def test_kubectl_get_storageclasses_marks_the_default(sim: KubeSim) -> None:
+    text = _kubectl(sim, "get", "sc")
+    lines = [line.split() for line in text.strip().splitlines()]
+    assert lines[0] == [
+        "NAME",
+        "PROVISIONER",
+        "RECLAIMPOLICY",
+        "VOLUMEBINDINGMODE",
+        "ALLOWVOLUMEEXPANSION",
+        "AGE",
+    ]
+    rows = {cells[0]: cells for cells in lines[1:]}
+    assert rows["standard"][1:6] == ["(default)", "kubesim.io/local-path", "Delete", "Immediate", "false"]
+    assert rows["kubesim-shared"][1:5] == ["kubesim.io/shared", "Delete", "Immediate", "false"]
+    assert (
+        _kubectl(sim, "get", "storageclass", "standard", "-o", "jsonpath={.provisioner}")
+        == "kubesim.io/local-path"
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -10,10 +9,9 @@ import pytest
 from kubernetes import client
 
 from kubesim.cgroups import CgroupManager
+from kubesim.procfs import group_usage
 from kubesim.testing import KubeSim, running_kubesim
 from tests.kubesim.conftest import make_pod, wait_phase
-
-_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _fake_v2_root(tmp_path: Path, controllers: str = "cpuset cpu io memory pids") -> Path:
@@ -67,9 +65,8 @@ def test_v2_without_cpu_controller_keeps_memory_only(tmp_path: Path) -> None:
 
 
 def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+    """CPU time of the container's process group: the containerID's process may be the sandbox around it."""
+    return group_usage(pid).cpu_seconds
 
 
 def _busy_loop_cores(sim: KubeSim, core: client.CoreV1Api, ns: str, seconds: float = 2.0) -> float:

@@ -22,7 +22,7 @@ def _claim(
         metadata=client.V1ObjectMeta(name=name, owner_references=owner_references),
         spec=client.V1PersistentVolumeClaimSpec(
             access_modes=["ReadWriteOnce"],
-            storage_class_name="local",
+            storage_class_name="standard",
             resources=client.V1VolumeResourceRequirements(requests={"storage": size}),
         ),
     )
@@ -72,7 +72,7 @@ def test_claim_binds_to_a_local_folder_with_the_requested_capacity(
     assert _folder(sim, claim).is_dir()
     columns, rows = table_rows(api_client, f"{sim.url}/api/v1/namespaces/{ns}/persistentvolumeclaims")
     assert columns == ["Name", "Status", "Volume", "Capacity", "Access Modes", "StorageClass", "Age"]
-    assert rows["data"][1:6] == ["Bound", claim.spec.volume_name, "5Gi", "RWO", "local"]
+    assert rows["data"][1:6] == ["Bound", claim.spec.volume_name, "5Gi", "RWO", "standard"]
 
 
 def test_claim_without_access_modes_or_storage_request_is_invalid(core: client.CoreV1Api, ns: str) -> None:
