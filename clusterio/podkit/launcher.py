@@ -31,8 +31,12 @@ TOKEN_ENV = "TRAINYARD_ARTIFACT_TOKEN"  # noqa: S105 - an env name
 TOKEN_HEADER = "X-Trainyard-Artifact-Token"  # noqa: S105 - a header name
 SHA_HEADER = "X-Trainyard-Sha256"
 FORWARDED = (signal.SIGTERM, signal.SIGINT)
-TRIES = 3
 BACKOFF = 0.5
+BACKOFF_MAX = 15.0
+# How long an upload keeps retrying a platform that is down or answering 5xx (a web or database restart,
+# a rollout): minutes, not seconds, or a short outage loses a job's results.
+RETRY_SECONDS_ENV = "TRAINYARD_UPLOAD_RETRY_SECONDS"
+RETRY_SECONDS = 300.0
 TIMEOUT = 60.0
 CHUNK = 1 << 20
 
@@ -131,10 +135,21 @@ class Unreachable(Exception):
     """The platform could not be reached even after retries."""
 
 
+def _retry_budget() -> float:
+    try:
+        return max(float(os.environ.get(RETRY_SECONDS_ENV, RETRY_SECONDS)), 0.0)
+    except ValueError:
+        return RETRY_SECONDS
+
+
 def _send(method: str, url: str, headers: dict[str, str], body: Any, rewind: Any = None) -> None:
-    """One request with a couple of retries on connection errors and 5xx/429 answers."""
+    """One request, retried on connection errors and 5xx/408/429 answers with doubling back-off (at most
+    BACKOFF_MAX apart) for up to TRAINYARD_UPLOAD_RETRY_SECONDS (default 300 s)."""
     delay = BACKOFF
-    for attempt in range(1, TRIES + 1):
+    deadline = time.monotonic() + _retry_budget()
+    attempt = 0
+    while True:
+        attempt += 1
         if rewind is not None:
             rewind()
         request = urllib.request.Request(url, data=body, method=method, headers=headers)  # noqa: S310
@@ -148,10 +163,10 @@ def _send(method: str, url: str, headers: dict[str, str], body: Any, rewind: Any
                 raise Refused(problem) from None
         except (urllib.error.URLError, OSError) as exc:
             problem = str(getattr(exc, "reason", exc))
-        if attempt == TRIES:
+        if time.monotonic() + delay > deadline:
             raise Unreachable(f"{problem} (after {attempt} tries)")
         time.sleep(delay)
-        delay *= 2
+        delay = min(delay * 2, BACKOFF_MAX)
 
 
 def upload_results(base: str, token: str, result_dir: str) -> tuple[int, int]:

@@ -40,6 +40,7 @@ class ArtifactServer:
     base: str = ""
     code: bytes = b""
     reject_results: bool = False
+    unavailable_puts: int = 0  # answer this many PUTs with 503 first (an outage of the platform)
     requests: list[Recorded] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -88,7 +89,12 @@ def _handler(state: ArtifactServer) -> type[BaseHTTPRequestHandler]:
 
         def do_PUT(self) -> None:
             entry = self._record()
-            if state.reject_results or not self._authorized(entry):
+            with state.lock:
+                outage = state.unavailable_puts > 0
+                state.unavailable_puts -= outage
+            if outage:
+                self._answer(503)
+            elif state.reject_results or not self._authorized(entry):
                 self._answer(403)
             else:
                 self._answer(201 if entry.path.startswith("/results/files/") else 404)
