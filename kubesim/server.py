@@ -6,7 +6,6 @@ import contextlib
 import json
 import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
@@ -15,14 +14,8 @@ from kubesim import __version__, resources, tables
 from kubesim.errors import ApiError, bad_request, not_found, too_large_resource_version
 from kubesim.openapi import fields
 from kubesim.resources import Resource
-from kubesim.selectors import (
-    SelectorError,
-    fields_match,
-    labels_match,
-    parse_field_selector,
-    parse_label_selector,
-)
-from kubesim.store import Compacted, Obj
+from kubesim.store import Obj
+from kubesim.watch import serve_watch
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -39,7 +32,6 @@ VERSION_INFO = {
     "platform": "linux/amd64",
     "kubesimVersion": __version__,
 }
-_WATCH_POLL = 0.25
 _FRESH_WAIT = 3.0  # the watch cache's blockTimeout
 _FRESH_RETRY = 1  # its resourceVersionTooHighRetrySeconds
 
@@ -290,7 +282,7 @@ class Handler(BaseHTTPRequestHandler):
         if name is None:
             if method == "GET":
                 if params.flag("watch"):
-                    self._watch(res, namespace, params)
+                    serve_watch(self, res, namespace, params)
                 else:
                     self._list(res, namespace, params)
             elif method == "POST":
@@ -433,89 +425,6 @@ class Handler(BaseHTTPRequestHandler):
             200, {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": {}, "items": deleted}
         )
 
-    def _watch(self, res: Resource, namespace: str | None, params: Params) -> None:
-        store = self.cluster.store
-        try:
-            labels = parse_label_selector(params.get("labelSelector"))
-            fields = parse_field_selector(params.get("fieldSelector"), res.plural)
-        except SelectorError as exc:
-            raise bad_request(str(exc)) from None
-        timeout = params.integer("timeoutSeconds")
-        deadline = time.monotonic() + (timeout if timeout is not None else 1800)
-        bookmarks = params.flag("allowWatchBookmarks")
-        start = params.get("resourceVersion")
-
-        def matches(obj: Obj | None) -> bool:
-            if obj is None:
-                return False
-            if namespace is not None and res.namespaced and obj["metadata"].get("namespace") != namespace:
-                return False
-            return labels_match(labels, obj["metadata"].get("labels")) and fields_match(fields, obj)
-
-        initial: list[Obj] = []
-        if start in (None, "", "0"):
-            with store.lock:
-                items, cursor = store.list(res.plural, namespace if res.namespaced else None)
-                initial = [o for o in items if matches(o)]
-        else:
-            try:
-                cursor = int(start)
-            except ValueError:
-                raise bad_request(f"invalid resourceVersion {start!r}") from None
-        self.start_stream("application/json")
-        self.close_connection = True
-
-        table_version = tables.wants_table(self.headers.get("Accept"))
-
-        def send(type_: str, obj: Obj) -> None:
-            if table_version and type_ in ("ADDED", "MODIFIED", "DELETED"):
-                meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
-                obj = tables.table(res.plural, [obj], table_version, params.get("includeObject"), meta)
-            self.send_chunk(
-                json.dumps({"type": type_, "object": obj}, separators=(",", ":")).encode() + b"\n"
-            )
-
-        for obj in initial:
-            send("ADDED", obj)
-        last_sent = time.monotonic()
-        interval = self.cluster.bookmark_interval
-        while not self.cluster.stopping.is_set():
-            try:
-                events = store.events_after(cursor)
-            except Compacted:
-                send("ERROR", gone_status(cursor))
-                break
-            for event in events:
-                cursor = event.rv
-                if event.plural != res.plural:
-                    continue
-                now_match, was_match = matches(event.obj), matches(event.old)
-                if event.type == "DELETED":
-                    type_ = "DELETED" if was_match else ""
-                elif now_match:
-                    type_ = "MODIFIED" if was_match else "ADDED"
-                else:
-                    type_ = "DELETED" if was_match else ""
-                if type_:
-                    send(type_, event.obj)
-                    last_sent = time.monotonic()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            if bookmarks and time.monotonic() - last_sent >= interval:
-                send(
-                    "BOOKMARK",
-                    {
-                        "kind": res.kind,
-                        "apiVersion": res.api_version,
-                        "metadata": {"resourceVersion": str(cursor)},
-                    },
-                )
-                last_sent = time.monotonic()
-            if not events:
-                store.wait(cursor, min(remaining, _WATCH_POLL, interval))
-        self.end_stream()
-
 
 def dry_run(params: Params) -> bool:
     """Whether a write is a dry run (``dryRun=All``: checked and answered, not stored); 400 for other values."""
@@ -523,16 +432,3 @@ def dry_run(params: Params) -> bool:
     if any(v != "All" for v in values):
         raise bad_request(f"unsupported dry run directive: {values}")
     return bool(values)
-
-
-def gone_status(rv: int) -> Obj:
-    """The Status an ERROR watch event carries for a compacted resourceVersion (as the apiserver words it)."""
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": f"too old resource version: {rv}",
-        "reason": "Expired",
-        "code": 410,
-    }
