@@ -16,7 +16,7 @@ from django.utils import timezone
 from clusterio.errors import ClusterError, Forbidden, Invalid, QuotaExceeded, Unavailable
 from jobs import cluster
 from jobs.lifecycle import enqueue, job_launched, job_pods_gone, job_requeue_or_fail, transition
-from jobs.models import Job
+from jobs.models import Job, JobEvent
 from jobs.scheduling import CycleResult, run_cycle
 from jobs.states import ACTIVE, JobStatus
 from jobs.telemetry import telemetry_record_running
@@ -227,7 +227,19 @@ def _repair(stale: Job, reason: str) -> int:
             return 0
         if reason == "PendingTimeout":
             why = job.message if job.reason == "Unschedulable" else "its pods did not start in time"
-            job_requeue_or_fail(job, reason=reason, message=why, counts=False)
+            earlier = JobEvent.objects.filter(job=job, to_status=JobStatus.REQUEUED, reason=reason).count()
+            if earlier + 1 >= settings.PENDING_TIMEOUT_LIMIT:
+                # Pending for a reason admission cannot see (a taint, an unbound claim, affinity): another
+                # round would wait the same way, so the job fails with the scheduler's own words.
+                enqueue("jobs.tasks.teardown", job.pk, job.attempt)
+                transition(
+                    job,
+                    JobStatus.FAILED,
+                    reason="Unschedulable" if job.reason == "Unschedulable" else reason,
+                    message=f"{why} (pending past PENDING_TIMEOUT_SECONDS {earlier + 1} times)",
+                )
+            else:
+                job_requeue_or_fail(job, reason=reason, message=why, counts=False)
         else:
             job_requeue_or_fail(job, reason=reason, message="its pods disappeared from the cluster")
     return 1

@@ -297,6 +297,9 @@ TENANT_EGRESS_CIDRS = env.list("TENANT_EGRESS_CIDRS", default=[])
 # again, and how long its pods may stay pending before the job goes back to the queue.
 LAUNCH_GRACE_SECONDS = env.int("LAUNCH_GRACE_SECONDS", default=30)
 PENDING_TIMEOUT_SECONDS = env.int("PENDING_TIMEOUT_SECONDS", default=600)
+# A job whose pods stay pending that long this many times (a cause admission cannot see: an untolerated
+# taint, a claim that cannot bind, affinity) fails with the scheduler's message instead of looping.
+PENDING_TIMEOUT_LIMIT = env.int("PENDING_TIMEOUT_LIMIT", default=3)
 # The label value that marks this installation's pods, Services, Secrets and claims (trainyard.io/installation);
 # the watcher, reconcile and teardown touch nothing else. Empty: derived from the database, so staging and
 # production on one cluster keep apart (give them distinct TENANT_NAMESPACE_PREFIXes as well).

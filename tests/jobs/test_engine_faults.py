@@ -192,7 +192,7 @@ def test_unschedulable_pod_is_reported_then_requeued_without_using_a_retry(
         nodes = {n.name: n for n in cluster.nodes()}
         assert nodes["tainted-0"].free.gpus == 1 and nodes["tainted-0"].gpu_type == "Tainted-GPU"
         resources = {"cpu": "250m", "memory": "128Mi", "gpus": 1, "gpu_type": "Tainted-GPU"}
-        job, user = submit(spec("stuck", "print('never')", resources=resources, retries=0))
+        job, _ = submit(spec("stuck", "print('never')", resources=resources, retries=0))
         wait_until(
             lambda: JobEvent.objects.filter(job=job, kind="pod", reason="Unschedulable").first(),
             what="the Unschedulable event",
@@ -209,8 +209,19 @@ def test_unschedulable_pod_is_reported_then_requeued_without_using_a_retry(
         # retries=0: had the requeue used a retry, the job would have failed with RetriesExhausted.
         job.refresh_from_db()
         assert job.status not in TERMINAL, describe(job)
-        job_cancel(job=job, user=user)
-        wait_status(job, "cancelled")
+
+        # Admitted again, pending again for the same reason: at PENDING_TIMEOUT_LIMIT it fails with it.
+        settings.PENDING_TIMEOUT_LIMIT = 2
+        wait_until(
+            lambda: JobEvent.objects.filter(job=job, kind="pod", reason="Unschedulable").count() >= 2,
+            what="the second attempt to be unschedulable too",
+        )
+        assert tasks.reconcile()["requeued"] == 1
+        job = wait_status(job, "failed")
+        assert job.reason == "Unschedulable" and "untolerated taint {dedicated: x}" in job.message, describe(
+            job
+        )
+        assert "2 times" in job.message
     finally:
         cluster.cluster().core.delete_node("tainted-0")
 
