@@ -2,8 +2,11 @@
 
 List, then watch from the list's resourceVersion; the server ends each watch after a (jittered)
 timeout and the loop watches again from the last resourceVersion seen (events and bookmarks alike).
-A 410 Gone (the version was compacted away) forces a fresh list, whose full result goes to `on_sync`
-so the caller can reconcile anything it missed; other errors back off, capped and with jitter.
+A fresh list, whose full result goes to `on_sync` so the caller can reconcile anything it missed, comes
+after a 410 Gone (the version was compacted away), after a callback that failed (its event is not
+dropped: the state it carried comes back in the list), and every `relist_seconds` in any case (a watch
+that silently sees nothing, e.g. from a resourceVersion the server never reaches, cannot last). Errors
+back off, capped and with jitter.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import json
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,14 +30,18 @@ log = logging.getLogger(__name__)
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
 
 
+class CallbackFailed(Exception):
+    """A callback raised: list again (after a back-off) rather than lose what its event said."""
+
+
 class PodReflector:
     """List+watch of all managed pods that calls back for every change.
 
     `on_sync(pods)` gets every current pod after each (re)list; `on_event(type, pod)` each ADDED,
     MODIFIED or DELETED watch event, in order. Callback exceptions are logged and counted in
-    `callback_errors`, never fatal. Counters: `lists` (all lists), `relists` (lists after the first),
-    `watches` (watch connections opened), `errors` (failed calls); `last_resource_version` is where
-    the next watch resumes.
+    `callback_errors`, never fatal: the loop backs off and lists again. Counters: `lists` (all lists),
+    `relists` (lists after the first), `watches` (watch connections opened), `errors` (failed calls);
+    `last_resource_version` is where the next watch resumes.
     """
 
     def __init__(
@@ -45,6 +53,7 @@ class PodReflector:
         label_selector: str | None = None,
         watch_timeout_seconds: int = 60,
         backoff_max: float = 5.0,
+        relist_seconds: float = 300.0,
     ) -> None:
         if watch_timeout_seconds < 1:
             raise ValueError("watch_timeout_seconds must be at least 1")
@@ -56,6 +65,8 @@ class PodReflector:
         )
         self.watch_timeout_seconds = watch_timeout_seconds
         self.backoff_max = backoff_max
+        self.relist_seconds = relist_seconds
+        self.listed_at = 0.0
         self.last_resource_version = ""
         self.lists = 0
         self.relists = 0
@@ -69,12 +80,15 @@ class PodReflector:
         need_list = True
         while not stop.is_set():
             try:
-                if need_list:
+                if need_list or time.monotonic() - self.listed_at >= self.relist_seconds:
+                    need_list = True
                     self._list()
                     need_list = False
                 self._watch(stop)
                 failures = 0
                 continue
+            except CallbackFailed:
+                need_list = True
             except Gone as exc:
                 log.info("pod watch expired (%s); listing again", exc)
                 need_list = True
@@ -97,8 +111,9 @@ class PodReflector:
         if self.lists:
             self.relists += 1
         self.lists += 1
-        self.last_resource_version = resource_version
         self._callback(self.on_sync, pods)
+        self.last_resource_version = resource_version
+        self.listed_at = time.monotonic()
 
     def _watch(self, stop: threading.Event) -> None:
         timeout = int(self.watch_timeout_seconds * random.uniform(1.0, 1.25))
@@ -129,6 +144,7 @@ class PodReflector:
     def _callback(self, callback: Callable[..., None], *args: Any) -> None:
         try:
             callback(*args)
-        except Exception:
+        except Exception as exc:
             self.callback_errors += 1
-            log.exception("pod reflector callback %r failed", callback)
+            log.exception("pod reflector callback %r failed; listing again", callback)
+            raise CallbackFailed(str(exc)) from exc

@@ -14,6 +14,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import close_old_connections, connection
 
 from clusterio.client import Cluster
@@ -45,7 +46,12 @@ class Watcher:
         self.followers: dict[tuple[str, int, int], threading.Thread] = {}
         self.stop_event = threading.Event()
         self.lock = threading.RLock()
-        self.reflector = PodReflector(cluster, on_sync=self.on_sync, on_event=self.on_event)
+        self.reflector = PodReflector(
+            cluster,
+            on_sync=self.on_sync,
+            on_event=self.on_event,
+            relist_seconds=settings.WATCHER_RELIST_SECONDS,
+        )
 
     def run(self) -> None:
         """Watch until `stop()`; then stop every follower."""

@@ -312,6 +312,9 @@ NODE_LOST_GRACE_SECONDS = env.int("NODE_LOST_GRACE_SECONDS", default=60)
 LAUNCH_QUOTA_RETRIES = env.int("LAUNCH_QUOTA_RETRIES", default=8)
 SCHEDULE_INTERVAL_SECONDS = env.float("SCHEDULE_INTERVAL_SECONDS", default=3.0)
 RECONCILE_INTERVAL_SECONDS = env.float("RECONCILE_INTERVAL_SECONDS", default=30.0)
+# The watcher lists every managed pod afresh this often (and after any failure), re-judging every active
+# job, so nothing a dropped event or a stalled watch hid stays wrong for longer.
+WATCHER_RELIST_SECONDS = env.float("WATCHER_RELIST_SECONDS", default=300.0)
 # Telemetry and the tuner (docs/tuning.md): how often running jobs are sampled and the tuner runs, how
 # long a window of samples it judges, how steady the speed must be (coefficient of variation) to call a
 # job stable, how many changes one job may get, and how much slower "after" may be before it is reverted.

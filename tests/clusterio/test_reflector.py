@@ -160,3 +160,54 @@ def test_survives_injected_errors_and_callback_exceptions(
         stop.set()
         thread.join(timeout=5)
     assert not thread.is_alive()
+
+
+def test_a_failed_callback_is_followed_by_a_relist_that_brings_the_missed_state(
+    cluster: Cluster, ns: str, job_id: str, recorder: Recorder
+) -> None:
+    broken = threading.Event()
+    broken.set()
+
+    def on_event(kind: str, pod: dict[str, Any]) -> None:
+        if broken.is_set():
+            broken.clear()  # fails once, like a database that was briefly away
+            raise RuntimeError("database unavailable")
+        recorder.on_event(kind, pod)
+
+    reflector = PodReflector(
+        cluster, on_sync=recorder.on_sync, on_event=on_event, label_selector=names.job_selector(job_id)
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: recorder.syncs)
+        [pod] = cluster.launch(spec=job_spec(ns, job_id, python("pass")))
+        wait_for(lambda: reflector.callback_errors == 1)
+        wait_for(lambda: reflector.relists >= 1 and pod in recorder.syncs[-1])
+        wait_for(lambda: recorder.phase(pod) == "Succeeded")
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def test_the_reflector_lists_afresh_every_relist_seconds(
+    cluster: Cluster, ns: str, job_id: str, recorder: Recorder
+) -> None:
+    reflector = PodReflector(
+        cluster,
+        on_sync=recorder.on_sync,
+        on_event=recorder.on_event,
+        label_selector=names.job_selector(job_id),
+        watch_timeout_seconds=1,
+        relist_seconds=0.5,
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: reflector.relists >= 2, timeout=20)
+        assert reflector.errors == 0 and reflector.callback_errors == 0
+    finally:
+        stop.set()
+        thread.join(timeout=5)
