@@ -29,6 +29,8 @@ from portal import telemetry
 
 log = logging.getLogger(__name__)
 DRAIN_TIMEOUT = 15.0
+FOLLOWER_BACKOFF = 1.0
+FOLLOWER_BACKOFF_MAX = 30.0
 TAIL_LINES = 20
 Key = tuple[str, int]
 
@@ -152,6 +154,10 @@ class Watcher:
     def _follow(
         self, job_id: str, attempt: int, index: int, namespace: str, pod: str, learner: Learner
     ) -> None:
+        """Store a learner's log until its pod ends. A failure (the database went away mid-batch) does not
+        end the follower: it backs off and resumes from the last stored cursor, so no line is lost or
+        stored twice."""
+
         def store(records: list[LogRecord], cursor: LogCursor) -> None:
             logs_append(
                 job_id=job_id,
@@ -161,23 +167,37 @@ class Watcher:
                 cursor=(cursor.ts, cursor.seen_at_ts),
             )
 
-        start = LogCursor(ts=learner.log_cursor_ts, seen_at_ts=learner.log_cursor_seen)
+        backoff = FOLLOWER_BACKOFF
         try:
-            follower = LogFollower(self.cluster, namespace=namespace, pod=pod, cursor=start, on_batch=store)
-            end = follower.run(self.stop_event)
-            if not self.stop_event.is_set():
-                logs_append(
-                    job_id=job_id,
-                    attempt=attempt,
-                    learner=index,
-                    records=[],
-                    cursor=(end.ts, end.seen_at_ts),
-                    done=True,
-                )
-        except Exception:
-            log.exception("log follower for %s/%s learner %s failed", job_id, attempt, index)
-            with self.lock:
-                self.followers.pop((job_id, attempt, index), None)
+            while not self.stop_event.is_set():
+                try:
+                    learner.refresh_from_db(fields=["log_cursor_ts", "log_cursor_seen"])
+                    start = LogCursor(ts=learner.log_cursor_ts, seen_at_ts=learner.log_cursor_seen)
+                    follower = LogFollower(
+                        self.cluster, namespace=namespace, pod=pod, cursor=start, on_batch=store
+                    )
+                    end = follower.run(self.stop_event)
+                    if not self.stop_event.is_set():
+                        logs_append(
+                            job_id=job_id,
+                            attempt=attempt,
+                            learner=index,
+                            records=[],
+                            cursor=(end.ts, end.seen_at_ts),
+                            done=True,
+                        )
+                    return
+                except Exception:
+                    log.exception(
+                        "log follower for %s/%s learner %s failed; resuming in %.0f s",
+                        job_id,
+                        attempt,
+                        index,
+                        backoff,
+                    )
+                    connection.close()
+                    self.stop_event.wait(backoff)
+                    backoff = min(backoff * 2, FOLLOWER_BACKOFF_MAX)
         finally:
             connection.close()
 

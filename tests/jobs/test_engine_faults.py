@@ -351,3 +351,29 @@ def test_a_cordoned_node_gets_no_admission(monkeypatch: pytest.MonkeyPatch) -> N
     result = scheduling.run_cycle(nodes=[cordoned])
     job.refresh_from_db()
     assert result.ran and result.admitted == [] and job.status == "queued" and job.attempt == 0
+
+
+# -- the database going away under the watcher ------------------------------------------------------------
+
+
+def test_database_connections_killed_mid_stream_lose_no_line_and_store_none_twice(engine: KubeSim) -> None:
+    script = (
+        "import time\nfor i in range(40):\n    print(f'line {i}', flush=True)\n    time.sleep(0.05)\n"
+        "print('waiting', flush=True)\ntime.sleep(600)"
+    )
+    job, user = submit(spec("streaming", script))
+    wait_until(lambda: LogLine.objects.filter(job=job).count() >= 5, what="the first lines")
+    with connection.cursor() as cursor:  # every other session: the watcher's, its followers', the worker's
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        assert cursor.fetchall(), "there were sessions to end"
+    # The follower resumes while the learner still runs (it prints nothing more and sleeps for minutes).
+    wait_until(lambda: LogLine.objects.filter(job=job, text="waiting").exists(), what="the last line")
+    job.refresh_from_db()
+    assert job.status == "running", describe(job)
+    texts = list(LogLine.objects.filter(job=job).order_by("seq").values_list("text", flat=True))
+    assert texts == [f"line {i}" for i in range(40)] + ["waiting"], texts
+    job_cancel(job=job, user=user)
+    wait_status(job, "cancelled")
