@@ -12,12 +12,14 @@ from datetime import datetime
 from typing import Any
 
 from celery import current_app
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from jobs.metricparse import extractors_for, parse_metric_line
 from jobs.models import Job, JobEvent, Learner, LogLine, MetricSample
-from jobs.podstate import LearnerView, Verdict
+from jobs.podstate import IMAGE_PULL_REASONS, LearnerView, Verdict
 from jobs.states import ACTIVE, TERMINAL, WAITING, JobStatus
 from jobs.streams import job_group, send_after_commit, tenant_group
 from portal.telemetry import count as metrics_count
@@ -153,6 +155,9 @@ def job_apply_verdict(
             transition(job, JobStatus.SUCCEEDED, reason=verdict.reason, message=verdict.message)
             enqueue("jobs.tasks.teardown", job.pk, attempt)
             return job
+        if verdict.state == "failed" and _pull_may_recover(job, verdict):
+            # Registries fail transiently; the kubelet keeps retrying, and so does the job for a while.
+            return _note_pod_reason(job, verdict)
         if verdict.state == "failed":
             if status == JobStatus.CANCELLING:
                 return transition(job, JobStatus.CANCELLED, reason="Cancelled", message="pods stopped")
@@ -167,15 +172,29 @@ def job_apply_verdict(
             return job
         if verdict.state == "requeue" and status != JobStatus.CANCELLING:
             return job_requeue_or_fail(job, reason=verdict.reason, message=verdict.message)
-        if (
-            verdict.state == "starting"
-            and verdict.reason == "Unschedulable"
-            and job.reason != "Unschedulable"
-        ):
-            job.reason, job.message = verdict.reason, verdict.message
-            job.save(update_fields=["reason", "message", "updated_at"])
-            JobEvent.objects.create(job=job, kind="pod", reason=verdict.reason, message=verdict.message)
+        if verdict.state == "starting" and verdict.reason == "Unschedulable":
+            return _note_pod_reason(job, verdict)
         return job
+
+
+def _pull_may_recover(job: Job, verdict: Verdict) -> bool:
+    """Whether an image-pull failure is still within IMAGE_PULL_GRACE_SECONDS of the attempt's admission."""
+    if (
+        verdict.reason not in IMAGE_PULL_REASONS
+        or job.status != JobStatus.STARTING
+        or job.admitted_at is None
+    ):
+        return False
+    return (timezone.now() - job.admitted_at).total_seconds() < settings.IMAGE_PULL_GRACE_SECONDS
+
+
+def _note_pod_reason(job: Job, verdict: Verdict) -> Job:
+    """Show why a starting job waits (the scheduler's or the kubelet's words), one event per new reason."""
+    if job.reason != verdict.reason:
+        job.reason, job.message = verdict.reason, verdict.message
+        job.save(update_fields=["reason", "message", "updated_at"])
+        JobEvent.objects.create(job=job, kind="pod", reason=verdict.reason, message=verdict.message)
+    return job
 
 
 def job_pods_gone(*, job_id: str, attempt: int) -> Job | None:

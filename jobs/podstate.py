@@ -20,6 +20,8 @@ USER_WAITING_REASONS = frozenset(
         "CreateContainerError",
     }
 )
+# Of those, the ones a registry's transient trouble also causes: the engine waits IMAGE_PULL_GRACE_SECONDS.
+IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull"})
 # Pod reasons and conditions that mean the node or cluster took the pod away: worth another attempt.
 INFRA_POD_REASONS = frozenset({"NodeLost", "Evicted", "Preempted", "Preempting", "Shutdown", "Terminated"})
 

@@ -304,6 +304,9 @@ PENDING_TIMEOUT_LIMIT = env.int("PENDING_TIMEOUT_LIMIT", default=3)
 # the watcher, reconcile and teardown touch nothing else. Empty: derived from the database, so staging and
 # production on one cluster keep apart (give them distinct TENANT_NAMESPACE_PREFIXes as well).
 INSTALLATION_ID = env("INSTALLATION_ID", default="")
+# How long a starting job waits for an image that fails to pull (ErrImagePull, ImagePullBackOff: the kubelet
+# retries) before it fails with the registry's message.
+IMAGE_PULL_GRACE_SECONDS = env.int("IMAGE_PULL_GRACE_SECONDS", default=180)
 # How long a learner may stay on a NotReady/unreachable node before the cluster deletes it and the job
 # resumes elsewhere (the learners' NoExecute tolerationSeconds; clusters default to 300 s).
 NODE_LOST_GRACE_SECONDS = env.int("NODE_LOST_GRACE_SECONDS", default=60)

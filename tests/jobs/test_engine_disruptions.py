@@ -95,7 +95,8 @@ def test_a_node_gone_silent_at_full_quota_requeues_the_job_which_resumes_on_anot
 
 
 @pytest.mark.kubesim_only
-def test_an_image_that_cannot_be_pulled_fails_the_job_with_the_reason(engine: KubeSim) -> None:
+def test_an_image_that_cannot_be_pulled_fails_the_job_with_the_reason(engine: KubeSim, settings: Any) -> None:
+    settings.IMAGE_PULL_GRACE_SECONDS = 0
     rule = engine.fail_image_pulls(r"registry\.example/missing")
     try:
         document = python_spec("no-image", "print('never')", image="registry.example/missing:1.0")
@@ -105,3 +106,31 @@ def test_an_image_that_cannot_be_pulled_fails_the_job_with_the_reason(engine: Ku
     assert job.reason in ("ErrImagePull", "ImagePullBackOff"), describe(job)
     assert "registry.example/missing:1.0" in job.message, job.message
     assert job.attempt == 1 and not LogLine.objects.filter(job=job).exists()
+
+
+@pytest.mark.kubesim_only
+def test_an_image_pull_that_recovers_within_the_grace_lets_the_job_run(
+    engine: KubeSim, settings: Any
+) -> None:
+    settings.IMAGE_PULL_GRACE_SECONDS = 600
+    rule = engine.fail_image_pulls(r"registry\.example/flaky")
+    try:
+        document = python_spec("flaky-image", "print('pulled at last')", image="registry.example/flaky:1.0")
+        job = submit(document)
+        event = wait_until(
+            lambda: (
+                JobEvent.objects.filter(job=job, kind="pod", reason__in=("ErrImagePull", "ImagePullBackOff"))
+                .order_by("created_at")
+                .first()
+            ),
+            timeout=30,
+            what="the pull failure shown on the job",
+        )
+        assert "registry.example/flaky:1.0" in event.message
+        job.refresh_from_db()
+        assert job.status == "starting", describe(job)
+    finally:
+        engine.clear_image_pull_failures(rule)
+    job = wait_status(job, "succeeded", timeout=60, logs=True)
+    assert list(LogLine.objects.filter(job=job).values_list("text", flat=True)) == ["pulled at last"]
+    assert job.attempt == 1
