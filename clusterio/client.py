@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import urllib3
 from kubernetes import client, config
@@ -52,6 +52,7 @@ __all__ = ["Cluster", "NodeInfo", "Resources", "Stream"]
 
 T = TypeVar("T")
 Obj = dict[str, Any]
+ManagedKind = Literal["services", "secrets", "persistentvolumeclaims"]
 _LIST_PAGE = 500
 _RETRY_AFTER_MAX = 10.0
 _UPDATE_ATTEMPTS = 3
@@ -429,6 +430,16 @@ class Cluster:
     def managed_pods(self) -> tuple[list[Obj], str]:
         """Every pod Trainyard manages, across namespaces, and the list's resourceVersion (to watch from)."""
         return self.list_pods(label_selector=self.selector(names.managed_selector()))
+
+    def managed_objects(self, kind: ManagedKind) -> list[Obj]:
+        """Every Service, Secret or claim (`kind`) of this installation's jobs, across namespaces."""
+        list_fn = {
+            "services": self.core.list_service_for_all_namespaces,
+            "secrets": self.core.list_secret_for_all_namespaces,
+            "persistentvolumeclaims": self.core.list_persistent_volume_claim_for_all_namespaces,
+        }[kind]
+        items, _ = self._list_all(list_fn, label_selector=self.selector(names.managed_selector()))
+        return items
 
     def selector(self, base: str) -> str:
         """`base` narrowed to this client's installation (unchanged without one)."""

@@ -25,7 +25,7 @@ from clusterio.builders import (
     datastore_env_name,
     datastore_secret_keys,
 )
-from clusterio.client import Cluster, NodeInfo
+from clusterio.client import Cluster, ManagedKind, NodeInfo
 from clusterio.telemetry import PodUsage
 from jobs.artifacts.tokens import mint_token
 from jobs.credentials import Credentials, unseal
@@ -241,6 +241,40 @@ def delete_checkpoints(job: Job) -> bool:
 def teardown(job: Job, attempt: int | None = None) -> int:
     """Delete the job's pods and services (of one attempt, or all of them)."""
     return cluster().teardown(namespace=namespace_for(job.tenant), job_id=job.pk, attempt=attempt)
+
+
+def leftover_attempts() -> dict[tuple[str, int], str]:
+    """(job id, attempt) -> namespace of every attempt that still has a Service or Secret."""
+    found: dict[tuple[str, int], str] = {}
+    kinds: tuple[ManagedKind, ...] = ("services", "secrets")
+    for kind in kinds:
+        for obj in cluster().managed_objects(kind):
+            key = pod_owner(obj)
+            if key is not None:
+                found[key] = obj["metadata"]["namespace"]
+    return found
+
+
+def teardown_in(namespace: str, job_id: str, attempt: int) -> int:
+    """Delete one attempt's pods, Services and Secrets by namespace (its job row may be gone)."""
+    return cluster().teardown(namespace=namespace, job_id=job_id, attempt=attempt)
+
+
+def checkpoint_claims() -> list[tuple[str, str, str]]:
+    """(namespace, name, job id) of every checkpoint claim of this installation not already going."""
+    found = []
+    for claim in cluster().managed_objects("persistentvolumeclaims"):
+        meta = claim["metadata"]
+        if not meta.get("deletionTimestamp"):
+            found.append(
+                (meta["namespace"], meta["name"], (meta.get("labels") or {}).get(names.LABEL_JOB, ""))
+            )
+    return found
+
+
+def delete_claim(namespace: str, name: str) -> bool:
+    """Delete one checkpoint claim (of a job that no longer exists)."""
+    return cluster().delete_checkpoint_claim(namespace=namespace, name=name)
 
 
 def delete_pod(pod: dict[str, Any]) -> bool:

@@ -164,6 +164,7 @@ def reconcile() -> dict[str, int]:
             counts["orphans"] += sum(
                 cluster.delete_pod(p) for p in pods if cluster.pod_owner(p) == (job_id, attempt)
             )
+    counts["orphans"] += _remove_leftovers()
     grace = timedelta(seconds=settings.LAUNCH_GRACE_SECONDS)
     pending_timeout = timedelta(seconds=settings.PENDING_TIMEOUT_SECONDS)
     for key, job in active.items():
@@ -186,6 +187,24 @@ def reconcile() -> dict[str, int]:
         elif job.status == JobStatus.RUNNING:
             counts["requeued"] += _repair(job, "PodLost")
     return counts
+
+
+def _remove_leftovers() -> int:
+    """Tear down the Services and Secrets of attempts that are not running (a teardown that never ran or
+    failed half-way), and delete the checkpoint claims of jobs whose rows are gone. The cluster is read
+    before the database: an attempt launched meanwhile is already active by then, never torn down."""
+    leftovers = cluster.leftover_attempts()
+    claims = cluster.checkpoint_claims()
+    active = set(Job.objects.filter(status__in=ACTIVE).values_list("pk", "attempt"))
+    removed = 0
+    for (job_id, attempt), namespace in leftovers.items():
+        if (job_id, attempt) not in active:
+            removed += cluster.teardown_in(namespace, job_id, attempt)
+    known = set(Job.objects.filter(pk__in={job_id for _, _, job_id in claims}).values_list("pk", flat=True))
+    for namespace, name, job_id in claims:
+        if job_id not in known:
+            removed += cluster.delete_claim(namespace, name)
+    return removed
 
 
 def _past_deadline(pod: dict[str, Any], now: datetime) -> bool:

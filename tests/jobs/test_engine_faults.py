@@ -17,9 +17,14 @@ from django.conf import settings
 from django.db import connection
 
 from clusterio import names
-from clusterio.builders import make_job_checkpoint_pvc, make_learner_pod
+from clusterio.builders import (
+    make_datastore_secret,
+    make_headless_service,
+    make_job_checkpoint_pvc,
+    make_learner_pod,
+)
 from clusterio.capacity import NodeInfo, Resources
-from clusterio.client import Cluster
+from clusterio.client import Cluster, ManagedKind
 from jobs import cluster, lifecycle, scheduling, services, tasks
 from jobs.models import Job, JobEvent, LogLine, MetricSample
 from jobs.scheduling import CycleResult
@@ -377,3 +382,59 @@ def test_database_connections_killed_mid_stream_lose_no_line_and_store_none_twic
     assert texts == [f"line {i}" for i in range(40)] + ["waiting"], texts
     job_cancel(job=job, user=user)
     wait_status(job, "cancelled")
+
+
+def test_reconcile_removes_services_secrets_and_claims_that_no_running_attempt_owns(engine: KubeSim) -> None:
+    job, _ = submit(spec("finished", "print(1)"))
+    job = wait_status(job, "succeeded", timeout=30)
+    client = cluster.cluster()
+    mine = {names.LABEL_INSTALLATION: cluster.installation_id()}
+    # What a teardown that died half-way leaves: an attempt's Service and Secret (of an attempt that is
+    # not running: the job has finished)...
+    stale = dataclasses.replace(cluster.pods_spec(job), attempt=job.attempt + 1)
+    service = make_headless_service(stale)
+    service.metadata.labels.update(mine)
+    labels = {**names.job_labels(job.tenant.slug, job.pk, stale.attempt), **mine}
+    secret = make_datastore_secret(stale.namespace, "ty-stale-ds", labels, {})
+    # ...and the claim of a job whose row was deleted.
+    claim = make_job_checkpoint_pvc(
+        dataclasses.replace(
+            stale, job_id="deletedjob1", checkpoint_claim=names.checkpoint_claim_name("deletedjob1")
+        )
+    )
+    claim.metadata.labels.update(mine)
+    client.core.create_namespaced_service(stale.namespace, service)
+    client.core.create_namespaced_secret(stale.namespace, secret)
+    client.core.create_namespaced_persistent_volume_claim(stale.namespace, claim)
+    # Another installation's leftovers are not this one's business.
+    theirs_name = names.checkpoint_claim_name("theirjob1")
+    theirs = make_job_checkpoint_pvc(
+        dataclasses.replace(stale, job_id="theirjob1", checkpoint_claim=theirs_name)
+    )
+    theirs.metadata.labels[names.LABEL_INSTALLATION] = "staging"
+    client.core.create_namespaced_persistent_volume_claim(stale.namespace, theirs)
+
+    assert tasks.reconcile()["orphans"] >= 3
+
+    KINDS: tuple[ManagedKind, ...] = ("services", "secrets", "persistentvolumeclaims")
+
+    def left() -> set[str]:
+        return {
+            f"{kind}/{o['metadata']['name']}"
+            for kind in KINDS
+            for o in client.managed_objects(kind)
+            if o["metadata"]["namespace"] == stale.namespace and not o["metadata"].get("deletionTimestamp")
+        }
+
+    wait_until(
+        lambda: (
+            not left()
+            & {
+                f"services/{service.metadata.name}",
+                "secrets/ty-stale-ds",
+                f"persistentvolumeclaims/{claim.metadata.name}",
+            }
+        ),
+        what="the leftovers to go",
+    )
+    assert client.core.read_namespaced_persistent_volume_claim(theirs_name, stale.namespace)
