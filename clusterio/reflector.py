@@ -54,6 +54,7 @@ class PodReflector:
         watch_timeout_seconds: int = 60,
         backoff_max: float = 5.0,
         relist_seconds: float = 300.0,
+        on_alive: Callable[[], None] | None = None,
     ) -> None:
         if watch_timeout_seconds < 1:
             raise ValueError("watch_timeout_seconds must be at least 1")
@@ -66,6 +67,7 @@ class PodReflector:
         self.watch_timeout_seconds = watch_timeout_seconds
         self.backoff_max = backoff_max
         self.relist_seconds = relist_seconds
+        self.on_alive = on_alive
         self.listed_at = 0.0
         self.last_resource_version = ""
         self.lists = 0
@@ -114,6 +116,7 @@ class PodReflector:
         self._callback(self.on_sync, pods)
         self.last_resource_version = resource_version
         self.listed_at = time.monotonic()
+        self._alive()
 
     def _watch(self, stop: threading.Event) -> None:
         timeout = int(self.watch_timeout_seconds * random.uniform(1.0, 1.25))
@@ -123,6 +126,7 @@ class PodReflector:
             timeout_seconds=timeout,
         )
         self.watches += 1
+        self._alive()
         with stream.closing_on(stop):
             for line in stream.lines():
                 if stop.is_set():
@@ -138,8 +142,14 @@ class PodReflector:
         resource_version = (obj.get("metadata") or {}).get("resourceVersion")
         if resource_version:
             self.last_resource_version = str(resource_version)
+        self._alive()
         if kind in EVENT_TYPES:
             self._callback(self.on_event, kind, obj)
+
+    def _alive(self) -> None:
+        """Report progress (a list, a watch opened, an event or bookmark): the watcher's liveness signal."""
+        if self.on_alive is not None:
+            self.on_alive()
 
     def _callback(self, callback: Callable[..., None], *args: Any) -> None:
         try:

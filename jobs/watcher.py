@@ -53,6 +53,7 @@ class Watcher:
             on_sync=self.on_sync,
             on_event=self.on_event,
             relist_seconds=settings.WATCHER_RELIST_SECONDS,
+            on_alive=lambda: telemetry.heartbeat("watcher"),
         )
 
     def run(self) -> None:

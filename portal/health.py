@@ -1,5 +1,5 @@
 """Probes and metrics: /healthz (the process is alive), /readyz (its dependencies answer), /metrics, and
-the heartbeat files that the worker's and beat's exec probes read (they serve no HTTP).
+the heartbeat files that the worker's, beat's and watcher's exec probes read (they serve no HTTP).
 
 A worker touches `<HEARTBEAT_DIR>/trainyard-worker.alive` when it is ready and at each of its event
 heartbeats (every 2 s, from its consumer loop); beat touches `trainyard-beat.alive` when it starts and
@@ -11,11 +11,9 @@ file younger than N seconds" (deploy/k8s/worker.yaml, beat.yaml). Celery imports
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 from celery import signals
-from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CollectorRegistry, generate_latest
@@ -23,7 +21,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from clusterio.errors import ClusterError
 from jobs import cluster
-from portal.telemetry import WEBSOCKET_CLIENTS, TrainyardCollector, _redis
+from portal.telemetry import WEBSOCKET_CLIENTS, TrainyardCollector, _redis, heartbeat, heartbeat_path
 
 log = logging.getLogger(__name__)
 
@@ -75,23 +73,6 @@ def metrics(request: HttpRequest) -> HttpResponse:
 
 
 # -- heartbeats of the processes without HTTP ------------------------------------------------------
-
-
-def heartbeat_path(process: str) -> Path | None:
-    """Where `process` ("worker" or "beat") keeps its heartbeat; None when heartbeats are off."""
-    directory: str = getattr(settings, "HEARTBEAT_DIR", "")
-    return Path(directory) / f"trainyard-{process}.alive" if directory else None
-
-
-def heartbeat(process: str) -> None:
-    """Touch the process's heartbeat file (never raises: a probe failing is the signal)."""
-    path = heartbeat_path(process)
-    if path is None:
-        return
-    try:
-        path.touch()
-    except OSError as exc:
-        log.warning("heartbeat %s not written: %s", path, exc)
 
 
 def _heartbeat_gone(process: str) -> None:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from datetime import datetime
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -179,3 +180,23 @@ class CountWebSocketClients:
         finally:
             if accepted:
                 WEBSOCKET_CLIENTS.dec()
+
+
+# -- heartbeats of the processes without HTTP (worker, beat, watcher) ----------------------------------
+
+
+def heartbeat_path(process: str) -> Path | None:
+    """Where `process` ("worker", "beat", "watcher") keeps its heartbeat; None when heartbeats are off."""
+    directory: str = getattr(settings, "HEARTBEAT_DIR", "")
+    return Path(directory) / f"trainyard-{process}.alive" if directory else None
+
+
+def heartbeat(process: str) -> None:
+    """Touch the process's heartbeat file (never raises: a probe failing is the signal)."""
+    path = heartbeat_path(process)
+    if path is None:
+        return
+    try:
+        path.touch()
+    except OSError as exc:
+        log.warning("heartbeat %s not written: %s", path, exc)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -208,6 +209,31 @@ def test_the_reflector_lists_afresh_every_relist_seconds(
     try:
         wait_for(lambda: reflector.relists >= 2, timeout=20)
         assert reflector.errors == 0 and reflector.callback_errors == 0
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def test_the_reflector_reports_progress_at_each_list_watch_and_event(
+    cluster: Cluster, ns: str, job_id: str, recorder: Recorder
+) -> None:
+    pulses: list[float] = []
+    reflector = PodReflector(
+        cluster,
+        on_sync=recorder.on_sync,
+        on_event=recorder.on_event,
+        label_selector=names.job_selector(job_id),
+        on_alive=lambda: pulses.append(time.monotonic()),
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: len(pulses) >= 2)  # the list, and the watch it opened
+        before = len(pulses)
+        [pod] = cluster.launch(spec=job_spec(ns, job_id, python("pass")))
+        wait_for(lambda: recorder.phase(pod) == "Succeeded")
+        assert len(pulses) > before, "events count as progress"
     finally:
         stop.set()
         thread.join(timeout=5)

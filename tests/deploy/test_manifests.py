@@ -222,6 +222,26 @@ def test_worker_and_beat_probes_read_the_heartbeat_file_the_process_writes(name:
     assert ages["readinessProbe"] >= 5 * pulse, f"{name}: readiness age too close to its heartbeat interval"
 
 
+def test_watcher_probes_read_the_heartbeat_its_watch_loop_writes(settings: Any, tmp_path: Path) -> None:
+    """The watch loop touches trainyard-watcher.alive at each list, watch and event; a watch lasts at most
+    75 s (PodReflector's 60 s timeout, jittered up to 25 %), so the liveness age must be well above that."""
+    from portal import telemetry
+
+    (container,) = pod_spec(find("Deployment", "watcher"))["containers"]
+    config = find("ConfigMap", "trainyard-config")["data"]
+    expected = f"{config['HEARTBEAT_DIR'].rstrip('/')}/trainyard-watcher.alive"
+    ages = {}
+    for probe_name in ("startupProbe", "livenessProbe"):
+        path, ages[probe_name] = heartbeat_probe(container, probe_name)
+        assert path == expected
+    assert config["HEARTBEAT_DIR"].rstrip("/") in {m["mountPath"] for m in container["volumeMounts"]}
+    assert ages["livenessProbe"] >= 2 * 75
+    settings.HEARTBEAT_DIR = str(tmp_path)
+    assert telemetry.heartbeat_path("watcher") == tmp_path / "trainyard-watcher.alive"
+    telemetry.heartbeat("watcher")
+    assert (tmp_path / "trainyard-watcher.alive").exists()
+
+
 @pytest.mark.parametrize("name", ["beat", "watcher"])
 def test_beat_and_watcher_run_exactly_one_replica_with_recreate(name: str) -> None:
     deployment = find("Deployment", name)
