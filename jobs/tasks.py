@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusterio.errors import ClusterError, Forbidden, Invalid, QuotaExceeded, Unavailable
+from clusterio.errors import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
 from jobs import cluster
 from jobs.lifecycle import enqueue, job_launched, job_pods_gone, job_requeue_or_fail, transition
 from jobs.models import Job, JobEvent
@@ -24,6 +24,7 @@ from jobs.tuning.service import autotune_running
 from portal.telemetry import gauge as metrics_gauge
 
 log = logging.getLogger(__name__)
+LAUNCH_CONFLICT_RETRIES = 3
 
 
 @shared_task(name="jobs.tasks.schedule", acks_late=True, soft_time_limit=30, time_limit=45)
@@ -74,6 +75,13 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
         _launch_requeued(
             job_id, attempt, "QuotaBusy", f"the namespace quota stayed full: {exc}", counts=False
         )
+        return []
+    except Conflict as exc:
+        # A name held by an object that is still being deleted frees up; one that belongs to something
+        # else does not: a few tries, then the job fails with the API's words.
+        if retries < LAUNCH_CONFLICT_RETRIES:
+            raise self.retry(exc=exc, countdown=2**retries) from exc
+        _launch_refused(job_id, attempt, exc)
         return []
     except (Forbidden, Invalid) as exc:
         _launch_refused(job_id, attempt, exc)

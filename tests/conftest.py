@@ -67,7 +67,10 @@ def engine(kubesim_cluster: KubeSim, transactional_db: None, settings: Any) -> I
             schedule.delay()
 
     beat_thread = threading.Thread(target=beat, name="beat", daemon=True)
-    with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False, shutdown_timeout=10):
+    before = set(threading.enumerate())
+    with start_worker(
+        app, pool="threads", concurrency=4, perform_ping_check=False, shutdown_timeout=10
+    ) as worker:
         thread.start()
         beat_thread.start()
         try:
@@ -79,7 +82,12 @@ def engine(kubesim_cluster: KubeSim, transactional_db: None, settings: Any) -> I
             thread.join(timeout=15)
             for follower in list(watcher.followers.values()):
                 follower.join(timeout=15)
-    alive = [t.name for t in (thread, beat_thread, *watcher.followers.values()) if t.is_alive()]
+    # The worker's pool threads outlive the test worker's stop (a task still running, a launch talking to
+    # a slow cluster, would write during the flush): shut the pool down, waiting for its running tasks.
+    worker.pool.executor.shutdown(wait=True, cancel_futures=True)
+    pool = [t for t in set(threading.enumerate()) - before if t.name.startswith("ThreadPoolExecutor")]
+    mine = (thread, beat_thread, *watcher.followers.values(), *pool)
+    alive = [t.name for t in mine if t.is_alive()]
     assert not alive, f"engine threads still running after the test: {alive}"
     _end_other_database_sessions()
 
@@ -89,11 +97,17 @@ def _end_other_database_sessions() -> None:
     still inside a query (or idle in a transaction) would otherwise deadlock the flush's TRUNCATE."""
     from django.db import connection
 
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
+    deadline = time.monotonic() + 10
+    while True:  # until a pass finds nobody left (a thread may reconnect once in between)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            ended = len(cursor.fetchall())
+        if not ended or time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -438,3 +438,17 @@ def test_reconcile_removes_services_secrets_and_claims_that_no_running_attempt_o
         what="the leftovers to go",
     )
     assert client.core.read_namespaced_persistent_volume_claim(theirs_name, stale.namespace)
+
+
+def test_a_name_held_by_someone_elses_object_fails_the_launch_with_the_apis_words(engine: KubeSim) -> None:
+    tenant = make_tenant(max_running_jobs=1)
+    user = member(tenant)
+    blocker = job_submit(tenant=tenant, user=user, document=spec("blocker", "import time\ntime.sleep(120)"))
+    wait_status(blocker, "starting", "running")
+    job = job_submit(tenant=tenant, user=user, document=spec("squatted", "print(1)"))  # queued behind it
+    squatter = make_headless_service(dataclasses.replace(cluster.pods_spec(job), attempt=1))
+    squatter.metadata.labels = {"app": "not-trainyard"}
+    cluster.cluster().core.create_namespaced_service(cluster.namespace_for(tenant), squatter)
+    job_cancel(job=blocker, user=user)
+    job = wait_status(job, "failed", timeout=60)
+    assert job.reason == "LaunchRefused" and "belongs to something else" in job.message, describe(job)
