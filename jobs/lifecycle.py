@@ -206,6 +206,23 @@ def job_pods_gone(*, job_id: str, attempt: int) -> Job | None:
     return None
 
 
+def learner_node_unready(*, job_id: str, attempt: int, view: LearnerView) -> JobEvent | None:
+    """Record, once per learner and attempt, that a running learner's node stopped answering: the cluster
+    replaces it after NODE_LOST_GRACE_SECONDS unless the node comes back."""
+    with transaction.atomic():
+        job = _locked(job_id)
+        if job.attempt != attempt or job.status not in ACTIVE:
+            return None
+        data = {"attempt": attempt, "learner": view.index, "node": view.node}
+        if JobEvent.objects.filter(job=job, reason="NodeNotReady", data=data).exists():
+            return None
+        message = (
+            f"learner {view.index}: node {view.node or '?'} stopped answering; the job resumes elsewhere "
+            f"after {settings.NODE_LOST_GRACE_SECONDS} s unless it comes back"
+        )
+        return JobEvent.objects.create(job=job, kind="pod", reason="NodeNotReady", message=message, data=data)
+
+
 def learner_update(*, job_id: str, attempt: int, view: LearnerView) -> None:
     """Keep the learner row in step with its pod (phase, node, exit code)."""
     fields: dict[str, Any] = {"phase": view.phase or "Deleted"}

@@ -43,6 +43,8 @@ class LearnerView:
     disrupted: bool = False
     deleted: bool = False
     init_failure: tuple[str, int, str] | None = None  # (container, exit code, last message line)
+    # Running but marked not Ready: learners have no readiness probes, so the node stopped answering.
+    node_unready: bool = False
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,9 @@ def view_from_pod(pod: dict[str, Any], index: int) -> LearnerView:
     disrupted = disruption is not None
     phase = status.get("phase") or "Pending"
     deleted = bool((pod.get("metadata") or {}).get("deletionTimestamp")) and phase != "Succeeded"
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    running = any("running" in (cs.get("state") or {}) for cs in status.get("containerStatuses") or [])
+    node_unready = phase == "Running" and running and ready is not None and ready.get("status") == "False"
     waiting_reason = waiting_message = terminated_reason = ""
     exit_code = None
     for cs in status.get("containerStatuses") or []:
@@ -184,6 +189,7 @@ def view_from_pod(pod: dict[str, Any], index: int) -> LearnerView:
         disrupted=disrupted,
         deleted=deleted,
         init_failure=_init_failure(status),
+        node_unready=node_unready and not deleted,
     )
 
 

@@ -21,7 +21,13 @@ from clusterio.client import Cluster
 from clusterio.logs import LogCursor, LogFollower, LogRecord
 from clusterio.reflector import PodReflector
 from jobs import cluster as jobs_cluster
-from jobs.lifecycle import job_apply_verdict, job_pods_gone, learner_update, logs_append
+from jobs.lifecycle import (
+    job_apply_verdict,
+    job_pods_gone,
+    learner_node_unready,
+    learner_update,
+    logs_append,
+)
 from jobs.models import Job, Learner, LogLine
 from jobs.podstate import judge, view_from_pod
 from jobs.states import ACTIVE, JobStatus
@@ -120,6 +126,8 @@ class Watcher:
             view = view_from_pod(pod, index)
             views.append(view)
             learner_update(job_id=job_id, attempt=attempt, view=view)
+            if view.node_unready:
+                learner_node_unready(job_id=job_id, attempt=attempt, view=view)
             if self.follow_logs and view.phase in ("Running", "Succeeded", "Failed"):
                 self._ensure_follower(job, index, pod["metadata"]["name"])
         if job.status == JobStatus.CANCELLING and not views:

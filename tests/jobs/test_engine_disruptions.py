@@ -134,3 +134,23 @@ def test_an_image_pull_that_recovers_within_the_grace_lets_the_job_run(
     job = wait_status(job, "succeeded", timeout=60, logs=True)
     assert list(LogLine.objects.filter(job=job).values_list("text", flat=True)) == ["pulled at last"]
     assert job.attempt == 1
+
+
+@pytest.mark.kubesim_only
+def test_a_learner_whose_node_stops_answering_is_marked_within_seconds_and_runs_on_when_it_returns(
+    engine: KubeSim, settings: Any
+) -> None:
+    settings.NODE_LOST_GRACE_SECONDS = 600  # the node comes back long before the learner would be replaced
+    engine.add_gpu_node("blinking-0", gpus=1, labels={"nvidia.com/gpu.product": "Blinking-GPU"})
+    resources = {"cpu": "250m", "memory": "128Mi", "gpus": 1, "gpu_type": "Blinking-GPU"}
+    job = submit(python_spec("blinking", CHECKPOINTED, resources=resources))
+    wait_status(job, "running")
+    wait_until(lambda: MetricSample.objects.filter(job=job).count() >= 2, what="two steps")
+    engine.set_node_ready("blinking-0", False)
+    event = wait_until(
+        lambda: JobEvent.objects.filter(job=job, reason="NodeNotReady").first(), timeout=30, what="the mark"
+    )
+    assert "blinking-0" in event.message and "600 s" in event.message
+    engine.set_node_ready("blinking-0", True)
+    job = wait_status(job, "succeeded", timeout=120, logs=True)
+    assert job.attempt == 1 and JobEvent.objects.filter(job=job, reason="NodeNotReady").count() == 1

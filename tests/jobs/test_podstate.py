@@ -146,3 +146,21 @@ def test_a_failed_fetch_init_container_fails_the_job_with_its_message() -> None:
     assert (
         verdict.message == "learner 0: init container fetch exited 1: fetch: S3 bucket 'nope' does not exist"
     )
+
+
+def _running(ready: str, deleting: bool = False) -> dict[str, object]:
+    return {
+        "metadata": {"deletionTimestamp": "2026-12-03T15:00:00Z"} if deleting else {},
+        "spec": {"nodeName": "n1"},
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": ready}],
+            "containerStatuses": [{"name": "learner", "state": {"running": {}}}],
+        },
+    }
+
+
+def test_a_running_learner_marked_not_ready_is_on_a_node_that_stopped_answering() -> None:
+    assert view_from_pod(_running("False"), 0).node_unready
+    assert not view_from_pod(_running("True"), 0).node_unready
+    assert not view_from_pod(_running("False", deleting=True), 0).node_unready
