@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any, cast
 
 import pytest
-from channels.layers import get_channel_layer
+from channels_redis.core import RedisChannelLayer
+from django.conf import settings
 
 
 def test_an_idle_receive_outlasts_redis_pys_default_socket_timeout() -> None:
@@ -14,8 +16,9 @@ def test_an_idle_receive_outlasts_redis_pys_default_socket_timeout() -> None:
     raised "Timeout reading from ..." after 5 s and the consumer's socket closed with 1011."""
 
     async def idle() -> float:
-        layer = get_channel_layer()
-        assert layer is not None
+        # A layer of its own, as configured (the process-wide one may be bound to another test's loop).
+        config = cast(dict[str, Any], settings.CHANNEL_LAYERS["default"]["CONFIG"])
+        layer = RedisChannelLayer(**config)
         channel = await layer.new_channel()
         started = time.monotonic()
         with pytest.raises(asyncio.TimeoutError):
