@@ -507,6 +507,11 @@ class Cluster:
         )
         return node_infos(nodes, pods)
 
+    def ready_node_names(self) -> set[str]:
+        """The names of the nodes whose Ready condition is True (one list of nodes, no pods)."""
+        nodes, _ = self._list_all(self.core.list_node)
+        return {info.name for info in node_infos(nodes, []) if info.ready}
+
     def pod_log_tail(
         self, *, namespace: str, pod: str, lines: int = 20, container: str = "learner"
     ) -> list[str]:

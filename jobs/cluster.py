@@ -303,7 +303,7 @@ def force_delete_stranded(pods: list[dict[str, Any]]) -> int:
     ]
     if not stranded:
         return 0
-    healthy = {node.name for node in cluster().nodes() if node.ready}
+    healthy = cluster().ready_node_names()
     deleted = 0
     for pod in stranded:
         if pod["spec"]["nodeName"] not in healthy:

@@ -273,3 +273,8 @@ def test_two_installations_on_one_cluster_see_and_tear_down_only_their_own_objec
     finally:
         production.close()
         staging.close()
+
+
+def test_ready_node_names_are_the_nodes_that_report_ready(cluster: Cluster) -> None:
+    assert cluster.ready_node_names() == {n.name for n in cluster.nodes() if n.ready}
+    assert cluster.ready_node_names(), "kubesim's nodes are Ready"
