@@ -55,17 +55,13 @@ def recorder() -> Recorder:
 
 @pytest.fixture
 def start(cluster: Cluster, recorder: Recorder) -> Iterator[Any]:
-    """Start a reflector (selector: one job) in a thread; stopped and joined at the end of the test."""
+    """Start a reflector (selector: one job; callbacks: the recorder's unless given) in a thread; stopped
+    and joined at the end of the test."""
     running: list[tuple[threading.Event, threading.Thread]] = []
 
     def starter(job_id: str, **options: Any) -> PodReflector:
-        reflector = PodReflector(
-            cluster,
-            on_sync=recorder.on_sync,
-            on_event=recorder.on_event,
-            label_selector=names.job_selector(job_id),
-            **options,
-        )
+        options = {"on_sync": recorder.on_sync, "on_event": recorder.on_event, **options}
+        reflector = PodReflector(cluster, label_selector=names.job_selector(job_id), **options)
         stop = threading.Event()
         thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
         thread.start()
@@ -140,31 +136,16 @@ def test_survives_injected_errors_and_callback_exceptions(
         raise RuntimeError("a broken callback")
 
     sim.inject_fault("GET", WATCH_PATH, code=500, count=12)
-    reflector = PodReflector(
-        cluster,
-        on_sync=recorder.on_sync,
-        on_event=on_event,
-        label_selector=names.job_selector(job_id),
-        backoff_max=0.05,
-    )
-    stop = threading.Event()
-    thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
-        wait_for(lambda: recorder.syncs)
-        assert reflector.errors >= 2
-        cluster.launch(spec=job_spec(ns, job_id, python("pass")))
-        wait_for(lambda: len(failures) >= 2)
-        assert reflector.callback_errors == len(failures)
-        assert thread.is_alive()
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-    assert not thread.is_alive()
+    reflector = start(job_id, on_event=on_event, backoff_max=0.05)
+    wait_for(lambda: recorder.syncs)
+    assert reflector.errors >= 2
+    cluster.launch(spec=job_spec(ns, job_id, python("pass")))
+    wait_for(lambda: len(failures) >= 2)
+    assert reflector.callback_errors == len(failures)
 
 
 def test_a_failed_callback_is_followed_by_a_relist_that_brings_the_missed_state(
-    cluster: Cluster, ns: str, job_id: str, recorder: Recorder
+    cluster: Cluster, ns: str, job_id: str, recorder: Recorder, start: Any
 ) -> None:
     broken = threading.Event()
     broken.set()
@@ -175,65 +156,27 @@ def test_a_failed_callback_is_followed_by_a_relist_that_brings_the_missed_state(
             raise RuntimeError("database unavailable")
         recorder.on_event(kind, pod)
 
-    reflector = PodReflector(
-        cluster, on_sync=recorder.on_sync, on_event=on_event, label_selector=names.job_selector(job_id)
-    )
-    stop = threading.Event()
-    thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
-        wait_for(lambda: recorder.syncs)
-        [pod] = cluster.launch(spec=job_spec(ns, job_id, python("pass")))
-        wait_for(lambda: reflector.callback_errors == 1)
-        wait_for(lambda: reflector.relists >= 1 and pod in recorder.syncs[-1])
-        wait_for(lambda: recorder.phase(pod) == "Succeeded")
-    finally:
-        stop.set()
-        thread.join(timeout=5)
+    reflector = start(job_id, on_event=on_event)
+    wait_for(lambda: recorder.syncs)
+    [pod] = cluster.launch(spec=job_spec(ns, job_id, python("pass")))
+    wait_for(lambda: reflector.callback_errors == 1)
+    wait_for(lambda: reflector.relists >= 1 and pod in recorder.syncs[-1])
+    wait_for(lambda: recorder.phase(pod) == "Succeeded")
 
 
-def test_the_reflector_lists_afresh_every_relist_seconds(
-    cluster: Cluster, ns: str, job_id: str, recorder: Recorder
-) -> None:
-    reflector = PodReflector(
-        cluster,
-        on_sync=recorder.on_sync,
-        on_event=recorder.on_event,
-        label_selector=names.job_selector(job_id),
-        watch_timeout_seconds=1,
-        relist_seconds=0.5,
-    )
-    stop = threading.Event()
-    thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
-        wait_for(lambda: reflector.relists >= 2, timeout=20)
-        assert reflector.errors == 0 and reflector.callback_errors == 0
-    finally:
-        stop.set()
-        thread.join(timeout=5)
+def test_the_reflector_lists_afresh_every_relist_seconds(job_id: str, start: Any) -> None:
+    reflector = start(job_id, watch_timeout_seconds=1, relist_seconds=0.5)
+    wait_for(lambda: reflector.relists >= 2, timeout=20)
+    assert reflector.errors == 0 and reflector.callback_errors == 0
 
 
 def test_the_reflector_reports_progress_at_each_list_watch_and_event(
-    cluster: Cluster, ns: str, job_id: str, recorder: Recorder
+    cluster: Cluster, ns: str, job_id: str, recorder: Recorder, start: Any
 ) -> None:
     pulses: list[float] = []
-    reflector = PodReflector(
-        cluster,
-        on_sync=recorder.on_sync,
-        on_event=recorder.on_event,
-        label_selector=names.job_selector(job_id),
-        on_alive=lambda: pulses.append(time.monotonic()),
-    )
-    stop = threading.Event()
-    thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
-        wait_for(lambda: len(pulses) >= 2)  # the list, and the watch it opened
-        before = len(pulses)
-        [pod] = cluster.launch(spec=job_spec(ns, job_id, python("pass")))
-        wait_for(lambda: recorder.phase(pod) == "Succeeded")
-        assert len(pulses) > before, "events count as progress"
-    finally:
-        stop.set()
-        thread.join(timeout=5)
+    start(job_id, on_alive=lambda: pulses.append(time.monotonic()))
+    wait_for(lambda: len(pulses) >= 2)  # the list, and the watch it opened
+    before = len(pulses)
+    [pod] = cluster.launch(spec=job_spec(ns, job_id, python("pass")))
+    wait_for(lambda: recorder.phase(pod) == "Succeeded")
+    assert len(pulses) > before, "events count as progress"
