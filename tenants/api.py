@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from portal.apiutil import api_user
 from tenants.models import ApiToken, Membership, Role, Tenant
 from tenants.scoping import Perm, has_perm, tenants_for
-from tenants.tokens import token_create, token_revoke
+from tenants.tokens import TokenRefused, token_create, token_revoke
 from tenants.usage import tenant_usage
 
 
@@ -222,7 +222,11 @@ class TokenListView(ApiView):
     def post(self, request: Request) -> Response:
         form = TokenCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        token, secret = token_create(user=api_user(request), **form.validated_data)
+        parent = request.auth if isinstance(request.auth, ApiToken) else None
+        try:
+            token, secret = token_create(user=api_user(request), parent=parent, **form.validated_data)
+        except TokenRefused as exc:
+            raise serializers.ValidationError({exc.field: [str(exc)]}) from None
         return Response({**TokenSerializer(token).data, "token": secret}, status=status.HTTP_201_CREATED)
 
 

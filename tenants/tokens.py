@@ -21,8 +21,33 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def token_create(*, user: User, name: str, expires_at: datetime | None = None) -> tuple[ApiToken, str]:
-    """A new token for `user`; returns the row and the secret, which is never stored or shown again."""
+class TokenRefused(ValueError):
+    """A token that may not be created; `field` names the input at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def token_create(
+    *, user: User, name: str, expires_at: datetime | None = None, parent: ApiToken | None = None
+) -> tuple[ApiToken, str]:
+    """A new token for `user`; returns the row and the secret, which is never stored or shown again.
+
+    `parent` is the token the request came with, if any: the new token expires no later than it does (its
+    expiry when none is asked), so a short-lived token cannot mint a longer-lived one. An expiry that has
+    already passed is refused (`TokenRefused`)."""
+    if expires_at is not None and expires_at <= timezone.now():
+        raise TokenRefused("expires_at", "must be in the future")
+    if parent is not None and parent.expires_at is not None:
+        if expires_at is None:
+            expires_at = parent.expires_at
+        elif expires_at > parent.expires_at:
+            raise TokenRefused(
+                "expires_at",
+                f"must not be later than the expiry of the token this request used "
+                f"({parent.expires_at.isoformat()})",
+            )
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user, name=name, prefix=secret[:10], digest=_digest(secret), expires_at=expires_at
@@ -37,8 +62,9 @@ def token_revoke(*, token: ApiToken) -> None:
         token.save(update_fields=["revoked_at"])
 
 
-def token_user(secret: str) -> User | None:
-    """The active user a live token belongs to, or None (unknown, revoked, expired or inactive user)."""
+def token_live(secret: str) -> ApiToken | None:
+    """The live token with this secret (its user loaded), or None (unknown, revoked, expired or
+    inactive user)."""
     token = ApiToken.objects.select_related("user").filter(digest=_digest(secret)).first()
     now = timezone.now()
     if token is None or token.revoked_at is not None or (token.expires_at and token.expires_at <= now):
@@ -47,7 +73,13 @@ def token_user(secret: str) -> User | None:
         return None
     if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token.user
+    return token
+
+
+def token_user(secret: str) -> User | None:
+    """The active user a live token belongs to, or None (see `token_live`)."""
+    token = token_live(secret)
+    return token.user if token is not None else None
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -55,7 +87,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
     keyword = "Bearer"
 
-    def authenticate(self, request: Request) -> tuple[User, None] | None:
+    def authenticate(self, request: Request) -> tuple[User, ApiToken] | None:
+        """The token's user, with the token itself as `request.auth`."""
         header = authentication.get_authorization_header(request).decode("latin-1")
         if not header:
             return None
@@ -65,10 +98,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         secret = secret.strip()
         if not secret:
             raise exceptions.AuthenticationFailed("empty bearer token")
-        user = token_user(secret)
-        if user is None:
+        token = token_live(secret)
+        if token is None:
             raise exceptions.AuthenticationFailed("invalid, expired or revoked token")
-        return user, None
+        return token.user, token
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword

@@ -1,0 +1,72 @@
+"""A token cannot outlive the token that created it, and no token is born expired (API and service)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from tenants.models import ApiToken
+from tenants.tokens import TokenRefused, token_create
+from tests.factories import make_tenant, member
+
+pytestmark = pytest.mark.django_db
+
+
+def bearer(secret: str) -> Client:
+    return Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
+
+
+def post_token(client: Client, **body: object) -> tuple[int, dict]:
+    response = client.post("/api/v1/tokens/", {"name": "child", **body}, content_type="application/json")
+    return response.status_code, response.json()
+
+
+def test_a_short_lived_token_mints_children_that_expire_with_it() -> None:
+    user = member(make_tenant())
+    parent_expiry = timezone.now() + timedelta(hours=1)
+    _, secret = token_create(user=user, name="short", expires_at=parent_expiry)
+
+    code, body = post_token(bearer(secret))
+    assert code == 201, body
+    assert ApiToken.objects.get(pk=body["id"]).expires_at == parent_expiry, "no expiry asked: the parent's"
+
+    sooner = parent_expiry - timedelta(minutes=30)
+    code, body = post_token(bearer(secret), expires_at=sooner.isoformat())
+    assert code == 201 and ApiToken.objects.get(pk=body["id"]).expires_at == sooner
+
+
+def test_a_child_token_may_not_expire_after_its_parent_and_nothing_is_stored() -> None:
+    user = member(make_tenant())
+    _, secret = token_create(user=user, name="short", expires_at=timezone.now() + timedelta(hours=1))
+    before = ApiToken.objects.count()
+
+    code, body = post_token(bearer(secret), expires_at=(timezone.now() + timedelta(days=365)).isoformat())
+    assert code == 400
+    assert "must not be later than the expiry of the token" in body["errors"]["expires_at"][0]
+    assert ApiToken.objects.count() == before
+
+
+def test_an_expiry_in_the_past_is_refused_on_every_path() -> None:
+    user = member(make_tenant())
+    client = Client()
+    client.force_login(user)
+    code, body = post_token(client, expires_at=(timezone.now() - timedelta(minutes=1)).isoformat())
+    assert code == 400 and body["errors"] == {"expires_at": ["must be in the future"]}
+    with pytest.raises(TokenRefused, match="must be in the future"):
+        token_create(user=user, name="late", expires_at=timezone.now())
+    assert not ApiToken.objects.filter(user=user).exists()
+
+
+def test_a_token_without_expiry_or_a_browser_session_mints_as_asked() -> None:
+    user = member(make_tenant())
+    _, secret = token_create(user=user, name="forever")
+    code, body = post_token(bearer(secret))
+    assert code == 201 and body["expires_at"] is None
+    client = Client()
+    client.force_login(user)
+    later = timezone.now() + timedelta(days=30)
+    code, body = post_token(client, expires_at=later.isoformat())
+    assert code == 201 and ApiToken.objects.get(pk=body["id"]).expires_at == later
