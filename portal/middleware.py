@@ -136,3 +136,16 @@ class ContentSecurityPolicyMiddleware(_Hybrid):
         if header:
             response["Content-Security-Policy"] = header
         return response
+
+
+def client_ip(request: HttpRequest) -> str | None:
+    """The client's address: the socket's, or with TRUSTED_PROXY_COUNT proxies in front the address that
+    many hops from the right of X-Forwarded-For (what the outermost trusted proxy saw; anything to its
+    left the client could have written)."""
+    proxies = settings.TRUSTED_PROXY_COUNT
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    if proxies > 0 and forwarded:
+        hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
+        if hops:
+            return hops[-min(proxies, len(hops))]
+    return request.META.get("REMOTE_ADDR")

@@ -1,6 +1,7 @@
 """Settings shared by every environment; every value comes from the environment."""
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI's files, served from here (no CDN)
     "guardian",
     "channels",
+    "axes",
     "portal",
     "tenants",
     "jobs",
@@ -74,6 +76,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -105,10 +108,25 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=0)
 REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 
 AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses a locked-out login before the password is checked
     "django.contrib.auth.backends.ModelBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
 ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row, nobody anonymous gets anything
+
+# Login throttling (django-axes) on /login/ and /admin/login/: after LOGIN_FAILURE_LIMIT wrong passwords for
+# one username from one address, that pair is refused for LOGIN_LOCKOUT_MINUTES (a 429 page saying so);
+# a successful login clears the count. Attempts are kept in the database.
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "portal/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "portal.middleware.client_ip"
+AXES_VERBOSE = False
+# How many reverse proxies (an ingress, a load balancer) sit in front of the web server: the client's
+# address is then read from X-Forwarded-For that many hops from the right (0: the socket's address).
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -156,6 +174,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "portal.apiutil.exception_handler",
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT or None,
     # Per user (by client address for anonymous requests), plus a stricter rate for anonymous ones; a
     # throttled request is a 429 with Retry-After and the usual error body.
     "DEFAULT_THROTTLE_CLASSES": [

@@ -32,7 +32,8 @@ def test_seed_demo_twice_changes_nothing() -> None:
 @override_settings(LOCAL_SETUP=True)
 def test_demo_user_is_a_member_but_not_staff(client: Client) -> None:
     call_command("seed_demo")
-    assert client.login(username="demo", password="demo")
+    response = client.post("/login/", {"username": "demo", "password": "demo"})
+    assert response.status_code == 302, "logged in and sent on"
     assert client.get("/admin/").status_code == 302
 
 

@@ -1,0 +1,68 @@
+"""Login throttling (django-axes) on both login pages: too many wrong passwords for one username from one
+address are refused for a while with a page that says so; other users and other addresses log in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from tests.factories import make_user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def low_limit(settings: Any) -> None:
+    settings.AXES_FAILURE_LIMIT = 3
+
+
+def attempt(path: str, username: str, password: str, address: str = "10.0.0.1") -> int:
+    response = Client(REMOTE_ADDR=address).post(path, {"username": username, "password": password})
+    return response.status_code
+
+
+@pytest.mark.parametrize("path", ["/login/", "/admin/login/"])
+def test_wrong_passwords_lock_that_username_at_that_address_with_a_clear_page(path: str) -> None:
+    make_user("alice", password="right-pw", is_staff=True)
+    assert [attempt(path, "alice", "wrong") for _ in range(2)] == [200, 200], "the form again, with an error"
+    response = Client(REMOTE_ADDR="10.0.0.1").post(path, {"username": "alice", "password": "wrong"})
+    assert response.status_code == 429
+    text = response.content.decode()
+    assert "Too many failed logins" in text and "Try again in 15 minutes" in text
+
+    assert attempt(path, "alice", "right-pw") == 429, "locked: even the right password waits"
+    assert attempt(path, "alice", "right-pw", address="10.0.0.2") == 302, "another address is not locked"
+
+
+def test_other_users_from_the_same_address_still_log_in() -> None:
+    make_user("alice", password="right-pw")
+    make_user("bob", password="bob-pw")
+    for _ in range(3):
+        attempt("/login/", "alice", "wrong")
+    assert attempt("/login/", "alice", "right-pw") == 429
+    assert attempt("/login/", "bob", "bob-pw") == 302
+
+
+def test_a_successful_login_clears_the_count() -> None:
+    make_user("alice", password="right-pw")
+    for _ in range(2):
+        attempt("/login/", "alice", "wrong")
+    assert attempt("/login/", "alice", "right-pw") == 302
+    assert [attempt("/login/", "alice", "wrong") for _ in range(2)] == [200, 200]
+
+
+def test_behind_a_trusted_proxy_the_forwarded_address_counts(settings: Any) -> None:
+    settings.TRUSTED_PROXY_COUNT = 1
+    make_user("alice", password="right-pw")
+
+    def via_proxy(forwarded: str, password: str) -> int:
+        client = Client(REMOTE_ADDR="10.9.9.9", HTTP_X_FORWARDED_FOR=forwarded)
+        return client.post("/login/", {"username": "alice", "password": password}).status_code
+
+    for _ in range(3):
+        via_proxy("203.0.113.7", "wrong")
+    assert via_proxy("203.0.113.7", "right-pw") == 429
+    assert via_proxy("198.51.100.1, 203.0.113.8", "right-pw") == 302, "the proxy saw another client"
+    assert via_proxy("203.0.113.7, 203.0.113.8", "right-pw") == 302, "a spoofed left hop does not count"
