@@ -20,7 +20,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError, ValidationError
-from rest_framework.parsers import BaseParser, JSONParser, MultiPartParser
+from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -40,6 +40,7 @@ from jobs.states import JobStatus
 from jobs.telemetry import telemetry_list
 from portal.apiutil import api_user
 from portal.pagination import paginate
+from portal.parsers import BoundedJSONParser
 from tenants.api import ApiView, errors
 from tenants.models import Tenant
 from tenants.scoping import Perm, tenants_for
@@ -188,7 +189,7 @@ class JobSubmitFormSerializer(serializers.Serializer[Any]):
 class JobListView(ApiView):
     """GET: the jobs you may see (filters: tenant, status, owner, search). POST: submit a job."""
 
-    parser_classes = [JSONParser, MultiPartParser, TextParser]
+    parser_classes = [BoundedJSONParser, MultiPartParser, TextParser]
 
     @extend_schema(
         operation_id="jobs_list",

@@ -224,7 +224,7 @@ def _translate_data_stores(
             continue
         seen_ids.add(store_id)
         store_type = store.get("type")
-        if store_type not in S3_STORE_TYPES:
+        if not isinstance(store_type, str) or store_type not in S3_STORE_TYPES:
             error(
                 f"{path}.type", f"unsupported data store type; use one of {', '.join(sorted(S3_STORE_TYPES))}"
             )

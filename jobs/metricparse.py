@@ -128,7 +128,7 @@ def _compiled(groups_json: str) -> tuple[Extractor, ...]:
 def _from_json(text: str) -> list[MetricPoint]:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     if not isinstance(data, dict):
         return []

@@ -48,7 +48,7 @@ def _int_param(request: Request, name: str) -> int | None:
     raw = request.query_params.get(name)
     if raw in (None, ""):
         return None
-    if not raw.isdigit() or len(raw) > 9:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
         raise ValidationError({name: ["must be a whole number"]})
     return int(raw)
 

@@ -103,6 +103,16 @@ def result_upload(
     return JsonResponse({"path": relative, "size": size, "sha256": sha}, status=201)
 
 
+# What the completion report may say: an exit code (negative: killed by a signal) and counts that fit the
+# database's bigint.
+REPORT_RANGES = {
+    "exit_code": (-(2**31), 2**31 - 1),
+    "files": (0, 2**63 - 1),
+    "bytes": (0, 2**63 - 1),
+    "checkpoint_bytes": (0, 2**63 - 1),
+}
+
+
 @csrf_exempt
 @require_http_methods(["POST"])
 def results_complete(request: HttpRequest, job_id: str, attempt: int, learner: int) -> HttpResponseBase:
@@ -113,13 +123,17 @@ def results_complete(request: HttpRequest, job_id: str, attempt: int, learner: i
         return _refused(str(exc))
     try:
         report: Any = json.loads(request.body or b"{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return _refused("the body must be a JSON object", status=400)
     if not isinstance(report, dict):
         return _refused("the body must be a JSON object", status=400)
-    numbers = {k: report.get(k) for k in ("exit_code", "files", "bytes", "checkpoint_bytes")}
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in numbers.values() if v is not None):
-        return _refused("exit_code, files, bytes and checkpoint_bytes must be whole numbers", status=400)
+    numbers = {k: report.get(k) for k in REPORT_RANGES}
+    for key, value in numbers.items():
+        low, high = REPORT_RANGES[key]
+        if value is not None and not (
+            isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+        ):
+            return _refused(f"{key} must be a whole number from {low} to {high}", status=400)
     with transaction.atomic():
         if numbers["checkpoint_bytes"] is not None:
             Job.objects.filter(pk=job_id).update(checkpoint_bytes=numbers["checkpoint_bytes"])

@@ -116,6 +116,9 @@ def _group(group: Mapping[str, Any], where: str, errors: Errors) -> dict[str, An
     step = meta.get("time") if isinstance(meta, Mapping) else None
     if not isinstance(meta, Mapping) or set(meta) - {"time"}:
         errors.add(f"{where}.meta", "may only name the step capture, as {time: <capture>}")
+    elif step is not None and not isinstance(step, str):
+        errors.add(f"{where}.meta.time", "must be the name of a capture")
+        return None
     elif step is not None and step not in captures:
         errors.add(f"{where}.meta.time", f"names {show(step)}, which the regex does not capture")
     values = group.get("values")

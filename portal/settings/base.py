@@ -173,6 +173,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "EXCEPTION_HANDLER": "portal.apiutil.exception_handler",
     "NUM_PROXIES": TRUSTED_PROXY_COUNT or None,
     # Per user (by client address for anonymous requests), plus a stricter rate for anonymous ones; a

@@ -1,0 +1,50 @@
+"""The API's JSON parser: DRF's, with the nesting depth bounded before parsing."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser
+
+MAX_JSON_DEPTH = 64
+
+
+def json_too_deep(raw: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether JSON text nests arrays and objects deeper than `limit` (brackets inside strings do not
+    count). Cheap when the text has few brackets; it never parses."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    depth, in_string, escaped = 0, False, False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return False
+
+
+class BoundedJSONParser(JSONParser):
+    """DRF's JSON parser, refusing nesting deeper than MAX_JSON_DEPTH before parsing (Python's parser
+    would recurse until RecursionError, a 500)."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        raw = stream.read() if stream is not None else b""
+        if json_too_deep(raw):
+            raise ParseError(f"JSON parse error - nested deeper than {MAX_JSON_DEPTH} levels")
+        try:
+            return super().parse(io.BytesIO(raw), media_type, parser_context)
+        except RecursionError:
+            raise ParseError("JSON parse error - nested too deeply") from None

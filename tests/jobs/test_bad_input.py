@@ -1,0 +1,129 @@
+"""Inputs that used to answer 500 (issue 14.4) now get a 4xx with a field-level message, and nothing is
+stored: odd types inside FfDL manifests and metric groups, JSON nested a thousand levels deep, non-ASCII
+digits in query strings, and numbers in a pod's completion report that no column can hold."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from jobs.artifacts.tokens import HEADER, mint_token
+from jobs.metricparse import parse_metric_line
+from jobs.models import Job, JobEvent
+from jobs.services import job_submit
+from jobs.states import JobStatus
+from portal.parsers import MAX_JSON_DEPTH, json_too_deep
+from tests.factories import make_tenant, member
+from tests.jobs.test_ffdl import MANIFEST
+from tests.jobs.test_spec import spec_with
+
+pytestmark = pytest.mark.django_db
+
+
+def api(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def submit(document: Any) -> tuple[int, dict[str, Any]]:
+    tenant = make_tenant()
+    response = api(member(tenant)).post(
+        f"/api/v1/jobs/?tenant={tenant.slug}", document, content_type="application/json"
+    )
+    return response.status_code, response.json()
+
+
+@pytest.mark.parametrize("store_type", [["mount_cos"], {"a": 1}, 7])
+def test_an_ffdl_data_store_type_that_is_not_a_string_is_a_field_error(store_type: Any) -> None:
+    manifest = json.loads(json.dumps(MANIFEST))
+    manifest["data_stores"][0]["type"] = store_type
+    code, body = submit({"spec": json.dumps(manifest)})
+    assert code == 400, body
+    assert any("data_stores" in field and field.endswith("type") for field in body["errors"]), body
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize("step", [["iteration"], {"a": "b"}, 3])
+def test_a_metric_step_that_is_not_a_capture_name_is_a_field_error(step: Any) -> None:
+    metrics = {
+        "type": "regex_extractor",
+        "groups": {"train": {"regex": r"it (?P<iteration>\d+) loss (?P<loss>\S+)", "meta": {"time": step}}},
+    }
+    code, body = submit({"spec": json.dumps(spec_with(evaluation_metrics=metrics))})
+    assert code == 400, body
+    assert body["errors"]["evaluation_metrics.groups.train.meta.time"] == ["must be the name of a capture"]
+    assert not Job.objects.exists()
+
+
+def test_json_nested_a_thousand_levels_is_a_400_not_a_crash() -> None:
+    tenant = make_tenant()
+    deep = "[" * 5000 + "]" * 5000
+    response = api(member(tenant)).post(
+        f"/api/v1/jobs/?tenant={tenant.slug}", deep, content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert f"nested deeper than {MAX_JSON_DEPTH} levels" in response.json()["detail"]
+    token = api(member(tenant)).post(
+        "/api/v1/tokens/", '{"name": ' + deep + "}", content_type="application/json"
+    )
+    assert token.status_code == 400
+    assert not Job.objects.exists()
+
+
+def test_the_depth_check_ignores_brackets_inside_strings() -> None:
+    inside = json.dumps({"text": "[" * 500 + "{" * 500})
+    assert not json_too_deep(inside.encode())
+    assert json_too_deep(("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)).encode())
+    assert not json_too_deep(("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH).encode())
+    escaped = json.dumps({"t": '\\"' + "[" * 200})
+    assert not json_too_deep(escaped.encode()), "an escaped quote does not end the string"
+
+
+def test_a_log_line_nested_too_deeply_is_not_a_metric_and_breaks_nothing() -> None:
+    assert parse_metric_line('{"a": ' + "[" * 3000 + "]" * 3000 + "}") == []
+
+
+@pytest.mark.parametrize("attempt", ["²", "\u0661", "1e3", "-1", "9999999999"])
+def test_a_results_attempt_that_is_not_ascii_digits_is_a_field_error(attempt: str) -> None:
+    tenant = make_tenant()
+    user = member(tenant)
+    job = job_submit(tenant=tenant, user=user, document="name: x\nimage: python:3.11\ncommand: [python]\n")
+    for path in (f"/api/v1/jobs/{job.pk}/results/", f"/api/v1/jobs/{job.pk}/results.zip"):
+        response = api(user).get(path, {"attempt": attempt})
+        assert response.status_code == 400, (path, response.content)
+        assert response.json()["errors"] == {"attempt": ["must be a whole number"]}
+
+
+@pytest.mark.parametrize(
+    ("report", "message"),
+    [
+        ({"checkpoint_bytes": 10**30}, "checkpoint_bytes must be a whole number from 0 to"),
+        ({"checkpoint_bytes": -5}, "checkpoint_bytes must be a whole number from 0 to"),
+        ({"checkpoint_bytes": 1e30}, "checkpoint_bytes must be a whole number"),
+        ({"bytes": 2**63}, "bytes must be a whole number from 0 to"),
+        ({"exit_code": 2**40}, "exit_code must be a whole number from"),
+        ({"files": True}, "files must be a whole number"),
+    ],
+)
+def test_a_completion_report_with_numbers_out_of_range_is_refused_and_stores_nothing(
+    report: dict[str, Any], message: str
+) -> None:
+    tenant = make_tenant()
+    job = job_submit(
+        tenant=tenant, user=member(tenant), document="name: x\nimage: python:3.11\ncommand: [python]\n"
+    )
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.RUNNING, attempt=1)
+    client = Client(headers={HEADER: mint_token(job_id=job.pk, attempt=1)})
+    response = client.post(
+        f"/api/v1/artifacts/{job.pk}/1/0/results/complete",
+        json.dumps(report),
+        content_type="application/json",
+    )
+    assert response.status_code == 400 and message in response.json()["detail"], response.content
+    job.refresh_from_db()
+    assert job.checkpoint_bytes is None or job.checkpoint_bytes >= 0
+    assert not JobEvent.objects.filter(job=job, kind="results").exists()
