@@ -10,10 +10,12 @@ file younger than N seconds" (deploy/k8s/worker.yaml, beat.yaml). Celery imports
 
 from __future__ import annotations
 
+import hmac
 import logging
 from typing import Any
 
 from celery import signals
+from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CollectorRegistry, generate_latest
@@ -65,9 +67,19 @@ def readyz(request: HttpRequest) -> JsonResponse:
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus exposition of the platform's figures (see portal/telemetry.py)."""
+    """Prometheus exposition of the platform's figures (see portal/telemetry.py).
+
+    With METRICS_TOKEN set, only `Authorization: Bearer <METRICS_TOKEN>` gets in (401 otherwise) and sees
+    the per-tenant series; without it anyone may scrape, and the queue series carry no tenant names."""
+    expected = settings.METRICS_TOKEN
+    if expected:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected.encode()):
+            response = HttpResponse("metrics need Authorization: Bearer <METRICS_TOKEN>\n", status=401)
+            response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+            return response
     registry = CollectorRegistry()
-    registry.register(TrainyardCollector())
+    registry.register(TrainyardCollector(tenant_names=bool(expected)))
     registry.register(WEBSOCKET_CLIENTS)
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 

@@ -77,7 +77,11 @@ def snapshot() -> dict[str, float]:
 
 class TrainyardCollector(Collector):
     """Jobs by state, queue length and oldest wait per tenant (from PostgreSQL), plus what the other
-    processes recorded in Redis."""
+    processes recorded in Redis. With `tenant_names` False the queue series are totals over all tenants,
+    with no tenant label (what an anonymous scrape gets)."""
+
+    def __init__(self, *, tenant_names: bool = True) -> None:
+        self.tenant_names = tenant_names
 
     def collect(self) -> Iterator[Metric]:
         from jobs.models import Job
@@ -89,13 +93,24 @@ class TrainyardCollector(Collector):
         for state in JobStatus.values:
             by_state.add_metric([state], counts.get(state, 0))
         yield by_state
+        now = time.time()
+        if not self.tenant_names:
+            total = Job.objects.waiting().aggregate(n=Count("id"), first=Min("created_at"))
+            first = total["first"]
+            yield GaugeMetricFamily("trainyard_queue_length", "Waiting jobs", value=total["n"])
+            yield GaugeMetricFamily(
+                "trainyard_queue_oldest_wait_seconds",
+                "Age of the oldest waiting job",
+                value=max(0.0, now - first.timestamp()) if first else 0.0,
+            )
+            yield from self._recorded()
+            return
         queue = GaugeMetricFamily("trainyard_queue_length", "Waiting jobs per tenant", labels=["tenant"])
         oldest = GaugeMetricFamily(
             "trainyard_queue_oldest_wait_seconds",
             "Age of the oldest waiting job per tenant",
             labels=["tenant"],
         )
-        now = time.time()
         rows = Job.objects.waiting().values("tenant__slug").annotate(n=Count("id"), first=Min("created_at"))
         waiting = {row["tenant__slug"]: row for row in rows}
         # Every active tenant has a sample (0 when nothing waits), so "no queue" is 0, not a missing series.
@@ -107,6 +122,9 @@ class TrainyardCollector(Collector):
             oldest.add_metric([slug], max(0.0, now - row["first"].timestamp()) if row else 0.0)
         yield queue
         yield oldest
+        yield from self._recorded()
+
+    def _recorded(self) -> Iterator[Metric]:
         recorded = snapshot()
         counters = {key.partition(":")[2] for key in recorded if key.startswith("counter:")} | set(COUNTERS)
         gauges = {key.partition(":")[2] for key in recorded if key.startswith("gauge:")} | set(GAUGES)

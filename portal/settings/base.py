@@ -114,6 +114,10 @@ AUTHENTICATION_BACKENDS = [
 ]
 ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row, nobody anonymous gets anything
 
+# /metrics: with a token, only `Authorization: Bearer <METRICS_TOKEN>` may scrape, and sees per-tenant queue
+# series; without one anyone who reaches it may, and no tenant name appears (totals only).
+METRICS_TOKEN = env("METRICS_TOKEN", default="")
+
 # Login throttling (django-axes) on /login/ and /admin/login/: after LOGIN_FAILURE_LIMIT wrong passwords for
 # one username from one address, that pair is refused for LOGIN_LOCKOUT_MINUTES (a 429 page saying so);
 # a successful login clears the count. Attempts are kept in the database.

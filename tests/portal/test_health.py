@@ -60,17 +60,40 @@ def test_readyz_names_a_redis_that_is_down(
     assert response.status_code == 503 and response.json()["checks"]["redis"] != "ok"
 
 
-def test_metrics_expose_jobs_by_state_and_queue_per_tenant(client: Client, fresh_redis: None) -> None:
+@pytest.fixture
+def metrics_token(settings: Any) -> Client:
+    """A scraper holding METRICS_TOKEN."""
+    settings.METRICS_TOKEN = "scrape-secret"
+    return Client(HTTP_AUTHORIZATION="Bearer scrape-secret")
+
+
+def test_metrics_expose_jobs_by_state_and_queue_per_tenant(metrics_token: Client, fresh_redis: None) -> None:
     tenant = make_tenant(slug="vision")
     job_submit(tenant=tenant, user=member(tenant), document={"name": "a", "image": "b", "command": ["c"]})
     telemetry.count("log_lines", 5)
     telemetry.gauge("admission_cycle_seconds", 0.25)
-    text = client.get("/metrics").content.decode()
+    text = metrics_token.get("/metrics").content.decode()
     assert 'trainyard_jobs{state="queued"} 1.0' in text
     assert 'trainyard_queue_length{tenant="vision"} 1.0' in text
     assert 'trainyard_queue_oldest_wait_seconds{tenant="vision"}' in text
     assert "trainyard_log_lines_total" in text
     assert "trainyard_admission_cycle_seconds 0.25" in text
+
+
+def test_metrics_with_a_token_set_refuse_scrapers_without_it(metrics_token: Client) -> None:
+    for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer wrong"}, {"HTTP_AUTHORIZATION": "scrape-secret"}):
+        response = Client(**headers).get("/metrics")
+        assert response.status_code == 401 and b"METRICS_TOKEN" in response.content
+    assert metrics_token.get("/metrics").status_code == 200
+
+
+def test_anonymous_metrics_name_no_tenant(client: Client, fresh_redis: None) -> None:
+    tenant = make_tenant(slug="secret-project")
+    job_submit(tenant=tenant, user=member(tenant), document={"name": "a", "image": "b", "command": ["c"]})
+    text = client.get("/metrics").content.decode()
+    assert "secret-project" not in text and "tenant=" not in text
+    assert "trainyard_queue_length 1.0" in text
+    assert "trainyard_queue_oldest_wait_seconds " in text
 
 
 # -- each dependency down ----------------------------------------------------------------------------
@@ -147,10 +170,10 @@ def series(text: str) -> dict[str, float]:
 
 
 def test_metrics_expose_every_named_series_before_anything_was_recorded(
-    client: Client, clean_telemetry: None
+    metrics_token: Client, clean_telemetry: None
 ) -> None:
     make_tenant(slug="idle")  # queue series are per tenant: an idle one reports 0
-    response = client.get("/metrics")
+    response = metrics_token.get("/metrics")
     assert response.status_code == 200
     names = {key.split("{")[0] for key in series(response.content.decode())}
     missing = [name for name in NAMED_SERIES if name not in names]
