@@ -12,6 +12,7 @@ const POLL_MS = 4000;
 
 const ansi = new AnsiUp();
 ansi.escape_html = true;
+ansi.url_allowlist = {}; // a job's output never becomes a link (see plainLinks)
 
 const logBox = document.getElementById("log");
 const logStatus = document.getElementById("log-status");
@@ -40,6 +41,15 @@ function stripAnsi(text) {
   return text.replace(/\x1b\[[0-9;?]*[ -/]*[@-~]/g, "");
 }
 
+// OSC-8 hyperlinks (ESC ] 8 ; params ; URL ST label ESC ] 8 ; ; ST) are shown as text, the target beside
+// the label: a job's output must not put clickable links, perhaps disguised, in front of its readers.
+// eslint-disable-next-line no-control-regex
+const OSC8 = /\x1b\]8;[^;\x07\x1b]*;([^\x07\x1b]*)(?:\x07|\x1b\\)([\s\S]*?)\x1b\]8;;(?:\x07|\x1b\\)/g;
+
+function plainLinks(text) {
+  return text.replace(OSC8, (_, url, label) => (url && url !== label ? `${label} [${url}]` : label));
+}
+
 function escapeHtml(text) {
   return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 }
@@ -47,10 +57,10 @@ function escapeHtml(text) {
 function renderLine(record) {
   const prefix = `<span class="lr">[${record.learner}]</span>`;
   if (!query) {
-    record.el.innerHTML = prefix + ansi.ansi_to_html(record.text);
+    record.el.innerHTML = prefix + ansi.ansi_to_html(plainLinks(record.text));
     return;
   }
-  const plain = stripAnsi(record.text);
+  const plain = stripAnsi(plainLinks(record.text));
   const lower = plain.toLowerCase();
   let html = "";
   let at = 0;

@@ -87,6 +87,14 @@ def test_job_page_renders_log_colours_search_and_metric_charts(page: Any, alice:
                 for learner in (0, 1)
                 for s in range(2, 40)
             ],
+            LogLine(
+                job=job,
+                learner=0,
+                attempt=1,
+                seq=40,
+                ts=now,
+                text="see \x1b]8;;https://evil.example/steal\x1b\\the docs\x1b]8;;\x1b\\ now",
+            ),
         ]
     )
     MetricSample.objects.bulk_create(
@@ -104,7 +112,9 @@ def test_job_page_renders_log_colours_search_and_metric_charts(page: Any, alice:
     assert red.count() == 1
     assert "<b>not bold</b>" in log.inner_text()  # escaped, shown as text
     assert log.locator("b").count() == 0
-    assert log.locator(".ln").count() == 1 + 2 * 38
+    assert log.locator(".ln").count() == 1 + 2 * 38 + 1
+    log.get_by_text("see the docs [https://evil.example/steal] now").wait_for()
+    assert log.locator("a").count() == 0, "an OSC-8 hyperlink is shown as text, never as a link"
 
     page.click(".tab[data-learner='1']")
     assert log.locator(".ln:visible").count() == 38
