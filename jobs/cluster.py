@@ -24,6 +24,10 @@ from clusterio.builders import (
     VolumeSpec,
     datastore_env_name,
     datastore_secret_keys,
+    make_headless_service,
+    make_learner_pod,
+    platform_mounts,
+    reserved_env_reason,
 )
 from clusterio.client import Cluster, ManagedKind, NodeInfo
 from clusterio.telemetry import PodUsage
@@ -96,6 +100,53 @@ def credential_problems(credentials: Credentials) -> list[str]:
     except ValueError as exc:
         return [str(exc)]
     return []
+
+
+def spec_problems(*, tenant: Tenant, spec: dict[str, Any], credentials: Credentials) -> dict[str, list[str]]:
+    """What the pod builder would refuse in a validated spec, as field errors: the same pods a launch
+    builds, so that a spec accepted at submit can run (user volumes on the platform's own mount points,
+    env names the platform sets, anything else the builder refuses)."""
+    resources = spec["resources"]
+    job = Job(
+        id="submit-check",
+        tenant=tenant,
+        spec=spec,
+        attempt=1,
+        learners=spec["learners"],
+        gpus=resources["gpus"],
+        cpu_millis=resources["cpu_millis"],
+        memory_mib=resources["memory_mib"],
+    )
+    errors: dict[str, list[str]] = {}
+    pods = pods_spec(job, credentials)
+    taken = platform_mounts(pods)
+    for i, volume in enumerate(spec.get("volumes", [])):
+        owner = taken.get(volume["mount_path"].rstrip("/") or "/")
+        if owner is not None:
+            errors[f"volumes[{i}].mount_path"] = [
+                f"{volume['mount_path']} is where the platform mounts {_MOUNT_NAMES.get(owner, owner)}; "
+                "mount the volume elsewhere"
+            ]
+    for name in spec.get("env", {}):
+        reason = reserved_env_reason(name, pods.threads)
+        if reason is not None:
+            errors[f"env.{name}"] = [f"{name} cannot be set in a spec: {reason}"]
+    if not errors:
+        try:
+            for index in range(pods.learners):
+                make_learner_pod(pods, index)
+            make_headless_service(pods)
+        except ValueError as exc:
+            errors["spec"] = [f"cannot be run: {exc}"]
+    return errors
+
+
+_MOUNT_NAMES = {
+    "scratch": "the learner's scratch space (TRAINYARD_SCRATCH_DIR)",
+    "dshm": "shared memory",
+    "checkpoint": "CHECKPOINT_DIR",
+    "model": "the job's code (MODEL_DIR)",
+}
 
 
 def job_credentials(job: Job) -> Credentials:

@@ -73,6 +73,9 @@ def job_validate(
     problems = cluster.credential_problems(parsed.secrets)
     if problems:
         raise JobRejected({"data_stores": problems})
+    field_problems = cluster.spec_problems(tenant=tenant, spec=parsed.spec, credentials=parsed.secrets)
+    if field_problems:
+        raise JobRejected(field_problems)
     demand = spec_demand(parsed.spec)
     problems = quota_problems(demand=demand, quota=Quota.objects.get(tenant=tenant))
     if problems:

@@ -86,6 +86,11 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
     except (Forbidden, Invalid) as exc:
         _launch_refused(job_id, attempt, exc)
         return []
+    except ValueError as exc:
+        # The builder refuses the spec (what submit checks; a spec stored before a check existed, or a
+        # setting changed since): it will never build, so the job fails now rather than at every reconcile.
+        _launch_refused(job_id, attempt, exc, reason="InvalidSpec", what="its pods cannot be built")
+        return []
     except Unavailable as exc:
         if retries < 5:
             raise self.retry(exc=exc, countdown=2**retries) from exc
@@ -95,12 +100,19 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
     return pods
 
 
-def _launch_refused(job_id: str, attempt: int, exc: ClusterError) -> None:
-    """Fail the job with the API's refusal, and tear down what the launch created before it."""
+def _launch_refused(
+    job_id: str,
+    attempt: int,
+    exc: Exception,
+    *,
+    reason: str = "LaunchRefused",
+    what: str = "the cluster refused",
+) -> None:
+    """Fail the job with the refusal's words, and tear down what the launch created before it."""
     with transaction.atomic():
         job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
         if job.attempt == attempt and job.status == JobStatus.STARTING:
-            transition(job, JobStatus.FAILED, reason="LaunchRefused", message=f"the cluster refused: {exc}")
+            transition(job, JobStatus.FAILED, reason=reason, message=f"{what}: {exc}")
             enqueue("jobs.tasks.teardown", job.pk, attempt)
 
 

@@ -27,6 +27,8 @@ from clusterio.builders.job import (
     make_headless_service,
     make_learner_pod,
     master_address,
+    platform_mounts,
+    reserved_env_reason,
 )
 from clusterio.builders.quantities import cpu_quantity, memory_quantity
 from clusterio.builders.specs import (
@@ -87,5 +89,7 @@ __all__ = [
     "make_service_account",
     "master_address",
     "memory_quantity",
+    "platform_mounts",
+    "reserved_env_reason",
     "to_dict",
 ]

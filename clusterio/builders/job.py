@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 
 from kubernetes import client
 
@@ -59,15 +60,55 @@ RESERVED_ENV_PREFIX = "TRAINYARD_"
 _ENV_NAME_BAD = re.compile(r"[^A-Z0-9_]")
 
 
-def is_reserved_env_name(name: str, threads: str = "auto") -> bool:
-    """Tell whether `name` belongs to the platform, so a user's env entry of that name is ignored.
+RESERVED_ENV_PREFIXES = (RESERVED_ENV_PREFIX, "TORCHELASTIC_")
+GPU_RUNTIME_ENV_NAMES = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+
+
+def reserved_env_reason(name: str, threads: str = "auto") -> str | None:
+    """Why `name` belongs to the platform (what it sets there instead), or None if a user may set it.
 
     Thread variables are the platform's only while threads are managed (`threads="auto"`); with
-    `"off"` the user may set them. Job validation can call this to reject such names at submit.
+    `"off"` the user may set them. Job validation calls this to refuse such names at submit.
     """
-    if name in TORCHRUN_ENV_NAMES or name in FFDL_ENV_NAMES or name.startswith(RESERVED_ENV_PREFIX):
-        return True
-    return threads == "auto" and name in THREAD_ENV_NAMES
+    if name in TORCHRUN_ENV_NAMES:
+        return "the platform sets it for torch.distributed's rendezvous (master, rank and world size)"
+    if name in FFDL_ENV_NAMES:
+        return (
+            "the platform sets it (the learner contract: DATA_DIR, RESULT_DIR, CHECKPOINT_DIR, "
+            "JOB_ID/TRAINING_ID, LEARNER_ID, NUM_LEARNERS); use those values"
+        )
+    if name == "MODEL_DIR":
+        return "the platform sets it to the folder the job's code is unpacked in"
+    if name.startswith(RESERVED_ENV_PREFIXES):
+        return f"names starting with {' or '.join(RESERVED_ENV_PREFIXES)} belong to the platform"
+    if name in GPU_RUNTIME_ENV_NAMES:
+        return "the GPU runtime sets it from the GPUs the job is given"
+    if threads == "auto" and name in THREAD_ENV_NAMES:
+        return (
+            "the platform sizes thread pools from the job's CPU (tuning.threads: auto); "
+            "set tuning.threads: off to set it yourself"
+        )
+    return None
+
+
+def is_reserved_env_name(name: str, threads: str = "auto") -> bool:
+    """Tell whether `name` belongs to the platform, so a user's env entry of that name is ignored."""
+    return reserved_env_reason(name, threads) is not None
+
+
+def platform_mounts(spec: JobPodsSpec) -> dict[str, str]:
+    """Where the platform mounts its own volumes in a learner (path -> volume name: scratch, dshm,
+    checkpoint, model), which no user volume may take. RESULT_DIR's fallback folder is not listed: a
+    user's results volume goes there."""
+    artifacts = replace(spec.artifacts, s3_fetch=()) if spec.artifacts is not None else None
+    pod = make_learner_pod(replace(spec, volumes=(), artifacts=artifacts), 0)
+    assert pod.spec is not None
+    container = pod.spec.containers[0]
+    return {
+        mount.mount_path.rstrip("/") or "/": mount.name
+        for mount in container.volume_mounts or []
+        if mount.name != "results"
+    }
 
 
 def datastore_env_name(store_id: str, key: str) -> str:

@@ -18,8 +18,6 @@ import yaml
 from jobs import ffdl
 from jobs.spec.fields import validate
 from jobs.spec.values import (
-    RESERVED_ENV,
-    RESERVED_ENV_PREFIXES,
     Errors,
     parse_cpu_millis,
     parse_duration_seconds,
@@ -29,8 +27,6 @@ from jobs.spec.values import (
 )
 
 __all__ = [
-    "RESERVED_ENV",
-    "RESERVED_ENV_PREFIXES",
     "Demand",
     "ParsedSpec",
     "SpecError",

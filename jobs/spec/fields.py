@@ -21,8 +21,6 @@ from jobs.spec.values import (
     MAX_LEARNERS,
     MAX_RUNTIME_SECONDS,
     MEMORY_MIB_RANGE,
-    RESERVED_ENV,
-    RESERVED_ENV_PREFIXES,
     Errors,
     check_keys,
     clean_text,
@@ -256,9 +254,7 @@ def _env(value: Any, errors: Errors) -> dict[str, str]:
                 f"bad variable name {show(name)}; use letters, digits and '_', not starting with a digit",
             )
             continue
-        if name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
-            errors.add(name_path, f"{name} is set by the platform and cannot be set in a spec")
-        elif name in result:
+        if name in result:
             errors.add(name_path, f"{name} is given more than once")
         if isinstance(text, int) and not isinstance(text, bool) and abs(text) < 10**18:
             text = str(text)

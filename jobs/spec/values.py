@@ -24,14 +24,6 @@ MAX_COMMAND_BYTES = 16 * 1024
 MAX_ENV_ENTRIES = 100
 MAX_ENV_VALUE = 4096
 MAX_VOLUMES = 16
-RESERVED_ENV = frozenset(
-    {
-        "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "WORLD_SIZE",
-        "LOCAL_WORLD_SIZE", "JOB_ID", "LEARNER_ID", "CHECKPOINT_DIR", "DATA_DIR", "RESULT_DIR",
-        "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
-    }
-)  # fmt: skip
-RESERVED_ENV_PREFIXES = ("TRAINYARD_", "TORCHELASTIC_")
 
 _MEMORY_BINARY = {"k": 1, "m": 2, "g": 3, "t": 4}
 _MEMORY_DECIMAL = {"k": 1, "K": 1, "M": 2, "G": 3, "T": 4}
@@ -57,7 +49,8 @@ def parse_cpu_millis(value: Any) -> int:
     elif isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"must be a finite number, got {value}")
     else:
-        amount = Decimal(value) * 1000 if abs(value) < _BIG else Decimal(_BIG)
+        # A float's shortest repr is what the user wrote (0.1, not 0.1000000000000000055...).
+        amount = Decimal(repr(value)) * 1000 if abs(value) < _BIG else Decimal(_BIG)
     if amount != amount.to_integral_value():
         raise ValueError("must be a whole number of millicores (steps of 0.001 cores)")
     return int(amount)
