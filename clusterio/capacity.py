@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from clusterio.builders.job import GPU_PRODUCT_LABEL
+from clusterio.builders.job import gpu_product
 from clusterio.builders.tenant import GPU_RESOURCE
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -136,7 +136,7 @@ def node_infos(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, A
             NodeInfo(
                 name=meta.get("name", ""),
                 ready=_is_ready(node),
-                gpu_type=(meta.get("labels") or {}).get(GPU_PRODUCT_LABEL),
+                gpu_type=gpu_product(meta.get("labels") or {}),
                 allocatable=allocatable,
                 free=allocatable - used.get(meta.get("name", ""), ZERO),
                 unschedulable=bool((node.get("spec") or {}).get("unschedulable")),

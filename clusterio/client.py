@@ -38,6 +38,7 @@ from clusterio.builders import (
     make_service_account,
     to_dict,
 )
+from clusterio.builders.job import gpu_product
 from clusterio.capacity import NodeInfo, Resources, covers, node_infos, same_quota_hard
 from clusterio.errors import (
     BadRequest,
@@ -511,6 +512,12 @@ class Cluster:
         """The names of the nodes whose Ready condition is True (one list of nodes, no pods)."""
         nodes, _ = self._list_all(self.core.list_node)
         return {info.name for info in node_infos(nodes, []) if info.ready}
+
+    def gpu_products(self) -> list[str]:
+        """The GPU product label of every node that has one (`gpu_product`), sorted, once each. Lists nodes
+        only (no pods): cheap enough for every submit and launch."""
+        nodes, _ = self._list_all(self.core.list_node)
+        return sorted({p for node in nodes if (p := gpu_product(_labels(node)))})
 
     def pod_log_tail(
         self, *, namespace: str, pod: str, lines: int = 20, container: str = "learner"

@@ -154,6 +154,10 @@ def _type_text(gpu_type: str | None) -> str:
     return f" of type {gpu_type}" if gpu_type else ""
 
 
+def _amount(dim: int, value: int) -> str:
+    return (f"{value} GPUs", f"{value}m CPU", f"{value} MiB memory")[dim]
+
+
 def _invalid(job: QueuedJob) -> bool:
     return job.learners < 1 or min(job.gpus, job.cpu_millis, job.memory_mib) < 0
 
@@ -332,13 +336,34 @@ class _Cycle:
         return self.never_fit[key]
 
     def never_fit_reason(self, job: QueuedJob) -> str:
-        sizes = self.sizes(job.gpu_type) or [(0, 0, 0)]
-        g, c, m = (max(s[d] for s in sizes) for d in range(3))
-        return (
-            f"can never fit: {job.learners} learner(s) x {job.gpus} GPUs{_type_text(job.gpu_type)}, "
-            f"{job.cpu_millis}m CPU, {job.memory_mib} MiB exceed the cluster "
-            f"(largest node: {g} GPUs, {c}m CPU, {m} MiB)"
+        """Why ``job`` fits not even the empty cluster: no node of its type, one learner larger than every
+        node (the node is the limit), or the gang larger than all the nodes of its type together (the
+        total is the limit)."""
+        sizes, need, t = self.sizes(job.gpu_type), _shape(job), job.gpu_type
+        head = (
+            f"can never fit: {job.learners} learner(s) x {job.gpus} GPUs{_type_text(t)}, "
+            f"{job.cpu_millis}m CPU, {job.memory_mib} MiB"
         )
+        nodes = f"{t} nodes" if t else "nodes"
+        if not sizes:
+            return f"{head}; the cluster has no {nodes}"
+        largest = [max(s[d] for s in sizes) for d in range(3)]
+        if not any(_slots(cap, need, 1) for cap in sizes):
+            over = [d for d in range(3) if need[d] > largest[d]]
+            if over:
+                wants = " and ".join(_amount(d, need[d]) for d in over)
+                has = " and ".join(_amount(d, largest[d]) for d in over)
+                return f"{head}; one learner needs {wants}, the largest of the cluster's {nodes} has {has}"
+            most = ", ".join(_amount(d, largest[d]) for d in range(3))
+            return f"{head}; one learner fits on none of the cluster's {nodes} (the largest: {most})"
+        total = [sum(s[d] for s in sizes) for d in range(3)]
+        over = [d for d in range(3) if need[d] * job.learners > total[d]]
+        if over:
+            wants = " and ".join(_amount(d, need[d] * job.learners) for d in over)
+            has = " and ".join(_amount(d, total[d]) for d in over)
+            return f"{head}; together they need {wants}, the cluster's {nodes} have {has} in total"
+        fit = sum(_slots(cap, need, job.learners) for cap in sizes)
+        return f"{head}; the cluster's {nodes} hold at most {fit} of them at once"
 
     def capacity_reason(self, job: QueuedJob) -> str:
         g, c, m = _shape(job)

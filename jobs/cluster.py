@@ -33,6 +33,7 @@ from clusterio.client import Cluster, ManagedKind, NodeInfo
 from clusterio.telemetry import PodUsage
 from jobs.artifacts.tokens import mint_token
 from jobs.credentials import Credentials, unseal
+from jobs.gputypes import GpuTypes
 from jobs.models import Job, JobCredentials
 from tenants.models import Tenant
 
@@ -74,6 +75,23 @@ def installation_id() -> str:
     if settings.INSTALLATION_ID:
         return str(settings.INSTALLATION_ID)
     return _database_installation_id("default", str(connections["default"].settings_dict["NAME"]))
+
+
+_gpu_types: tuple[object, GpuTypes] | None = None
+
+
+def gpu_types() -> GpuTypes:
+    """The GPU type aliases of settings.GPU_TYPE_ALIASES, compiled once per value of the setting."""
+    global _gpu_types
+    source = settings.GPU_TYPE_ALIASES
+    if _gpu_types is None or _gpu_types[0] is not source:
+        _gpu_types = (source, GpuTypes(source))
+    return _gpu_types[1]
+
+
+def gpu_products() -> list[str]:
+    """The GPU product labels the cluster's nodes carry (one list of nodes, no pods)."""
+    return cluster().gpu_products()
 
 
 def namespace_for(tenant: Tenant) -> str:
@@ -155,11 +173,14 @@ def job_credentials(job: Job) -> Credentials:
     return unseal(row.sealed) if row is not None else {}
 
 
-def pods_spec(job: Job, credentials: Credentials | None = None) -> JobPodsSpec:
+def pods_spec(
+    job: Job, credentials: Credentials | None = None, gpu_products: list[str] | None = None
+) -> JobPodsSpec:
     """Everything clusterio needs to build the pods of the job's current attempt.
 
     The pods reference the attempt's data-store Secret by key, never the values (`credentials`, read from
-    the database when not given, only decides which keys there are).
+    the database when not given, only decides which keys there are). `gpu_products` are the cluster's
+    product labels that the spec's `gpu_type` matches (see `launch`).
     """
     spec: dict[str, Any] = job.spec
     if credentials is None:
@@ -180,6 +201,7 @@ def pods_spec(job: Job, credentials: Credentials | None = None) -> JobPodsSpec:
         cpu_millis=job.cpu_millis,
         memory_mib=job.memory_mib,
         gpu_type=spec["resources"].get("gpu_type"),
+        gpu_products=tuple(gpu_products or ()),
         env=dict(spec.get("env", {})),
         volumes=volumes,
         checkpoint_dir=spec["checkpoint_dir"],
@@ -265,7 +287,7 @@ def _volume(volume: dict[str, Any]) -> VolumeSpec:
 
 def launch(job: Job) -> list[str]:
     """Create (or adopt) the tenant's namespace objects, the attempt's data-store Secret and the job's pods;
-    returns the pod names."""
+    returns the pod names. A job with a GPU type gets the product labels it matches on the nodes now."""
     client = cluster()
     client.ensure_tenant(
         namespace=namespace_for(job.tenant),
@@ -275,7 +297,12 @@ def launch(job: Job) -> list[str]:
         egress_cidrs=settings.TENANT_EGRESS_CIDRS,
     )
     credentials = job_credentials(job)
-    spec = pods_spec(job, credentials)
+    # An alias (`A100`) is no label value: the pods require one of the product labels of the cluster's
+    # nodes that it stands for now, so the kube-scheduler enforces the type (on a node added later with a
+    # new product label, a later attempt may run too).
+    gpu_type = job.spec["resources"].get("gpu_type")
+    products = gpu_types().matching(gpu_type, client.gpu_products()) if gpu_type else []
+    spec = pods_spec(job, credentials, products)
     token = mint_token(job_id=job.pk, attempt=job.attempt) if spec.artifacts is not None else None
     return client.launch(spec=spec, credentials=credentials or None, artifact_token=token)
 

@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from clusterio.client import NodeInfo
-from jobs import admission
+from jobs import admission, cluster
 from jobs.lifecycle import job_admit
 from jobs.models import Job, JobEvent
 from jobs.services import job_validate
@@ -70,13 +70,32 @@ def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapsh
                 per_learner=admission.Resources(job.gpus, job.cpu_millis, job.memory_mib),
             )
         )
-    return admission.Snapshot(
+    snapshot = admission.Snapshot(
         jobs=[_queued(job) for job in waiting],
         tenants=[_tenant_state(t, used[slug]) for slug, t in tenants.items()],
         nodes=[_node(n, planned[n.name]) for n in nodes if n.ready and not n.unschedulable],
         now=now,
         running=running,
     )
+    return _canonical_gpu_types(snapshot)
+
+
+def _canonical_gpu_types(snapshot: admission.Snapshot) -> admission.Snapshot:
+    """Nodes and jobs with canonical GPU types (GPU_TYPE_ALIASES), so that admission's plain comparison
+    matches a job's `A100` with a node's `NVIDIA-A100-SXM4-40GB` and `tesla-t4` with `Tesla-T4`, and its
+    reasons name the type as users write it. Applying it twice changes nothing."""
+    types = cluster.gpu_types()
+    known = types.known(n.gpu_type for n in snapshot.nodes)
+    nodes = [
+        replace(n, gpu_type=types.resolve(n.gpu_type, known)) if n.gpu_type else n for n in snapshot.nodes
+    ]
+    jobs = [
+        replace(j, gpu_type=types.resolve(j.gpu_type, known) or types.canonical(j.gpu_type))
+        if j.gpu_type
+        else j
+        for j in snapshot.jobs
+    ]
+    return replace(snapshot, nodes=nodes, jobs=jobs)
 
 
 def _queued(job: Job) -> admission.QueuedJob:
@@ -178,7 +197,7 @@ def job_dry_run(
     `nodes` is the cluster's nodes, or None and why it could not be reached. Raises JobRejected for a spec
     that would be refused.
     """
-    parsed, demand = job_validate(tenant=tenant, user=user, document=document)
+    parsed, demand = job_validate(tenant=tenant, user=user, document=document, nodes=nodes)
     found, cluster_error = nodes
     if found is None:
         return DryRun(starts=False, reason=f"cluster unreachable, cannot tell ({cluster_error})")
@@ -197,7 +216,7 @@ def job_dry_run(
         gpu_type=spec["resources"].get("gpu_type"),
         expected_duration=spec.get("max_runtime_seconds"),
     )
-    decision = admission.admit(replace(snapshot, jobs=[*snapshot.jobs, candidate]))
+    decision = admission.admit(_canonical_gpu_types(replace(snapshot, jobs=[*snapshot.jobs, candidate])))
     for admitted in decision.admitted:
         if admitted.job_id == candidate.id:
             return DryRun(starts=True, nodes=list(admitted.placements))

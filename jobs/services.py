@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from clusterio.client import NodeInfo
 from clusterio.errors import ClusterError
 from jobs import cluster
 from jobs.artifacts.code import CodeRejected, code_archive_store, inspect_code_zip
@@ -57,11 +58,38 @@ def quota_problems(*, demand: Demand, quota: Quota) -> list[str]:
     return problems
 
 
+def gpu_type_problem(*, gpu_type: str, nodes: tuple[Sequence[NodeInfo] | None, str] | None) -> str | None:
+    """Why no node of the cluster can ever run `gpu_type` (aliases applied), naming the types it has; None
+    when a node has it, or when the cluster cannot be reached (the job is then accepted and waits: a spec is
+    not refused for an outage, and its pending reason names the type once the cluster answers)."""
+    if nodes is None:
+        try:
+            products: Sequence[str | None] = cluster.gpu_products()
+        except ClusterError:
+            return None
+    elif nodes[0] is None:
+        return None
+    else:
+        products = [n.gpu_type for n in nodes[0]]
+    types = cluster.gpu_types()
+    known = types.known(products)
+    if types.resolve(gpu_type, known) is not None:
+        return None
+    listed = ", ".join(sorted(known.values(), key=str.casefold)) or "none (no node has a GPU product label)"
+    return f"no node of the cluster has GPU type {gpu_type}; known types: {listed}"
+
+
 def job_validate(
-    *, tenant: Tenant, user: User, document: str | bytes | Mapping[str, Any]
+    *,
+    tenant: Tenant,
+    user: User,
+    document: str | bytes | Mapping[str, Any],
+    nodes: tuple[Sequence[NodeInfo] | None, str] | None = None,
 ) -> tuple[ParsedSpec, Demand]:
     """Everything `job_submit` checks before it stores anything: the user may submit to the tenant, the
-    tenant is active, the spec is valid, and the job could ever fit the tenant's quota."""
+    tenant is active, the spec is valid, its GPU type is one the cluster has, and the job could ever fit
+    the tenant's quota. `nodes` is the cluster's nodes as `job_dry_run` has them (None and why when the
+    cluster could not be reached); without it the cluster is asked for its nodes' GPU types."""
     if not has_perm(user, tenant, Perm.SUBMIT):
         raise PermissionDenied(f"you may not submit jobs to tenant {tenant.slug}")
     if not tenant.active:
@@ -76,6 +104,10 @@ def job_validate(
     field_problems = cluster.spec_problems(tenant=tenant, spec=parsed.spec, credentials=parsed.secrets)
     if field_problems:
         raise JobRejected(field_problems)
+    gpu_type = parsed.spec["resources"].get("gpu_type")
+    problem = gpu_type_problem(gpu_type=gpu_type, nodes=nodes) if gpu_type else None
+    if problem:
+        raise JobRejected({"resources.gpu_type": [problem]})
     demand = spec_demand(parsed.spec)
     problems = quota_problems(demand=demand, quota=Quota.objects.get(tenant=tenant))
     if problems:

@@ -26,6 +26,9 @@ from clusterio.threads import THREAD_ENV_NAMES, thread_env
 CONTAINER_NAME = "learner"
 RENDEZVOUS_PORT_NAME = "rendezvous"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+# Where a node's GPU product is read, first label first: NVIDIA GPU feature discovery's, else GKE's.
+GPU_PRODUCT_LABELS = (GPU_PRODUCT_LABEL, GKE_ACCELERATOR_LABEL)
 TERMINATION_GRACE_SECONDS = 30
 NODE_UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 NODE_NOT_READY_TAINT = "node.kubernetes.io/not-ready"
@@ -320,6 +323,34 @@ def _resources(spec: JobPodsSpec) -> client.V1ResourceRequirements:
     return client.V1ResourceRequirements(requests=dict(amounts), limits=dict(amounts))
 
 
+def gpu_product(labels: Mapping[str, str]) -> str | None:
+    """A node's GPU product from its labels (GPU feature discovery's, else GKE's), None without one."""
+    return next((labels[key] for key in GPU_PRODUCT_LABELS if labels.get(key)), None)
+
+
+def _gpu_affinity(spec: JobPodsSpec) -> client.V1Affinity | None:
+    """Required node affinity on the GPU product: any node whose product label (either one) is one of
+    `spec.gpu_products`, the cluster's labels of the job's GPU type (the spec's text when none is known,
+    so the pod waits as Unschedulable). Terms are ORed, so a GKE node with only its accelerator label
+    matches as a GPU-feature-discovery node does."""
+    if not spec.gpu_type:
+        return None
+    values = sorted(set(spec.gpu_products)) or [spec.gpu_type]
+    terms = [
+        client.V1NodeSelectorTerm(
+            match_expressions=[client.V1NodeSelectorRequirement(key=key, operator="In", values=values)]
+        )
+        for key in GPU_PRODUCT_LABELS
+    ]
+    return client.V1Affinity(
+        node_affinity=client.V1NodeAffinity(
+            required_during_scheduling_ignored_during_execution=client.V1NodeSelector(
+                node_selector_terms=terms
+            )
+        )
+    )
+
+
 def _labels(spec: JobPodsSpec, index: int) -> dict[str, str]:
     labels = {key: names.label_value(value) for key, value in spec.extra_labels.items()}
     labels.update(names.learner_labels(spec.tenant, spec.job_id, spec.attempt, index))
@@ -341,7 +372,7 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
     """Build learner `index` (0-based) of one attempt as a bare pod that runs once.
 
     Guaranteed QoS (requests == limits), GPUs only when asked for (with the GPU taint tolerated and
-    the product selected when `gpu_type` is set), a non-root restricted security context, no API
+    the product required by node affinity when `gpu_type` is set), a non-root restricted security context, no API
     token, stable DNS (`hostname.subdomain`) for the rendezvous, and the runtime cap as
     `activeDeadlineSeconds`. With `spec.artifacts`: the `fetch` init container when there is code or
     S3 data to fetch, the code folder as working directory, and the launcher around the command.
@@ -401,7 +432,7 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
             enable_service_links=False,
             termination_grace_period_seconds=TERMINATION_GRACE_SECONDS,
             active_deadline_seconds=spec.max_runtime_seconds,
-            node_selector={GPU_PRODUCT_LABEL: spec.gpu_type} if spec.gpu_type else None,
+            affinity=_gpu_affinity(spec),
             tolerations=tolerations or None,
             security_context=client.V1PodSecurityContext(
                 run_as_non_root=True,

@@ -177,7 +177,9 @@ class JobPodsSpec:
     `Cluster.launch` also creates that claim (`make_checkpoint_pvc`, kept across attempts until
     `Cluster.delete_checkpoint_claim`), otherwise it must exist. `checkpoint_host_path` mounts a node
     folder instead (single-node clusters and kubesim); without either the directory is an emptyDir.
-    `artifacts` adds code delivery and results upload (`ArtifactSpec`).
+    `artifacts` adds code delivery and results upload (`ArtifactSpec`). `gpu_products` are the nodes'
+    GPU product labels that `gpu_type` stands for (resolved by the caller against the cluster's nodes);
+    the pods require one of them.
     """
 
     job_id: JobId
@@ -194,6 +196,7 @@ class JobPodsSpec:
     data_dir: str
     result_dir: str
     gpu_type: str | None = None
+    gpu_products: Sequence[str] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     volumes: Sequence[VolumeSpec] = ()
     datastore_secret: str | None = None

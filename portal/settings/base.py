@@ -8,6 +8,9 @@ from typing import Any
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from jobs.gputypes import DEFAULT_ALIASES as DEFAULT_GPU_TYPE_ALIASES
+from jobs.gputypes import merge_aliases, parse_aliases
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
@@ -244,6 +247,17 @@ TENANT_NAMESPACE_PREFIX = env("TENANT_NAMESPACE_PREFIX", default="ty")
 # Extra labels on every tenant namespace, e.g. `example.com/cost-center=ml,team=research` (the platform's own
 # tenant and managed-by labels win over these).
 TENANT_NAMESPACE_LABELS: dict[str, str] = env.dict("TENANT_NAMESPACE_LABELS", default={})
+
+# GPU types (docs/operations.md): a spec's `resources.gpu_type` matches a node whose product label
+# (`nvidia.com/gpu.product`, else `cloud.google.com/gke-accelerator`) has the same canonical type. JSON,
+# type name -> aliases (exact names or shell patterns, case-insensitive), merged over the defaults in
+# jobs/gputypes.py: `{"A100-80GB": ["NVIDIA-A100-*80GB*", "nvidia-a100-80gb"]}`.
+try:
+    GPU_TYPE_ALIASES = merge_aliases(
+        DEFAULT_GPU_TYPE_ALIASES, parse_aliases(env.json("GPU_TYPE_ALIASES", default={}))
+    )
+except ValueError as exc:
+    raise ImproperlyConfigured(f"GPU_TYPE_ALIASES: {exc}") from exc
 
 # Fernet key(s) that seal data-store credentials at rest (jobs/credentials.py); comma-separated to rotate,
 # the first seals. Empty: derived from SECRET_KEY.

@@ -212,9 +212,29 @@ def test_gpu_learner_pod_requests_gpus_selects_product_and_tolerates_taint() -> 
         "requests": {"cpu": "1500m", "memory": "4096Mi", "nvidia.com/gpu": "4"},
         "limits": {"cpu": "1500m", "memory": "4096Mi", "nvidia.com/gpu": "4"},
     }
-    assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    assert _gpu_terms(pod) == [
+        {"matchExpressions": [{"key": key, "operator": "In", "values": ["NVIDIA-A100-SXM4-80GB"]}]}
+        for key in ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
+    ]
+    assert "nodeSelector" not in pod["spec"]
     assert pod["spec"]["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+
+
+def _gpu_terms(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    required = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    terms: list[dict[str, Any]] = required["nodeSelectorTerms"]
+    return terms
+
+
+def test_gpu_type_alias_requires_any_of_the_resolved_product_labels_on_either_label() -> None:
+    products = ("nvidia-tesla-a100", "NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-SXM4-40GB")
+    pod = to_dict(make_learner_pod(_spec(gpus=1, gpu_type="a100", gpu_products=products), 0))
+    values = ["NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-SXM4-80GB", "nvidia-tesla-a100"]
+    assert _gpu_terms(pod) == [
+        {"matchExpressions": [{"key": key, "operator": "In", "values": values}]}
+        for key in ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
     ]
 
 
@@ -222,12 +242,12 @@ def test_cpu_only_pod_has_no_gpu_resource_toleration_or_selector() -> None:
     pod = to_dict(make_learner_pod(_spec(gpus=0, gpu_type=None), 0))
     assert "nvidia.com/gpu" not in json.dumps(pod["spec"]["containers"][0]["resources"])
     assert "tolerations" not in pod["spec"]
-    assert "nodeSelector" not in pod["spec"]
+    assert "nodeSelector" not in pod["spec"] and "affinity" not in pod["spec"]
 
 
 def test_gpu_type_without_gpus_still_selects_the_product_but_requests_no_gpu() -> None:
     pod = to_dict(make_learner_pod(_spec(gpus=0, gpu_type="NVIDIA-H100"), 0))
-    assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100"}
+    assert _gpu_terms(pod)[0]["matchExpressions"][0]["values"] == ["NVIDIA-H100"]
     assert "nvidia.com/gpu" not in pod["spec"]["containers"][0]["resources"]["limits"]
 
 

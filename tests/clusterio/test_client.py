@@ -197,6 +197,29 @@ def test_unreachable_server_is_unavailable(tmp_path: Path) -> None:
         dead.managed_pods()
 
 
+@pytest.mark.kubesim_only
+def test_gpu_products_read_the_feature_discovery_label_else_gkes_accelerator_label(
+    cluster: Cluster, sim: KubeSim
+) -> None:
+    sim.add_gpu_node("gke-t4-0", gpus=1, labels={"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"})
+    # A GKE node without GPU feature discovery: kubesim's GPU nodes carry its label, take it off.
+    cluster.core.patch_node("gke-t4-0", {"metadata": {"labels": {"nvidia.com/gpu.product": None}}})
+    both = {
+        "cloud.google.com/gke-accelerator": "nvidia-tesla-a100",
+        "nvidia.com/gpu.product": "NVIDIA-A100-X",
+    }
+    sim.add_gpu_node("gke-a100-0", gpus=1, labels=both)
+    try:
+        products = cluster.gpu_products()
+        assert {"nvidia-tesla-t4", "NVIDIA-A100-X", "Simulated-GPU"} <= set(products)
+        assert "nvidia-tesla-a100" not in products and products == sorted(set(products))
+        types = {n.name: n.gpu_type for n in cluster.nodes()}
+        assert types["gke-t4-0"] == "nvidia-tesla-t4" and types["gke-a100-0"] == "NVIDIA-A100-X"
+    finally:
+        sim.lose_node("gke-t4-0")
+        sim.lose_node("gke-a100-0")
+
+
 def test_node_free_capacity_drops_while_a_pod_runs_and_returns_when_it_ends(
     cluster: Cluster, ns: str, job_id: str, gate: Gate
 ) -> None:

@@ -221,8 +221,47 @@ def test_job_larger_than_the_cluster_gets_a_clear_reason_and_blocks_nobody():
     for policy in ("trainyard", "fifo"):
         d = admit(Snapshot(jobs, [tenant("a")], [node("n1", 8)]), policy=policy)
         assert reasons(d)["huge"].startswith("can never fit: 1 learner(s) x 16 GPUs")
-        assert "largest node: 8 GPUs" in reasons(d)["huge"]
+        assert (
+            "one learner needs 16 GPUs, the largest of the cluster's nodes has 8 GPUs" in reasons(d)["huge"]
+        )
         assert "small" in admitted(d)
+
+
+def test_never_fit_says_the_node_is_the_limit_when_one_learner_is_larger_than_every_node():
+    nodes = [
+        node("a100-1", 4, gpu_type="A100"),
+        node("a100-2", 4, gpu_type="A100"),
+        node("t4", 8, gpu_type="T4"),
+    ]
+    d = admit(Snapshot([job("wide", gpus=8, learners=2, gpu_type="A100")], [tenant("a")], nodes))
+    assert reasons(d)["wide"] == (
+        "can never fit: 2 learner(s) x 8 GPUs of type A100, 1000m CPU, 1024 MiB; "
+        "one learner needs 8 GPUs, the largest of the cluster's A100 nodes has 4 GPUs"
+    )
+
+
+def test_never_fit_says_the_total_is_the_limit_when_each_learner_fits_but_the_gang_does_not():
+    nodes = [
+        node("a100-1", 8, gpu_type="A100"),
+        node("a100-2", 8, gpu_type="A100"),
+        node("t4", 64, gpu_type="T4"),
+    ]
+    d = admit(Snapshot([job("gang", gpus=8, learners=4, gpu_type="A100")], [tenant("a")], nodes))
+    assert reasons(d)["gang"] == (
+        "can never fit: 4 learner(s) x 8 GPUs of type A100, 1000m CPU, 1024 MiB; "
+        "together they need 32 GPUs, the cluster's A100 nodes have 16 GPUs in total"
+    )
+
+
+def test_never_fit_counts_learners_per_node_when_the_total_would_hold_the_gang():
+    nodes = [node(f"n{k}", 12) for k in range(3)]
+    d = admit(Snapshot([job("gang", gpus=8, learners=4)], [tenant("a")], nodes))
+    assert reasons(d)["gang"].endswith("; the cluster's nodes hold at most 3 of them at once")
+
+
+def test_never_fit_names_a_type_no_node_has():
+    d = admit(Snapshot([job("v", gpus=1, gpu_type="V100")], [tenant("a")], [node("n", 8, gpu_type="A100")]))
+    assert reasons(d)["v"].endswith("; the cluster has no V100 nodes")
 
 
 def test_pending_positions_run_from_one_to_n_in_queue_order():

@@ -70,6 +70,30 @@ def test_bad_spec_gives_field_errors_and_stores_nothing() -> None:
     assert not Job.objects.exists()
 
 
+def test_unknown_gpu_type_gives_a_field_error_listing_the_known_types(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        "jobs.cluster.gpu_products", lambda: ["NVIDIA-A100-SXM4-80GB", "nvidia-l4", "Tesla-T4"]
+    )
+    tenant = make_tenant()
+    client = api(member(tenant))
+    spec = {**SPEC, "resources": {"gpus": 1, "gpu_type": "B300"}}
+    response = client.post(
+        "/api/v1/jobs/", {"tenant": tenant.slug, "spec": spec}, content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "resources.gpu_type": ["no node of the cluster has GPU type B300; known types: A100, L4, T4"]
+    }
+    assert not Job.objects.exists()
+    spec["resources"]["gpu_type"] = "a100"
+    response = client.post(
+        "/api/v1/jobs/", {"tenant": tenant.slug, "spec": spec}, content_type="application/json"
+    )
+    assert response.status_code == 201 and response.json()["spec"]["resources"]["gpu_type"] == "a100"
+
+
 @pytest.mark.skipif(not FFDL_MANIFESTS, reason="no FfDL manifests under ../shared/data/ffdl-manifests")
 @pytest.mark.parametrize("manifest", FFDL_MANIFESTS, ids=lambda path: path.stem)
 def test_submit_an_ffdl_manifest_as_yaml(manifest: Any) -> None:

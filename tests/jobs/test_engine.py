@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jobs.models import Job, JobEvent, LogLine, MetricSample
+from jobs.models import Job, JobEvent, Learner, LogLine, MetricSample
 from jobs.services import job_cancel, job_submit
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member
@@ -116,6 +116,25 @@ def test_cancel_while_queued_never_launches(engine: KubeSim) -> None:
     assert second.status == "cancelled" and second.attempt == 0
     job_cancel(job=first, user=user)
     wait_status(first, "cancelled")
+
+
+@pytest.mark.kubesim_only
+def test_a_job_asking_for_a100_runs_on_a_node_labelled_with_the_full_product_name(engine: KubeSim) -> None:
+    """`gpu_type: a100` matches `nvidia.com/gpu.product: NVIDIA-A100-SXM4-40GB` through the default aliases,
+    at submit, in admission and in the pod's node affinity: kubesim's scheduler, which would bin-pack the pod
+    onto the decoy (as many free GPUs, first by name), enforces it."""
+    engine.add_gpu_node("a000-decoy-0", gpus=1, labels={"nvidia.com/gpu.product": "Decoy-GPU"})
+    engine.add_gpu_node("a100-sxm4-0", gpus=1, labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"})
+    try:
+        resources = {"cpu": "250m", "memory": "128Mi", "gpus": 1, "gpu_type": "a100"}
+        job, _ = submit(spec("on-a100", "print('on an A100')", resources=resources))
+        job = wait_status(job, "succeeded", timeout=60, logs=True)
+        assert job.placements == ["a100-sxm4-0"], describe(job)
+        assert list(Learner.objects.filter(job=job).values_list("node", flat=True)) == ["a100-sxm4-0"]
+        assert list(LogLine.objects.filter(job=job).values_list("text", flat=True)) == ["on an A100"]
+    finally:
+        engine.lose_node("a100-sxm4-0")
+        engine.lose_node("a000-decoy-0")
 
 
 @pytest.mark.kubesim_only

@@ -1,9 +1,14 @@
 """Submit and cancel: validation, quota, permissions; nothing stored when refused."""
 
+from dataclasses import replace
+
 import pytest
 
+from clusterio.capacity import NodeInfo, Resources
+from clusterio.errors import Unavailable
 from jobs.lifecycle import logs_append
 from jobs.models import Job, JobEvent, Learner, LogLine
+from jobs.scheduling import job_dry_run, run_cycle
 from jobs.services import JobRejected, PermissionDenied, job_cancel, job_submit, job_transition
 from jobs.states import IllegalTransition, JobStatus
 from tenants.models import Quota
@@ -151,3 +156,82 @@ def test_log_lines_with_nul_bytes_are_stored_with_a_visible_replacement() -> Non
     )
     stored = list(LogLine.objects.filter(job=job).order_by("seq").values_list("text", flat=True))
     assert stored == ["before", "binary\ufffdjunk", "after"]
+
+
+A100_NODE = NodeInfo(
+    name="a100-0",
+    ready=True,
+    gpu_type="NVIDIA-A100-SXM4-40GB",
+    allocatable=Resources(4, 32000, 65536),
+    free=Resources(4, 32000, 65536),
+)
+T4_NODE = replace(A100_NODE, name="t4-0", gpu_type="Tesla-T4")
+
+
+def typed(gpu_type: str, *, learners: int = 1, gpus: int = 1) -> str:
+    return (
+        f"name: typed\nimage: pytorch/pytorch:2.3\ncommand: [python, train.py]\nlearners: {learners}\n"
+        f"resources: {{gpus: {gpus}, cpu: 1, memory: 1Gi, gpu_type: {gpu_type}}}\n"
+    )
+
+
+@pytest.fixture
+def gpu_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("jobs.cluster.gpu_products", lambda: [A100_NODE.gpu_type, T4_NODE.gpu_type])
+
+
+def test_a100_job_is_admitted_onto_a_node_labelled_with_the_full_product_name(gpu_nodes: None) -> None:
+    tenant = make_tenant()
+    job = job_submit(tenant=tenant, user=member(tenant), document=typed("a100"))
+    assert job.spec["resources"]["gpu_type"] == "a100"  # stored as written
+    assert run_cycle(nodes=[A100_NODE, T4_NODE]).admitted == [job.pk]
+    job.refresh_from_db()
+    assert job.status == JobStatus.STARTING and job.placements == ["a100-0"]
+
+
+def test_a_gang_larger_than_its_types_total_waits_with_the_total_named(gpu_nodes: None) -> None:
+    tenant = make_tenant()
+    job = job_submit(
+        tenant=tenant, user=member(tenant), document=typed("nvidia-tesla-a100", learners=2, gpus=4)
+    )
+    assert run_cycle(nodes=[A100_NODE, T4_NODE]).admitted == []
+    job.refresh_from_db()
+    assert job.message == (
+        "can never fit: 2 learner(s) x 4 GPUs of type A100, 1000m CPU, 1024 MiB; "
+        "together they need 8 GPUs, the cluster's A100 nodes have 4 GPUs in total"
+    )
+
+
+def test_a_gpu_type_no_node_has_is_refused_with_the_known_types_and_nothing_stored(gpu_nodes: None) -> None:
+    tenant = make_tenant()
+    with pytest.raises(JobRejected) as info:
+        job_submit(tenant=tenant, user=member(tenant), document=typed("H100"))
+    assert info.value.status == 400
+    assert info.value.errors == {
+        "resources.gpu_type": ["no node of the cluster has GPU type H100; known types: A100, T4"]
+    }
+    assert not Job.objects.exists() and not JobEvent.objects.exists()
+
+
+def test_a_gpu_type_is_accepted_while_the_cluster_cannot_be_reached(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreachable() -> list[str]:
+        raise Unavailable("connection refused")
+
+    monkeypatch.setattr("jobs.cluster.gpu_products", unreachable)
+    tenant = make_tenant()
+    job = job_submit(tenant=tenant, user=member(tenant), document=typed("H100"))
+    assert job.status == JobStatus.QUEUED
+
+
+def test_dry_run_matches_aliases_on_the_nodes_it_is_given_and_refuses_unknown_types() -> None:
+    tenant = make_tenant()
+    user = member(tenant)
+    nodes = ([A100_NODE, T4_NODE], "")
+    dry = job_dry_run(tenant=tenant, user=user, document=typed("A100"), nodes=nodes)
+    assert dry.starts and dry.nodes == ["a100-0"]
+    dry = job_dry_run(tenant=tenant, user=user, document=typed("t4"), nodes=nodes)
+    assert dry.starts and dry.nodes == ["t4-0"]
+    with pytest.raises(JobRejected, match="no node of the cluster has GPU type V100; known types: A100, T4"):
+        job_dry_run(tenant=tenant, user=user, document=typed("V100"), nodes=nodes)
+    dry = job_dry_run(tenant=tenant, user=user, document=typed("V100"), nodes=(None, "connection refused"))
+    assert not dry.starts and "cluster unreachable" in dry.reason

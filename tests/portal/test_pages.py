@@ -51,6 +51,7 @@ def cluster_down(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def cluster_up(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("jobs.cluster.nodes", lambda: list(NODES))
+    monkeypatch.setattr("jobs.cluster.gpu_products", lambda: [n.gpu_type for n in NODES if n.gpu_type])
 
 
 @pytest.fixture
@@ -215,6 +216,21 @@ def test_dry_run_with_the_cluster_down_says_so(signed_in: Client) -> None:
 def test_dry_run_of_a_bad_spec_shows_the_field_error(signed_in: Client, cluster_up: None) -> None:
     response = signed_in.post("/jobs/new/", {"tenant": "alpha", "spec": BAD_SPEC, "dry_run": "1"})
     assert response.status_code == 400 and '<code class="field">image</code>' in _html(response)
+
+
+def test_a_gpu_type_the_cluster_lacks_shows_the_known_types(signed_in: Client, cluster_up: None) -> None:
+    spec = GOOD_SPEC + "resources: {gpus: 1, gpu_type: H100}\n"
+    response = signed_in.post("/jobs/new/", {"tenant": "alpha", "spec": spec, "submit": "1"})
+    page = _html(response)
+    assert response.status_code == 400 and '<code class="field">resources.gpu_type</code>' in page
+    assert "no node of the cluster has GPU type H100; known types: A100" in page
+    assert not Job.objects.exists()
+
+
+def test_dry_run_of_an_alias_starts_on_the_node_of_that_type(signed_in: Client, cluster_up: None) -> None:
+    spec = GOOD_SPEC + "resources: {gpus: 1, gpu_type: nvidia-tesla-a100}\n"
+    page = _html(signed_in.post("/jobs/new/", {"tenant": "alpha", "spec": spec, "dry_run": "1"}))
+    assert "Would start now on <strong>gpu-node-0</strong>" in page
 
 
 def test_every_offered_template_is_a_valid_spec(signed_in: Client) -> None:
