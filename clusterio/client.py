@@ -483,6 +483,14 @@ class Cluster:
             return None
         return result
 
+    def get_claim(self, *, namespace: str, name: str) -> Obj | None:
+        """One PersistentVolumeClaim, or None when it does not exist."""
+        try:
+            result: Obj = self._json(self.core.read_namespaced_persistent_volume_claim, name, namespace)
+        except NotFound:
+            return None
+        return result
+
     def follow_log(
         self, *, namespace: str, pod: str, container: str, since: datetime | None, read_timeout: float
     ) -> Stream:

@@ -26,6 +26,7 @@ from clusterio.builders import (
     datastore_secret_keys,
 )
 from clusterio.client import Cluster, ManagedKind, NodeInfo
+from clusterio.errors import ClusterError
 from clusterio.telemetry import PodUsage
 from jobs.artifacts.tokens import mint_token
 from jobs.credentials import Credentials, unseal
@@ -281,6 +282,33 @@ def checkpoint_claims() -> list[tuple[str, str, str]]:
 def delete_claim(namespace: str, name: str) -> bool:
     """Delete one checkpoint claim (of a job that no longer exists)."""
     return cluster().delete_checkpoint_claim(namespace=namespace, name=name)
+
+
+def unbound_claims(pod: dict[str, Any]) -> list[str]:
+    """What is wrong with the claims a pending pod mounts, one phrase per claim that is missing or not
+    Bound (its phase, access modes and class: a class that lacks a mode leaves the claim Pending, and
+    StorageClasses do not say which modes they offer); [] when all are bound or the cluster cannot say."""
+    namespace = pod["metadata"]["namespace"]
+    found = []
+    try:
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            name = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if not name:
+                continue
+            claim = cluster().get_claim(namespace=namespace, name=name)
+            if claim is None:
+                found.append(f"claim {name} does not exist")
+                continue
+            phase = (claim.get("status") or {}).get("phase") or "Pending"
+            if phase == "Bound":
+                continue
+            spec = claim.get("spec") or {}
+            modes = ",".join(spec.get("accessModes") or []) or "no access mode"
+            where = f"class {spec['storageClassName']}" if spec.get("storageClassName") else "no class"
+            found.append(f"claim {name} is {phase} ({modes} in {where})")
+    except ClusterError:
+        return []
+    return found
 
 
 def delete_pod(pod: dict[str, Any]) -> bool:

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client as k8s
 
 from clusterio import names
-from jobs import cluster
+from jobs import cluster, tasks
 from jobs.models import Job, JobEvent, LogLine, MetricSample
 from jobs.services import job_delete, job_submit
 from kubesim.testing import KubeSim
@@ -132,3 +132,27 @@ def test_two_learners_share_one_readwritemany_claim_when_configured(engine: Kube
         {"name": f"ty-{job.pk}-ckpt", "modes": ["ReadWriteMany"], "class": "kubesim-shared", "phase": "Bound"}
     ]
     delete_and_wait_for_the_claims_to_go(job)
+
+
+@pytest.mark.kubesim_only  # kubesim's default class binds Immediately; kind's local-path waits for a consumer
+def test_a_claim_its_class_cannot_serve_is_named_in_the_jobs_reason_and_fails_it_at_the_limit(
+    engine: KubeSim, settings: Any
+) -> None:
+    # ReadWriteMany asked of the default class, which (like local-path) lacks it: the claim stays Pending.
+    settings.CHECKPOINT_ACCESS_MODE = "ReadWriteMany"
+    settings.CHECKPOINT_STORAGE_CLASS = ""
+    settings.PENDING_TIMEOUT_LIMIT = 1
+    job = submit(python_spec("misconfigured", "print('never')", learners=2))
+    wait_until(
+        lambda: JobEvent.objects.filter(job=job, kind="pod", reason="Unschedulable").first(),
+        what="the Unschedulable event",
+    )
+    job.refresh_from_db()
+    claim = f"claim ty-{job.pk}-ckpt is Pending (ReadWriteMany in class standard)"
+    assert job.status == "starting" and claim in job.message, describe(job)
+    assert "PersistentVolumeClaims" in job.message, "the scheduler's own words stay"
+
+    settings.PENDING_TIMEOUT_SECONDS = 0
+    assert tasks.reconcile()["requeued"] == 1
+    job = wait_status(job, "failed")
+    assert job.reason == "Unschedulable" and claim in job.message, describe(job)
