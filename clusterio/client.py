@@ -29,7 +29,7 @@ from clusterio.builders import (
     attempt_secret_name,
     make_datastore_secret,
     make_headless_service,
-    make_job_checkpoint_pvc,
+    make_job_checkpoint_pvcs,
     make_learner_pod,
     make_limit_range,
     make_namespace,
@@ -282,23 +282,25 @@ class Cluster:
     ) -> list[str]:
         """Create one attempt's Secret (`credentials`, `artifact_token`), headless Service and learner pods.
 
-        With `spec.checkpoint_claim_size` the job's checkpoint claim is created first (or adopted: it
-        belongs to the job, not the attempt, and `teardown` leaves it). A retried call adopts objects of
-        the same job and attempt; a name taken by anything else raises `Conflict`. A quota refusal
-        raises `Forbidden` and leaves what was created so far for `teardown`. Returns the pod names in
-        learner order. A spec with `artifacts` needs `artifact_token` (ValueError otherwise).
+        With `spec.checkpoint_claim_size` the job's checkpoint claims (shared, or one per learner) are
+        created first (or adopted: they belong to the job, not the attempt, and `teardown` leaves them).
+        A retried call adopts objects of the same job and attempt; a name taken by anything else raises
+        `Conflict`. A quota refusal raises `Forbidden` and leaves what was created so far for `teardown`.
+        Returns the pod names in learner order. A spec with `artifacts` needs `artifact_token`
+        (ValueError otherwise).
         """
         ns = spec.namespace
         if spec.artifacts is not None and not artifact_token:
             raise ValueError("a spec with artifacts needs the attempt's artifact_token")
-        if spec.checkpoint_claim and spec.checkpoint_claim_size:
-            self._create_or_adopt(
-                spec,
-                make_job_checkpoint_pvc(spec),
-                self.core.create_namespaced_persistent_volume_claim,
-                self.core.read_namespaced_persistent_volume_claim,
-                same_attempt=False,
-            )
+        if spec.checkpoint_claims and spec.checkpoint_claim_size:
+            for claim in make_job_checkpoint_pvcs(spec):
+                self._create_or_adopt(
+                    spec,
+                    claim,
+                    self.core.create_namespaced_persistent_volume_claim,
+                    self.core.read_namespaced_persistent_volume_claim,
+                    same_attempt=False,
+                )
         if credentials or artifact_token:
             labels = names.job_labels(spec.tenant, spec.job_id, spec.attempt)
             secret = make_datastore_secret(
@@ -361,7 +363,7 @@ class Cluster:
     ) -> int:
         """Delete a job's pods, Services and Secrets (of one attempt, or of all), in the background.
 
-        The job's checkpoint claim is not deleted here: it outlives attempts (`delete_checkpoint_claim`).
+        The job's checkpoint claims are not deleted here: they outlive attempts (`delete_checkpoint_claims`).
 
         Returns how many objects this call started deleting (objects already terminating are deleted
         again, e.g. to shorten their grace period, but not counted), so a repeated teardown returns 0.
@@ -386,11 +388,27 @@ class Cluster:
                     deleted += 1
         return deleted
 
-    def delete_checkpoint_claim(self, *, namespace: str, name: str) -> bool:
-        """Delete a job's checkpoint claim (when the job itself is deleted); False when it was already gone.
+    def delete_checkpoint_claims(self, *, namespace: str, job_id: names.JobId) -> int:
+        """Delete every checkpoint claim of a job (when the job itself is deleted), found by its labels: the
+        shared one and the per-learner ones alike, whatever layout its attempts used. Returns how many this
+        call started deleting (claims already going are not counted).
 
-        `teardown` never touches it, so a requeued attempt resumes from the same checkpoints.
+        `teardown` never touches them, so a requeued attempt resumes from the same checkpoints.
         """
+        items, _ = self._list_all(
+            self.core.list_namespaced_persistent_volume_claim,
+            namespace,
+            label_selector=self.selector(names.job_selector(job_id)),
+        )
+        deleted = 0
+        for item in items:
+            meta = item.get("metadata") or {}
+            if not meta.get("deletionTimestamp"):
+                deleted += self.delete_checkpoint_claim(namespace=namespace, name=meta["name"])
+        return deleted
+
+    def delete_checkpoint_claim(self, *, namespace: str, name: str) -> bool:
+        """Delete one checkpoint claim by name (one whose job is gone); False when it was already gone."""
         try:
             self._json(
                 self.core.delete_namespaced_persistent_volume_claim,
@@ -462,6 +480,14 @@ class Cluster:
         """One pod, or None when it does not exist."""
         try:
             result: Obj = self._json(self.core.read_namespaced_pod, pod, namespace)
+        except NotFound:
+            return None
+        return result
+
+    def get_claim(self, *, namespace: str, name: str) -> Obj | None:
+        """One PersistentVolumeClaim, or None when it does not exist."""
+        try:
+            result: Obj = self._json(self.core.read_namespaced_persistent_volume_claim, name, namespace)
         except NotFound:
             return None
         return result

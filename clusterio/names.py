@@ -141,10 +141,16 @@ def datastore_secret_name(job_id: JobId, attempt: int) -> str:
     return dns_label(f"{job_object_name(job_id, attempt)}-ds")
 
 
-def checkpoint_claim_name(job_id: JobId) -> str:
-    """Name a job's checkpoint PersistentVolumeClaim, e.g. `ty-42-ckpt`: one per job, shared by its attempts."""
+def checkpoint_claim_name(job_id: JobId, learner: int | None = None) -> str:
+    """Name a job's checkpoint PersistentVolumeClaim, shared by its attempts: `ty-42-ckpt` for the one its
+    learners share (ReadWriteMany), `ty-42-ckpt-1` for learner 1's own (ReadWriteOnce, one per learner)."""
     budget = DNS_LABEL_MAX - len(OBJECT_PREFIX) - 1 - len("-ckpt")
-    return dns_label(f"{OBJECT_PREFIX}-{dns_label(str(job_id), budget)}-ckpt")
+    if learner is None:
+        return dns_label(f"{OBJECT_PREFIX}-{dns_label(str(job_id), budget)}-ckpt")
+    _check_count(learner, "learner index")
+    # The same cut of the job id as the shared claim's for every learner, up to four digits of index.
+    budget -= _JOB_SUFFIX_RESERVE - 1
+    return dns_label(f"{OBJECT_PREFIX}-{dns_label(str(job_id), budget)}-ckpt-{learner}")
 
 
 def installation_selector(selector: str, installation: str | None) -> str:

@@ -30,6 +30,7 @@ from clusterio.builders import (
     reserved_env_reason,
 )
 from clusterio.client import Cluster, ManagedKind, NodeInfo
+from clusterio.errors import ClusterError
 from clusterio.telemetry import PodUsage
 from jobs.artifacts.tokens import mint_token
 from jobs.credentials import Credentials, unseal
@@ -220,20 +221,27 @@ def pods_spec(
 
 def _checkpoints(job: Job) -> dict[str, Any]:
     """Where CHECKPOINT_DIR lives so that a requeued attempt resumes: a node folder where configured
-    (single-node clusters), else the job's own claim of CHECKPOINT_CLAIM_SIZE (kept until the job is
-    deleted), else the pod's scratch space (CHECKPOINT_CLAIM_SIZE empty: nothing outlives a pod)."""
+    (single-node clusters), else claims of CHECKPOINT_CLAIM_SIZE kept until the job is deleted, else the
+    pod's scratch space (CHECKPOINT_CLAIM_SIZE empty: nothing outlives a pod).
+
+    With CHECKPOINT_ACCESS_MODE ReadWriteOnce (the default, what every class offers) each learner has a
+    claim of its own and mounts it on every attempt, so learner i resumes from what learner i wrote (DDP
+    training broadcasts rank 0's state on resume); with ReadWriteMany the learners share one claim."""
     if settings.CHECKPOINT_HOST_ROOT:
         return {
             "checkpoint_host_path": f"{settings.CHECKPOINT_HOST_ROOT.rstrip('/')}/{job.tenant.slug}/{job.pk}"
         }
     if not settings.CHECKPOINT_CLAIM_SIZE:
         return {}
-    return {
-        "checkpoint_claim": names.checkpoint_claim_name(job.pk),
+    claims: dict[str, Any] = {
         "checkpoint_claim_size": settings.CHECKPOINT_CLAIM_SIZE,
         "checkpoint_storage_class": settings.CHECKPOINT_STORAGE_CLASS or None,
-        "checkpoint_access_modes": ("ReadWriteMany",) if job.learners > 1 else ("ReadWriteOnce",),
+        "checkpoint_access_modes": (settings.CHECKPOINT_ACCESS_MODE,),
     }
+    if settings.CHECKPOINT_ACCESS_MODE == "ReadWriteMany":
+        return {**claims, "checkpoint_claim": names.checkpoint_claim_name(job.pk)}
+    learner_claims = tuple(names.checkpoint_claim_name(job.pk, index) for index in range(job.learners))
+    return {**claims, "checkpoint_learner_claims": learner_claims}
 
 
 def _artifacts(job: Job, spec: dict[str, Any], credentials: Credentials) -> ArtifactSpec | None:
@@ -307,13 +315,12 @@ def launch(job: Job) -> list[str]:
     return client.launch(spec=spec, credentials=credentials or None, artifact_token=token)
 
 
-def delete_checkpoints(job: Job) -> bool:
-    """Delete the job's checkpoint claim (with the job: attempts share it); False when there was none."""
+def delete_checkpoints(job: Job) -> int:
+    """Delete the job's checkpoint claims (with the job: attempts share them), found by the job's label so
+    that the shared and the per-learner layouts both go; returns how many were deleted."""
     if settings.CHECKPOINT_HOST_ROOT or not settings.CHECKPOINT_CLAIM_SIZE:
-        return False
-    return cluster().delete_checkpoint_claim(
-        namespace=namespace_for(job.tenant), name=names.checkpoint_claim_name(job.pk)
-    )
+        return 0
+    return cluster().delete_checkpoint_claims(namespace=namespace_for(job.tenant), job_id=job.pk)
 
 
 def teardown(job: Job, attempt: int | None = None) -> int:
@@ -353,6 +360,33 @@ def checkpoint_claims() -> list[tuple[str, str, str]]:
 def delete_claim(namespace: str, name: str) -> bool:
     """Delete one checkpoint claim (of a job that no longer exists)."""
     return cluster().delete_checkpoint_claim(namespace=namespace, name=name)
+
+
+def unbound_claims(pod: dict[str, Any]) -> list[str]:
+    """What is wrong with the claims a pending pod mounts, one phrase per claim that is missing or not
+    Bound (its phase, access modes and class: a class that lacks a mode leaves the claim Pending, and
+    StorageClasses do not say which modes they offer); [] when all are bound or the cluster cannot say."""
+    namespace = pod["metadata"]["namespace"]
+    found = []
+    try:
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            name = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if not name:
+                continue
+            claim = cluster().get_claim(namespace=namespace, name=name)
+            if claim is None:
+                found.append(f"claim {name} does not exist")
+                continue
+            phase = (claim.get("status") or {}).get("phase") or "Pending"
+            if phase == "Bound":
+                continue
+            spec = claim.get("spec") or {}
+            modes = ",".join(spec.get("accessModes") or []) or "no access mode"
+            where = f"class {spec['storageClassName']}" if spec.get("storageClassName") else "no class"
+            found.append(f"claim {name} is {phase} ({modes} in {where})")
+    except ClusterError:
+        return []
+    return found
 
 
 def delete_pod(pod: dict[str, Any]) -> bool:

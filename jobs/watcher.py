@@ -8,6 +8,7 @@ after its learners' followers have drained their logs, so a finished job always 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import defaultdict
@@ -29,7 +30,7 @@ from jobs.lifecycle import (
     logs_append,
 )
 from jobs.models import Job, Learner, LogLine
-from jobs.podstate import judge, view_from_pod
+from jobs.podstate import Verdict, judge, view_from_pod
 from jobs.states import ACTIVE, JobStatus
 from portal import telemetry
 
@@ -136,6 +137,8 @@ class Watcher:
         # Every learner of a running job has had its pod; a starting one may still be being launched.
         existed = seen if job.status == JobStatus.STARTING else None
         verdict = judge(views, job.learners, existed=existed)
+        if verdict.reason == "Unschedulable" and job.reason != "Unschedulable":
+            verdict = _with_claims(verdict, pods)
         tail: list[str] = []
         if verdict.state in ("succeeded", "failed"):
             self._drain(job_id, attempt)
@@ -222,6 +225,18 @@ class Watcher:
                 k for k, t in self.followers.items() if k[:2] == (job_id, attempt) and not t.is_alive()
             ]:
                 del self.followers[key]
+
+
+def _with_claims(verdict: Verdict, pods: list[dict[str, Any]]) -> Verdict:
+    """An Unschedulable verdict about claims (the scheduler names neither the claim nor why it waits)
+    with the state of the learner's unbound claims added; asked once per reason, not on every event."""
+    if "persistentvolumeclaim" not in verdict.message.lower():
+        return verdict
+    pod = next((p for p in pods if jobs_cluster.pod_learner(p) == verdict.learner), None)
+    problems = jobs_cluster.unbound_claims(pod) if pod is not None else []
+    if not problems:
+        return verdict
+    return dataclasses.replace(verdict, message=f"{verdict.message} [{'; '.join(problems)}]")
 
 
 def log_tail(job_id: str, learner: int, lines: int = TAIL_LINES) -> list[str]:

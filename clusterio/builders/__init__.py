@@ -16,7 +16,7 @@ from clusterio.builders.artifacts import (
     attempt_secret_name,
     checkpoint_claim_labels,
     make_checkpoint_pvc,
-    make_job_checkpoint_pvc,
+    make_job_checkpoint_pvcs,
 )
 from clusterio.builders.job import (
     datastore_env_name,
@@ -80,7 +80,7 @@ __all__ = [
     "make_checkpoint_pvc",
     "make_datastore_secret",
     "make_headless_service",
-    "make_job_checkpoint_pvc",
+    "make_job_checkpoint_pvcs",
     "make_learner_pod",
     "make_limit_range",
     "make_namespace",

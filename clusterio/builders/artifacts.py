@@ -2,7 +2,7 @@
 
 The pieces docs/artifacts.md describes: the `fetch` init container, the launcher wrapping the
 user's command, the env both read (the token only ever through the attempt's Secret), the
-emptyDir the code is unpacked into, and the per-job checkpoint PVC that outlives attempts.
+emptyDir the code is unpacked into, and the checkpoint PVCs (per job or per learner) that outlive attempts.
 """
 
 from __future__ import annotations
@@ -134,9 +134,15 @@ def make_fetch_container(
     )
 
 
-def checkpoint_claim_labels(tenant_slug: str, job_id: names.JobId) -> dict[str, str]:
-    """Labels of a job's checkpoint claim: the job's, without an attempt (it serves every attempt)."""
-    return {**names.tenant_labels(tenant_slug), names.LABEL_JOB: names.label_value(job_id)}
+def checkpoint_claim_labels(
+    tenant_slug: str, job_id: names.JobId, learner: int | None = None
+) -> dict[str, str]:
+    """Labels of a job's checkpoint claim: the job's, without an attempt (it serves every attempt), and the
+    learner's index on a claim of one learner's own."""
+    labels = {**names.tenant_labels(tenant_slug), names.LABEL_JOB: names.label_value(job_id)}
+    if learner is not None:
+        labels[names.LABEL_LEARNER] = str(learner)
+    return labels
 
 
 def make_checkpoint_pvc(
@@ -149,8 +155,9 @@ def make_checkpoint_pvc(
 ) -> client.V1PersistentVolumeClaim:
     """Build the PersistentVolumeClaim that keeps a job's CHECKPOINT_DIR across attempts.
 
-    `storage_class` None leaves the cluster's default class; `size` is a quantity ("10Gi"). Multi-node
-    jobs whose learners share the claim need a class that offers "ReadWriteMany".
+    `storage_class` None leaves the cluster's default class; `size` is a quantity ("10Gi"). Learners on
+    several nodes that share one claim need a class that offers "ReadWriteMany" (StorageClasses do not say
+    which modes they offer: a provisioner that lacks one leaves the claim Pending).
     """
     try:
         if parse_quantity(size) <= 0:
@@ -173,15 +180,24 @@ def make_checkpoint_pvc(
     )
 
 
-def make_job_checkpoint_pvc(spec: JobPodsSpec) -> client.V1PersistentVolumeClaim:
-    """The checkpoint claim `Cluster.launch` creates for `spec` (needs `checkpoint_claim_size`)."""
-    if not spec.checkpoint_claim or not spec.checkpoint_claim_size:
+def make_job_checkpoint_pvcs(spec: JobPodsSpec) -> list[client.V1PersistentVolumeClaim]:
+    """The checkpoint claims `Cluster.launch` creates for `spec` (needs `checkpoint_claim_size`): the one its
+    learners share, or one per learner (labelled with the learner's index)."""
+    if not spec.checkpoint_claims or not spec.checkpoint_claim_size:
         raise ValueError("the spec asks for no checkpoint claim to be created")
-    return make_checkpoint_pvc(
-        spec.namespace,
-        spec.checkpoint_claim,
-        checkpoint_claim_labels(spec.tenant, spec.job_id),
-        spec.checkpoint_storage_class,
-        spec.checkpoint_claim_size,
-        spec.checkpoint_access_modes,
-    )
+    size = spec.checkpoint_claim_size
+    if spec.checkpoint_claim:
+        owners: list[tuple[str, int | None]] = [(spec.checkpoint_claim, None)]
+    else:
+        owners = [(name, index) for index, name in enumerate(spec.checkpoint_learner_claims)]
+    return [
+        make_checkpoint_pvc(
+            spec.namespace,
+            name,
+            checkpoint_claim_labels(spec.tenant, spec.job_id, learner),
+            spec.checkpoint_storage_class,
+            size,
+            spec.checkpoint_access_modes,
+        )
+        for name, learner in owners
+    ]

@@ -244,14 +244,13 @@ def learner_env(spec: JobPodsSpec, index: int) -> list[client.V1EnvVar]:
     return env
 
 
-def _volumes(spec: JobPodsSpec) -> tuple[list[client.V1Volume], list[client.V1VolumeMount]]:
+def _volumes(spec: JobPodsSpec, index: int) -> tuple[list[client.V1Volume], list[client.V1VolumeMount]]:
     shm_mib = max(SHM_MIN_MIB, spec.memory_mib // 2)
-    if spec.checkpoint_claim:
+    claim = spec.checkpoint_claim_of(index)
+    if claim:
         checkpoint = client.V1Volume(
             name="checkpoint",
-            persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
-                claim_name=spec.checkpoint_claim
-            ),
+            persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(claim_name=claim),
         )
     elif spec.checkpoint_host_path:
         checkpoint = client.V1Volume(
@@ -380,7 +379,7 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
     if not 0 <= index < spec.learners:
         raise ValueError(f"learner index {index} out of range for {spec.learners} learners")
     pod_name = names.learner_pod_name(spec.job_id, spec.attempt, index)
-    volumes, mounts = _volumes(spec)
+    volumes, mounts = _volumes(spec, index)
     artifacts = spec.artifacts
     init_containers = None
     if artifacts is not None and artifacts.needs_fetch:

@@ -172,11 +172,13 @@ class JobPodsSpec:
     Secret built by `make_datastore_secret`; `datastore_keys` lists its keys (`datastore_secret_keys`),
     each exposed as an env var of the same name through `secretKeyRef`, never as a literal.
     `master_addr` overrides the DNS name of learner 0 for clusters without pod DNS (kubesim).
-    `checkpoint_claim` mounts a PVC at `checkpoint_dir` (at `checkpoint_sub_path` inside it, e.g. one
-    per job so every attempt resumes from the same place); with `checkpoint_claim_size` set,
-    `Cluster.launch` also creates that claim (`make_checkpoint_pvc`, kept across attempts until
-    `Cluster.delete_checkpoint_claim`), otherwise it must exist. `checkpoint_host_path` mounts a node
-    folder instead (single-node clusters and kubesim); without either the directory is an emptyDir.
+    `checkpoint_claim` mounts a PVC at `checkpoint_dir` in every learner (at `checkpoint_sub_path` inside
+    it, e.g. one per job so every attempt resumes from the same place: its class must offer ReadWriteMany
+    for several learners); `checkpoint_learner_claims` instead gives each learner a claim of its own
+    (learner i mounts the i-th: ReadWriteOnce is enough). With `checkpoint_claim_size` set,
+    `Cluster.launch` also creates those claims (`make_job_checkpoint_pvcs`, kept across attempts until
+    `Cluster.delete_checkpoint_claims`), otherwise they must exist. `checkpoint_host_path` mounts a node
+    folder instead (single-node clusters and kubesim); without any the directory is an emptyDir.
     `artifacts` adds code delivery and results upload (`ArtifactSpec`). `gpu_products` are the nodes'
     GPU product labels that `gpu_type` stands for (resolved by the caller against the cluster's nodes);
     the pods require one of them.
@@ -216,6 +218,7 @@ class JobPodsSpec:
     checkpoint_claim_size: str | None = None
     checkpoint_storage_class: str | None = None
     checkpoint_access_modes: tuple[AccessMode, ...] = ("ReadWriteOnce",)
+    checkpoint_learner_claims: tuple[str, ...] = ()
     # How long a learner stays bound to a NotReady/unreachable node before the taint manager deletes it
     # (its NoExecute tolerationSeconds); None keeps the cluster's default (300 s on most clusters).
     node_lost_toleration_seconds: int | None = None
@@ -240,12 +243,20 @@ class JobPodsSpec:
             raise ValueError("image must not be empty")
         if isinstance(self.command, str):
             raise ValueError("command must be a list of arguments, not a string")
-        if self.checkpoint_claim and self.checkpoint_host_path:
-            raise ValueError("give checkpoint_claim or checkpoint_host_path, not both")
+        given = [self.checkpoint_claim, self.checkpoint_learner_claims, self.checkpoint_host_path]
+        if sum(bool(g) for g in given) > 1:
+            raise ValueError(
+                "give one of checkpoint_claim, checkpoint_learner_claims or checkpoint_host_path"
+            )
+        if self.checkpoint_learner_claims and len(self.checkpoint_learner_claims) != self.learners:
+            raise ValueError(
+                f"checkpoint_learner_claims names {len(self.checkpoint_learner_claims)} claims "
+                f"for {self.learners} learners"
+            )
         if bool(self.datastore_keys) and not self.datastore_secret:
             raise ValueError("datastore_keys need datastore_secret")
-        if self.checkpoint_claim_size and not self.checkpoint_claim:
-            raise ValueError("checkpoint_claim_size needs checkpoint_claim")
+        if self.checkpoint_claim_size and not self.checkpoint_claims:
+            raise ValueError("checkpoint_claim_size needs checkpoint_claim or checkpoint_learner_claims")
         if self.artifacts is not None:
             for fetch in self.artifacts.s3_fetch:
                 for env_name in (fetch.access_key_env, fetch.secret_key_env):
@@ -254,3 +265,16 @@ class JobPodsSpec:
         for path in (self.checkpoint_dir, self.scratch_dir):
             if not path.startswith("/"):
                 raise ValueError(f"container paths must be absolute, got {path!r}")
+
+    @property
+    def checkpoint_claims(self) -> tuple[str, ...]:
+        """Every checkpoint claim the job's learners mount (the shared one, or one per learner)."""
+        if self.checkpoint_claim:
+            return (self.checkpoint_claim,)
+        return tuple(self.checkpoint_learner_claims)
+
+    def checkpoint_claim_of(self, index: int) -> str | None:
+        """The claim learner `index` mounts at `checkpoint_dir` (None: no claim)."""
+        if self.checkpoint_learner_claims:
+            return self.checkpoint_learner_claims[index]
+        return self.checkpoint_claim

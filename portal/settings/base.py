@@ -325,12 +325,20 @@ SECURE_CSP: dict[str, list[str] | bool] = {}
 # Where checkpoints live when the cluster has no shared storage class (kubesim, single node): a node
 # folder per job that outlives its pods, so a requeued attempt resumes. Empty: per-pod scratch only.
 CHECKPOINT_HOST_ROOT = env("CHECKPOINT_HOST_ROOT", default="")
-# Otherwise each job gets a PersistentVolumeClaim of this size for CHECKPOINT_DIR, shared by its attempts
-# and deleted with the job (empty: no claim, checkpoints live and die with the pod).
+# Otherwise CHECKPOINT_DIR is a PersistentVolumeClaim of this size, kept across a job's attempts and deleted
+# with the job (empty: no claim, checkpoints live and die with the pod).
 CHECKPOINT_CLAIM_SIZE = env("CHECKPOINT_CLAIM_SIZE", default="10Gi")
-# The claims' class: one that offers ReadWriteMany, which multi-learner jobs ask for. Empty: the cluster's
-# default class (often ReadWriteOnce only: then multi-learner jobs' claims stay Pending).
+# The claims' class. Empty: the cluster's default class.
 CHECKPOINT_STORAGE_CLASS = env("CHECKPOINT_STORAGE_CLASS", default="")
+# ReadWriteOnce (every class offers it): one claim per learner, which learner i mounts on every attempt.
+# ReadWriteMany: one claim the learners share; only for a class that offers it (NFS, CephFS, EFS...), since
+# a claim asking a mode its class lacks stays Pending and the job fails as Unschedulable. StorageClasses do
+# not list their modes, so the platform cannot check: it is the operator's word.
+CHECKPOINT_ACCESS_MODE = env("CHECKPOINT_ACCESS_MODE", default="ReadWriteOnce")
+if CHECKPOINT_ACCESS_MODE not in ("ReadWriteOnce", "ReadWriteMany"):
+    raise ImproperlyConfigured(
+        f"CHECKPOINT_ACCESS_MODE must be ReadWriteOnce or ReadWriteMany, not {CHECKPOINT_ACCESS_MODE!r}"
+    )
 # Where learner pods may connect beyond their namespace and DNS (CIDRs, comma-separated): the address of
 # ARTIFACTS_BASE_URL and of any S3 endpoint jobs read from. Empty: nothing else (default-deny egress).
 TENANT_EGRESS_CIDRS = env.list("TENANT_EGRESS_CIDRS", default=[])

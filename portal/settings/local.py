@@ -8,8 +8,8 @@ SECRET_KEY = env("SECRET_KEY", default="local-insecure-key-do-not-use-in-product
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 KUBECONFIG = env("KUBECONFIG", default=str(BASE_DIR / "var" / "kubesim" / "kubeconfig"))
 LOCAL_SETUP = True
-# A class that offers ReadWriteMany, for multi-learner jobs' checkpoint claims: kubesim's shared class
-# (its default class, like local-path, offers ReadWriteOnce only).
-CHECKPOINT_STORAGE_CLASS = env("CHECKPOINT_STORAGE_CLASS", default="kubesim-shared")
+# Checkpoint claims as base sets them (ReadWriteOnce, one per learner, in the default class: kubesim's
+# `standard`, like local-path). CHECKPOINT_ACCESS_MODE=ReadWriteMany needs
+# CHECKPOINT_STORAGE_CLASS=kubesim-shared, the class that offers it.
 # Pods on the embedded cluster reach the web process on the loopback, at make up's port.
 ARTIFACTS_BASE_URL = env("ARTIFACTS_BASE_URL", default=f"http://127.0.0.1:{env('WEB_PORT', default='8000')}")

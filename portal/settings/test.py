@@ -25,9 +25,9 @@ CHANNEL_LAYERS = {
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
 LOGGING = {"version": 1, "disable_existing_loggers": False}
-# A class that offers ReadWriteMany, for multi-learner jobs' checkpoint claims: kubesim's shared class
-# (its default class, like local-path, offers ReadWriteOnce only).
-CHECKPOINT_STORAGE_CLASS = env("CHECKPOINT_STORAGE_CLASS", default="kubesim-shared")
+# Checkpoint claims as base sets them (ReadWriteOnce, one per learner, in the default class: kubesim's
+# `standard`, like local-path). CHECKPOINT_ACCESS_MODE=ReadWriteMany needs
+# CHECKPOINT_STORAGE_CLASS=kubesim-shared, the class that offers it.
 # Two test runs on one machine (say, a developer and a helper) keep apart with their own database name
 # and Redis db: TEST_DATABASE_NAME=test_trainyard_b REDIS_URL=redis://127.0.0.1:6379/13 make pytest
 DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", default="test_trainyard")}  # noqa: F405

@@ -453,7 +453,7 @@ def test_checkpoint_host_path_mounts_a_node_folder_that_outlives_the_pod() -> No
 
 
 def test_checkpoint_claim_and_host_path_together_are_refused() -> None:
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match="give one of"):
         _spec(checkpoint_claim="c", checkpoint_host_path="/x")
 
 

@@ -23,7 +23,7 @@ from clusterio.builders import (
     datastore_secret_keys,
     make_checkpoint_pvc,
     make_datastore_secret,
-    make_job_checkpoint_pvc,
+    make_job_checkpoint_pvcs,
     make_learner_pod,
     to_dict,
 )
@@ -112,6 +112,17 @@ VALIDATED = {
     ),
     "pvc-default-class": lambda: make_checkpoint_pvc(NS, "ty-42-ckpt", {}, None, "10Gi"),
     "pvc-rwx": lambda: make_checkpoint_pvc(NS, "ty-42-ckpt", {}, "nfs", "1Ti", ("ReadWriteMany",)),
+    "gpu-with-learner-claim": lambda: make_learner_pod(
+        _spec(
+            gpus=1,
+            checkpoint_learner_claims=(
+                names.checkpoint_claim_name(42, 0),
+                names.checkpoint_claim_name(42, 1),
+            ),
+            checkpoint_claim_size="20Gi",
+        ),
+        1,
+    ),
 }
 
 
@@ -320,34 +331,85 @@ def test_s3_credentials_must_come_from_the_attempts_secret() -> None:
         _spec(artifacts=_artifacts(s3_fetch=(S3,)))
 
 
-def test_checkpoint_pvc_matches_expected_manifest() -> None:
+def _checkpoint_volume(spec: JobPodsSpec, index: int) -> dict[str, Any]:
+    volumes = to_dict(make_learner_pod(spec, index))["spec"]["volumes"]
+    return next(v for v in volumes if v["name"] == "checkpoint")
+
+
+def test_each_learner_gets_a_readwriteonce_checkpoint_claim_of_its_own() -> None:
+    spec = _spec(
+        checkpoint_learner_claims=(names.checkpoint_claim_name(42, 0), names.checkpoint_claim_name(42, 1)),
+        checkpoint_claim_size="20Gi",
+    )
+    assert [validated(claim) for claim in make_job_checkpoint_pvcs(spec)] == [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": f"ty-42-ckpt-{index}",
+                "namespace": NS,
+                "labels": {
+                    names.LABEL_TENANT: "acme",
+                    names.LABEL_JOB: "42",
+                    names.LABEL_LEARNER: str(index),
+                    names.LABEL_MANAGED_BY: names.MANAGED_BY,
+                },
+            },
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}}},
+        }
+        for index in (0, 1)
+    ]
+    for index in (0, 1):
+        claim = {"claimName": f"ty-42-ckpt-{index}"}
+        assert _checkpoint_volume(spec, index) == {"name": "checkpoint", "persistentVolumeClaim": claim}
+
+
+def test_learners_share_one_readwritemany_checkpoint_claim_when_configured() -> None:
     spec = _spec(
         checkpoint_claim=names.checkpoint_claim_name(42),
         checkpoint_claim_size="20Gi",
-        checkpoint_storage_class="fast-ssd",
+        checkpoint_storage_class="nfs",
+        checkpoint_access_modes=("ReadWriteMany",),
     )
-    assert validated(make_job_checkpoint_pvc(spec)) == {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {
-            "name": "ty-42-ckpt",
-            "namespace": NS,
-            "labels": {
-                names.LABEL_TENANT: "acme",
-                names.LABEL_JOB: "42",
-                names.LABEL_MANAGED_BY: names.MANAGED_BY,
+    assert [validated(claim) for claim in make_job_checkpoint_pvcs(spec)] == [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": "ty-42-ckpt",
+                "namespace": NS,
+                "labels": {
+                    names.LABEL_TENANT: "acme",
+                    names.LABEL_JOB: "42",
+                    names.LABEL_MANAGED_BY: names.MANAGED_BY,
+                },
             },
-        },
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "fast-ssd",
-            "resources": {"requests": {"storage": "20Gi"}},
-        },
-    }
-    volume = next(
-        v for v in to_dict(make_learner_pod(spec, 0))["spec"]["volumes"] if v["name"] == "checkpoint"
-    )
-    assert volume == {"name": "checkpoint", "persistentVolumeClaim": {"claimName": "ty-42-ckpt"}}
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "nfs",
+                "resources": {"requests": {"storage": "20Gi"}},
+            },
+        }
+    ]
+    for index in (0, 1):
+        claim = {"claimName": "ty-42-ckpt"}
+        assert _checkpoint_volume(spec, index) == {"name": "checkpoint", "persistentVolumeClaim": claim}
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"checkpoint_learner_claims": ("a",)}, "names 1 claims for 2 learners"),
+        ({"checkpoint_learner_claims": ("a", "b"), "checkpoint_claim": "c"}, "give one of"),
+        ({"checkpoint_learner_claims": ("a", "b"), "checkpoint_host_path": "/ckpt"}, "give one of"),
+        ({"checkpoint_claim": "c", "checkpoint_host_path": "/ckpt"}, "give one of"),
+    ],
+)
+def test_checkpoint_places_are_one_of_shared_claim_learner_claims_or_node_folder(
+    fields: dict[str, Any], error: str
+) -> None:
+    with pytest.raises(ValueError, match=error):
+        _spec(**fields)
 
 
 @pytest.mark.parametrize("size", ["", "lots", "0", "-1Gi"])
@@ -361,11 +423,18 @@ def test_checkpoint_claim_size_needs_a_claim() -> None:
         _spec(checkpoint_claim_size="1Gi")
 
 
-@pytest.mark.parametrize("job_id", [42, "J" * 200, "Experiment/7"])
+@pytest.mark.parametrize("job_id", [42, "J" * 200, "Experiment/7", "k" * 50, "k" * 56])
 def test_checkpoint_claim_names_are_valid_and_attempt_independent(job_id: Any) -> None:
     name = names.checkpoint_claim_name(job_id)
     assert names.DNS_LABEL_RE.match(name) and len(name) <= names.DNS_LABEL_MAX
     assert name.startswith(names.OBJECT_PREFIX + "-") and name.endswith("-ckpt")
+    learners = [names.checkpoint_claim_name(job_id, index) for index in (0, 1, 9999)]
+    for index, learner in zip((0, 1, 9999), learners, strict=True):
+        assert names.DNS_LABEL_RE.match(learner) and len(learner) <= names.DNS_LABEL_MAX
+        assert learner.endswith(f"-ckpt-{index}")
+    # Every learner's claim shares one cut of the job id.
+    assert len({learner.rsplit("-ckpt-", 1)[0] for learner in learners}) == 1
+    assert len({name, *learners}) == 4
 
 
 @pytest.mark.parametrize("source", [FETCH_SOURCE, LAUNCHER_SOURCE], ids=["fetch", "launcher"])

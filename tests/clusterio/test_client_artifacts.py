@@ -1,7 +1,7 @@
 """`Cluster` and artifacts against kubesim: the token Secret, the per-job checkpoint claim, the launcher.
 
 The claim belongs to the job, not the attempt: every attempt adopts it, `teardown` leaves it and
-only `delete_checkpoint_claim` removes it. A learner wrapped by the launcher uploads its results to
+only `delete_checkpoint_claims` removes it. A learner wrapped by the launcher uploads its results to
 a local stand-in for the platform.
 """
 
@@ -100,6 +100,64 @@ def test_checkpoint_claim_is_created_once_shared_by_attempts_and_kept_by_teardow
     assert cluster.delete_checkpoint_claim(namespace=ns, name=claim) is True
     wait_for(lambda: not core.list_namespaced_persistent_volume_claim(ns).items)
     assert cluster.delete_checkpoint_claim(namespace=ns, name=claim) is False
+
+
+def test_each_learner_has_its_own_claim_bound_on_the_default_class_and_all_go_with_the_job(
+    cluster: Cluster, core: client.CoreV1Api, ns: str, job_id: str, tmp_path: Path
+) -> None:
+    claims = tuple(names.checkpoint_claim_name(job_id, index) for index in (0, 1))
+    command = python(wait_file_code(tmp_path / "never"))
+    for attempt in (0, 1):
+        spec = job_spec(
+            ns,
+            job_id,
+            command,
+            attempt=attempt,
+            learners=2,
+            checkpoint_learner_claims=claims,
+            checkpoint_claim_size="1Gi",
+        )
+        cluster.launch(spec=spec)
+        cluster.launch(spec=spec)
+    for index, claim in enumerate(claims):
+        pvc = core.read_namespaced_persistent_volume_claim(claim, ns)
+        assert pvc.spec.access_modes == ["ReadWriteOnce"]
+        assert pvc.metadata.labels == {
+            **checkpoint_claim_labels(TENANT, job_id, index),
+            names.LABEL_MANAGED_BY: "trainyard",
+        }
+    # kubesim's default class (like local-path) offers ReadWriteOnce only: every claim binds.
+    wait_for(
+        lambda: all(
+            core.read_namespaced_persistent_volume_claim(c, ns).status.phase == "Bound" for c in claims
+        )
+    )
+    pods = cluster.job_pods(namespace=ns, job_id=job_id, attempt=1)
+    mounted = [
+        next(
+            v["persistentVolumeClaim"]["claimName"] for v in p["spec"]["volumes"] if v["name"] == "checkpoint"
+        )
+        for p in pods
+    ]
+    assert mounted == list(claims)
+
+    # A claim of the shared layout (the job began under ReadWriteMany) goes with the job too; another
+    # job's claim stays.
+    shared = names.checkpoint_claim_name(job_id)
+    core.create_namespaced_persistent_volume_claim(
+        ns, make_checkpoint_pvc(ns, shared, checkpoint_claim_labels(TENANT, job_id), None, "1Gi")
+    )
+    other = names.checkpoint_claim_name("other-job", 0)
+    core.create_namespaced_persistent_volume_claim(
+        ns, make_checkpoint_pvc(ns, other, checkpoint_claim_labels(TENANT, "other-job", 0), None, "1Gi")
+    )
+    cluster.teardown(namespace=ns, job_id=job_id, grace_seconds=0)
+    wait_for(lambda: not cluster.job_pods(namespace=ns, job_id=job_id))
+    assert cluster.delete_checkpoint_claims(namespace=ns, job_id=job_id) == 3
+    wait_for(
+        lambda: [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(ns).items] == [other]
+    )
+    assert cluster.delete_checkpoint_claims(namespace=ns, job_id=job_id) == 0
 
 
 def test_a_checkpoint_claim_of_another_job_is_a_conflict(

@@ -20,7 +20,7 @@ from clusterio import names
 from clusterio.builders import (
     make_datastore_secret,
     make_headless_service,
-    make_job_checkpoint_pvc,
+    make_job_checkpoint_pvcs,
     make_learner_pod,
 )
 from clusterio.capacity import NodeInfo, Resources
@@ -82,15 +82,15 @@ def test_launch_retried_after_a_worker_died_mid_launch_adopts_and_duplicates_no_
     job.refresh_from_db()
     assert job.status == "starting" and held_launches == [(job.pk, 1)]
 
-    # The dead worker got as far as learner 0: namespace objects, the checkpoint claim and the first pod.
+    # The dead worker got as far as learner 0: namespace objects, the checkpoint claims and the first pod.
     client = cluster.cluster()
     namespace = cluster.namespace_for(job.tenant)
     client.ensure_tenant(
         namespace=namespace, tenant_slug=job.tenant.slug, limits=cluster.tenant_limits(job.tenant)
     )
-    claim = make_job_checkpoint_pvc(cluster.pods_spec(job))
-    claim.metadata.labels[names.LABEL_INSTALLATION] = cluster.installation_id()
-    client.core.create_namespaced_persistent_volume_claim(namespace, claim)
+    for claim in make_job_checkpoint_pvcs(cluster.pods_spec(job)):
+        claim.metadata.labels[names.LABEL_INSTALLATION] = cluster.installation_id()
+        client.core.create_namespaced_persistent_volume_claim(namespace, claim)
     pod = make_learner_pod(cluster.pods_spec(job), 0)
     pod.metadata.labels[names.LABEL_INSTALLATION] = cluster.installation_id()
     first = client.core.create_namespaced_pod(namespace, pod)
@@ -396,25 +396,34 @@ def test_reconcile_removes_services_secrets_and_claims_that_no_running_attempt_o
     service.metadata.labels.update(mine)
     labels = {**names.job_labels(job.tenant.slug, job.pk, stale.attempt), **mine}
     secret = make_datastore_secret(stale.namespace, "ty-stale-ds", labels, {})
-    # ...and the claim of a job whose row was deleted.
-    claim = make_job_checkpoint_pvc(
-        dataclasses.replace(
-            stale, job_id="deletedjob1", checkpoint_claim=names.checkpoint_claim_name("deletedjob1")
-        )
+    # ...and the claims of jobs whose rows were deleted: one per learner, or one the learners shared.
+    deleted = dataclasses.replace(
+        stale,
+        job_id="deletedjob1",
+        learners=2,
+        checkpoint_learner_claims=tuple(names.checkpoint_claim_name("deletedjob1", i) for i in (0, 1)),
     )
-    claim.metadata.labels.update(mine)
+    shared = dataclasses.replace(
+        stale,
+        job_id="deletedjob2",
+        checkpoint_learner_claims=(),
+        checkpoint_claim=names.checkpoint_claim_name("deletedjob2"),
+    )
+    claims = make_job_checkpoint_pvcs(deleted) + make_job_checkpoint_pvcs(shared)
     client.core.create_namespaced_service(stale.namespace, service)
     client.core.create_namespaced_secret(stale.namespace, secret)
-    client.core.create_namespaced_persistent_volume_claim(stale.namespace, claim)
+    for claim in claims:
+        claim.metadata.labels.update(mine)
+        client.core.create_namespaced_persistent_volume_claim(stale.namespace, claim)
     # Another installation's leftovers are not this one's business.
-    theirs_name = names.checkpoint_claim_name("theirjob1")
-    theirs = make_job_checkpoint_pvc(
-        dataclasses.replace(stale, job_id="theirjob1", checkpoint_claim=theirs_name)
+    theirs_name = names.checkpoint_claim_name("theirjob1", 0)
+    (theirs,) = make_job_checkpoint_pvcs(
+        dataclasses.replace(stale, job_id="theirjob1", checkpoint_learner_claims=(theirs_name,))
     )
     theirs.metadata.labels[names.LABEL_INSTALLATION] = "staging"
     client.core.create_namespaced_persistent_volume_claim(stale.namespace, theirs)
 
-    assert tasks.reconcile()["orphans"] >= 3
+    assert tasks.reconcile()["orphans"] >= 5
 
     KINDS: tuple[ManagedKind, ...] = ("services", "secrets", "persistentvolumeclaims")
 
@@ -432,7 +441,7 @@ def test_reconcile_removes_services_secrets_and_claims_that_no_running_attempt_o
             & {
                 f"services/{service.metadata.name}",
                 "secrets/ty-stale-ds",
-                f"persistentvolumeclaims/{claim.metadata.name}",
+                *(f"persistentvolumeclaims/{claim.metadata.name}" for claim in claims),
             }
         ),
         what="the leftovers to go",
