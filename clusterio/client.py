@@ -39,6 +39,7 @@ from clusterio.builders import (
     to_dict,
 )
 from clusterio.builders.job import gpu_product
+from clusterio.builders.tenant import PodSecurityLevel
 from clusterio.capacity import NodeInfo, Resources, covers, node_infos, same_quota_hard
 from clusterio.errors import (
     BadRequest,
@@ -193,15 +194,17 @@ class Cluster:
         default_memory_mib: int = 1024,
         labels: dict[str, str] | None = None,
         egress_cidrs: Sequence[str] = (),
+        pod_security: PodSecurityLevel | None = None,
     ) -> None:
         """Create (or bring up to date) a tenant's namespace and the objects that fence it in.
 
         Idempotent: existing objects are kept when they already say what is wanted and replaced
         (optimistically, by resourceVersion) when not, e.g. after the tenant's quota changed. `labels` are
         extra namespace labels (the operator's; the platform's own win); `egress_cidrs` are the addresses
-        learners may reach beyond their namespace and DNS (the platform's artifact endpoint, S3).
+        learners may reach beyond their namespace and DNS (the platform's artifact endpoint, S3);
+        `pod_security` is the Pod Security Admission level enforced on the namespace.
         """
-        ns_body = make_namespace(namespace, tenant_slug, labels)
+        ns_body = make_namespace(namespace, tenant_slug, labels, pod_security=pod_security)
         try:
             self._json(self.core.create_namespace, ns_body)
         except Conflict:

@@ -37,6 +37,7 @@ from jobs.credentials import Credentials, unseal
 from jobs.gputypes import GpuTypes
 from jobs.models import Job, JobCredentials
 from tenants.models import Tenant
+from tenants.policy import policy_of
 
 _local = threading.local()
 # Learners rendezvous on a port of their own per job attempt, not torchrun's fixed 29500: where pods
@@ -303,6 +304,7 @@ def launch(job: Job) -> list[str]:
         limits=tenant_limits(job.tenant),
         labels=settings.TENANT_NAMESPACE_LABELS,
         egress_cidrs=settings.TENANT_EGRESS_CIDRS,
+        pod_security=policy_of(job.tenant).pod_security,  # type: ignore[arg-type]
     )
     credentials = job_credentials(job)
     # An alias (`A100`) is no label value: the pods require one of the product labels of the cluster's

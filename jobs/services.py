@@ -17,9 +17,11 @@ from jobs.artifacts.storage import artifacts_delete
 from jobs.credentials import seal
 from jobs.lifecycle import enqueue, job_requeue_or_fail, transition
 from jobs.models import CodeArchive, Job, JobCredentials, JobEvent, ResultFile
+from jobs.policy import policy_problems
 from jobs.spec import Demand, ParsedSpec, SpecError, parse_spec, spec_demand
 from jobs.states import TERMINAL, WAITING, JobStatus
 from tenants.models import Quota, Tenant
+from tenants.policy import effective_policy
 from tenants.scoping import Perm, can_manage_owned, has_perm
 from tenants.usage import tenant_usage
 
@@ -102,8 +104,11 @@ def job_validate(
     if problems:
         raise JobRejected({"data_stores": problems})
     field_problems = cluster.spec_problems(tenant=tenant, spec=parsed.spec, credentials=parsed.secrets)
+    field_problems |= policy_problems(
+        parsed.spec, effective_policy(tenant=tenant, user=user), tenant=tenant.slug
+    )
     if field_problems:
-        raise JobRejected(field_problems)
+        raise JobRejected({parsed.field_name(path): messages for path, messages in field_problems.items()})
     gpu_type = parsed.spec["resources"].get("gpu_type")
     problem = gpu_type_problem(gpu_type=gpu_type, nodes=nodes) if gpu_type else None
     if problem:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 
@@ -74,6 +74,66 @@ class Quota(models.Model):
 
     def __str__(self) -> str:
         return f"quota of {self.tenant}"
+
+
+class PodSecurity(models.TextChoices):
+    """The Pod Security Admission level enforced on a tenant's namespace (Kubernetes' own names)."""
+
+    RESTRICTED = "restricted", "restricted (learner pods as Trainyard builds them)"
+    BASELINE = "baseline", "baseline"
+    PRIVILEGED = "privileged", "privileged (needed for host path volumes)"
+
+
+PRIORITY_RANGE = (-100, 100)
+
+
+class Policy(models.Model):
+    """What a tenant's jobs may reach, set by platform admins (tenants.policy reads it; a tenant without a
+    row has the defaults: no host paths, any registry, public S3 endpoints only, members up to priority 0,
+    the restricted Pod Security level)."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="policy")
+    host_path_prefixes = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Node folders `type: host` volumes may mount (each with everything below it); none by "
+        "default. Never /, /proc, /sys, /dev or the kubelet's and container runtimes' folders.",
+    )
+    image_registries = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Patterns images must match, e.g. registry.example.com/* or docker.io/library/*; "
+        "empty: any image. Short names are read as Docker Hub's (python:3.11 is docker.io/library/python:3.11).",
+    )
+    datastore_hosts = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="S3 endpoint hosts jobs may use (patterns like *.s3.example.com, or an address); empty: "
+        "any public endpoint. Private, loopback, link-local and cluster-internal hosts only when listed.",
+    )
+    member_max_priority = models.IntegerField(
+        default=0,
+        validators=[MinValueValidator(PRIORITY_RANGE[0]), MaxValueValidator(PRIORITY_RANGE[1])],
+        help_text="The highest priority a member may give a job; owners may use up to owner_max_priority.",
+    )
+    owner_max_priority = models.IntegerField(
+        default=PRIORITY_RANGE[1],
+        validators=[MinValueValidator(PRIORITY_RANGE[0]), MaxValueValidator(PRIORITY_RANGE[1])],
+        help_text="The highest priority the tenant's owners may give a job.",
+    )
+    pod_security = models.CharField(
+        max_length=12,
+        choices=PodSecurity.choices,
+        default=PodSecurity.RESTRICTED,
+        help_text="Pod Security Admission level enforced on the tenant's namespace.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "policies"
+
+    def __str__(self) -> str:
+        return f"policy of {self.tenant}"
 
 
 class ApiToken(models.Model):

@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 
 from jobs.models import Job
 from tenants.models import Quota, Tenant
+from tenants.policy import policy_set
 from tenants.services import membership_set
 
 _seq = itertools.count(1)
@@ -31,6 +32,17 @@ def make_tenant(slug: str | None = None, active: bool = True, **quota: int) -> T
     slug = slug or f"team{next(_seq)}"
     tenant = Tenant.objects.create(slug=slug, name=f"Team {slug}", active=active)
     Quota.objects.create(tenant=tenant, **(QUOTA | quota))
+    return tenant
+
+
+# Where FfDL's own manifests keep their data (an S3 inside the cluster): a tenant submitting them needs its
+# policy to list that host, as an admin would.
+FFDL_S3_HOST = "s3.default.svc.cluster.local"
+
+
+def allow(tenant: Tenant, **policy: Any) -> Tenant:
+    """Set some of the tenant's policy fields, as a platform admin would (e.g. datastore_hosts=[...])."""
+    policy_set(tenant=tenant, **policy)
     return tenant
 
 

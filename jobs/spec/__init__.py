@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -60,6 +60,11 @@ class ParsedSpec:
     spec: dict[str, Any]
     secrets: dict[str, dict[str, str]]
     source: str
+    paths: Mapping[str, str] = field(default_factory=dict)
+
+    def field_name(self, path: str) -> str:
+        """The field the user wrote for a path of the normalized spec (an FfDL manifest's own names)."""
+        return _remap(path, self.paths)
 
 
 @dataclass(frozen=True)
@@ -122,7 +127,7 @@ def parse_spec(document: str | bytes | Mapping[str, Any], *, max_bytes: int = 65
             merged.setdefault(_remap(path, translation.paths), []).extend(messages)
     if merged:
         raise SpecError(_redact(merged, translation.secrets))
-    return ParsedSpec(spec=spec, secrets=translation.secrets, source="ffdl")
+    return ParsedSpec(spec=spec, secrets=translation.secrets, source="ffdl", paths=translation.paths)
 
 
 class _Loader(yaml.SafeLoader):

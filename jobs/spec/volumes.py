@@ -1,8 +1,8 @@
 """Volumes of a job spec: where data is read from and results are written to.
 
 `host` volumes mount a node path, `pvc` a PersistentVolumeClaim, `s3` a bucket (with `secret`
-naming the data store whose credentials the platform holds). Whether a tenant may use `host`
-volumes is a policy decision made where the job is submitted, not here.
+naming the data store whose credentials the platform holds). Whether a tenant may use a `host` path
+or an S3 endpoint is its policy's decision (jobs/policy.py), checked at submit.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def abs_path(value: Any, path: str, errors: Errors, *, default: str | None = Non
     if ".." in value.split("/"):
         errors.add(path, "must not contain '..'")
         return None
-    normal = posixpath.normpath(value)
+    # POSIX keeps a leading "//" through normpath ("//proc" stays "//proc"), yet it names "/proc".
+    normal = "/" + posixpath.normpath(value).lstrip("/")
     if normal == "/" or any(normal == p or normal.startswith(p + "/") for p in _FORBIDDEN_MOUNTS):
         errors.add(path, f"{show(normal)} is a system path and cannot be used")
         return None

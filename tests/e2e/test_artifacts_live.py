@@ -28,7 +28,7 @@ from jobs.models import Job, JobEvent, LogLine, ResultFile
 from jobs.services import job_submit
 from kubesim.testing import KubeSim
 from tenants.tokens import token_create
-from tests.factories import make_tenant, member
+from tests.factories import allow, make_tenant, member
 from tests.jobs.engine import describe, wait_status, wait_until
 from trainyard import cli, config
 
@@ -102,7 +102,7 @@ def test_code_from_disk_trains_on_s3_data_survives_a_lost_node_and_its_model_com
     settings.ARTIFACTS_BASE_URL = live_server_url
     settings.ARTIFACT_FETCH_IMAGE = "trainyard:test"
     engine.add_gpu_node("artifact-0", gpus=1, labels={"nvidia.com/gpu.product": GPU})
-    tenant = make_tenant(gpus=4)
+    tenant = allow(make_tenant(gpus=4), datastore_hosts=["127.0.0.1"])  # moto's server
     user = member(tenant)
     _, token = token_create(user=user, name="e2e")
     monkeypatch.setenv(config.URL_ENV, live_server_url)
@@ -179,7 +179,7 @@ def test_a_missing_bucket_fails_the_job_with_the_fetch_error(
     settings.ARTIFACTS_BASE_URL = live_server_url
     settings.ARTIFACT_FETCH_IMAGE = "trainyard:test"
     engine.add_gpu_node("artifact-2", gpus=1, labels={"nvidia.com/gpu.product": GPU})
-    tenant = make_tenant(gpus=4)
+    tenant = allow(make_tenant(gpus=4), datastore_hosts=["127.0.0.1"])  # moto's server
     document = manifest(s3_server).replace("{container: datasets}", "{container: no-such-bucket}")
     job = job_submit(
         tenant=tenant, user=member(tenant), document=document, code=zip_directory_bytes({"train.py": b""})

@@ -17,7 +17,7 @@ from jobs.services import job_submit
 from tenants.models import ApiToken
 from tenants.tokens import token_create, token_revoke
 from tests.conftest import FFDL_MANIFESTS
-from tests.factories import make_tenant, member
+from tests.factories import FFDL_S3_HOST, allow, make_tenant, member
 
 pytestmark = pytest.mark.django_db
 
@@ -97,7 +97,7 @@ def test_unknown_gpu_type_gives_a_field_error_listing_the_known_types(
 @pytest.mark.skipif(not FFDL_MANIFESTS, reason="no FfDL manifests under ../shared/data/ffdl-manifests")
 @pytest.mark.parametrize("manifest", FFDL_MANIFESTS, ids=lambda path: path.stem)
 def test_submit_an_ffdl_manifest_as_yaml(manifest: Any) -> None:
-    tenant = make_tenant(gpus=8, cpu_millis=64000, memory_mib=131072)
+    tenant = allow(make_tenant(gpus=8, cpu_millis=64000, memory_mib=131072), datastore_hosts=[FFDL_S3_HOST])
     text = manifest.read_text(encoding="utf-8")
     response = api(member(tenant)).post(
         f"/api/v1/jobs/?tenant={tenant.slug}", text, content_type="application/yaml"

@@ -23,7 +23,7 @@ from jobs.credentials import seal, unseal
 from jobs.models import Job, JobCredentials, LogLine
 from jobs.services import JobRejected, job_retry, job_submit
 from kubesim.testing import KubeSim
-from tests.factories import make_tenant, member
+from tests.factories import allow, make_tenant, member
 from tests.jobs.engine import wait_status, wait_until
 
 PASSWORD = "s3cr3t-Pa55word"
@@ -89,7 +89,7 @@ def test_credentials_that_collide_as_env_names_are_refused_and_nothing_stored() 
 def test_ffdl_credentials_reach_the_learner_through_a_secret_and_nowhere_else(
     engine: KubeSim, s3_server: str
 ) -> None:
-    tenant = make_tenant()
+    tenant = allow(make_tenant(), datastore_hosts=["127.0.0.1"])  # moto's server, on this machine
     user = member(tenant)
     job = job_submit(tenant=tenant, user=user, document=TEMPLATE.replace("S3_URL", s3_server))
     row = JobCredentials.objects.get(job=job)

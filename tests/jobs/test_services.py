@@ -13,7 +13,7 @@ from jobs.services import JobRejected, PermissionDenied, job_cancel, job_submit,
 from jobs.states import IllegalTransition, JobStatus
 from tenants.models import Quota
 from tests.conftest import SHARED_DATA
-from tests.factories import make_tenant, member
+from tests.factories import FFDL_S3_HOST, allow, make_tenant, member
 
 pytestmark = pytest.mark.django_db
 
@@ -133,7 +133,7 @@ def test_illegal_transition_changes_nothing() -> None:
 
 
 def test_ffdl_manifest_is_accepted_and_its_credentials_are_not_stored() -> None:
-    tenant = make_tenant()
+    tenant = allow(make_tenant(), datastore_hosts=[FFDL_S3_HOST])
     manifest = (SHARED_DATA / "ffdl-manifests" / "pytorch-model-manifest.yml").read_text()
     job = job_submit(tenant=tenant, user=member(tenant), document=manifest)
     assert job.source == "ffdl"
