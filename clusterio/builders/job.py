@@ -20,14 +20,13 @@ from clusterio.builders.artifacts import (
 from clusterio.builders.quantities import cpu_quantity, memory_quantity
 from clusterio.builders.specs import JobPodsSpec
 from clusterio.builders.tenant import GPU_RESOURCE
+from clusterio.taints import learner_tolerations
 from clusterio.threads import THREAD_ENV_NAMES, thread_env
 
 CONTAINER_NAME = "learner"
 RENDEZVOUS_PORT_NAME = "rendezvous"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 TERMINATION_GRACE_SECONDS = 30
-NODE_UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
-NODE_NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 SHM_MIN_MIB = 64
 
 # torchrun's contract (torch.distributed env:// init) plus the PET_* variables torchrun reads as its
@@ -296,14 +295,37 @@ def _security_context(spec: JobPodsSpec) -> client.V1SecurityContext:
     )
 
 
+def _node_binding(node: str) -> client.V1Affinity:
+    """Required node affinity on the node's name, as the DaemonSet controller binds its pods: the pod goes
+    to that node or stays Pending, and the kube-scheduler still checks taints, room and selectors. The name
+    (`matchFields`), not the `kubernetes.io/hostname` label: admission knows nodes by name, and the label
+    differs from the name where kubelets run with `--hostname-override`."""
+    return client.V1Affinity(
+        node_affinity=client.V1NodeAffinity(
+            required_during_scheduling_ignored_during_execution=client.V1NodeSelector(
+                node_selector_terms=[
+                    client.V1NodeSelectorTerm(
+                        match_fields=[
+                            client.V1NodeSelectorRequirement(
+                                key="metadata.name", operator="In", values=[node]
+                            )
+                        ]
+                    )
+                ]
+            )
+        )
+    )
+
+
 def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
     """Build learner `index` (0-based) of one attempt as a bare pod that runs once.
 
-    Guaranteed QoS (requests == limits), GPUs only when asked for (with the GPU taint tolerated and
-    the product selected when `gpu_type` is set), a non-root restricted security context, no API
-    token, stable DNS (`hostname.subdomain`) for the rendezvous, and the runtime cap as
-    `activeDeadlineSeconds`. With `spec.artifacts`: the `fetch` init container when there is code or
-    S3 data to fetch, the code folder as working directory, and the launcher around the command.
+    Guaranteed QoS (requests == limits), GPUs only when asked for (with `spec.gpu_tolerations` and
+    the product selected when `gpu_type` is set), bound to `spec.node_names[index]` when given, a
+    non-root restricted security context, no API token, stable DNS (`hostname.subdomain`) for the
+    rendezvous, and the runtime cap as `activeDeadlineSeconds`. With `spec.artifacts`: the `fetch`
+    init container when there is code or S3 data to fetch, the code folder as working directory, and
+    the launcher around the command.
     """
     if not 0 <= index < spec.learners:
         raise ValueError(f"learner index {index} out of range for {spec.learners} learners")
@@ -334,19 +356,20 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
         volume_mounts=mounts,
         security_context=_security_context(spec),
     )
-    tolerations = []
-    if spec.gpus > 0:
-        tolerations.append(client.V1Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule"))
-    if spec.node_lost_toleration_seconds is not None:
-        tolerations += [
-            client.V1Toleration(
-                key=key,
-                operator="Exists",
-                effect="NoExecute",
-                toleration_seconds=spec.node_lost_toleration_seconds,
-            )
-            for key in (NODE_UNREACHABLE_TAINT, NODE_NOT_READY_TAINT)
-        ]
+    tolerations = [
+        client.V1Toleration(
+            key=t.key or None,
+            operator=t.operator,
+            value=t.value or None,
+            effect=t.effect or None,
+            toleration_seconds=t.toleration_seconds,
+        )
+        for t in learner_tolerations(
+            gpus=spec.gpus,
+            gpu_tolerations=spec.gpu_tolerations,
+            node_lost_seconds=spec.node_lost_toleration_seconds,
+        )
+    ]
     return client.V1Pod(
         api_version="v1",
         kind="Pod",
@@ -362,6 +385,7 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
             active_deadline_seconds=spec.max_runtime_seconds,
             node_selector={GPU_PRODUCT_LABEL: spec.gpu_type} if spec.gpu_type else None,
             tolerations=tolerations or None,
+            affinity=_node_binding(spec.node_names[index]) if spec.node_names else None,
             security_context=client.V1PodSecurityContext(
                 run_as_non_root=True,
                 run_as_user=spec.run_as_user,
