@@ -77,9 +77,9 @@ class Toleration:
 
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
-# Any taint on the key the device plugin's resource is named after, with any value: NVIDIA's GPU Operator
-# and EKS (`nvidia.com/gpu=true:NoSchedule`), GKE (`nvidia.com/gpu=present:NoSchedule`) and bare
-# `nvidia.com/gpu:NoSchedule` alike. It is what GKE's ExtendedResourceToleration admission adds to pods.
+# Any NoSchedule taint on the key the device plugin's resource is named after, with any value: GKE's
+# `nvidia.com/gpu=present:NoSchedule`, the common `nvidia.com/gpu=true:NoSchedule` and a bare key alike
+# (the toleration Kubernetes' ExtendedResourceToleration admission plugin adds to pods asking for GPUs).
 DEFAULT_GPU_TOLERATIONS = (Toleration(key=GPU_TAINT_KEY, operator="Exists", effect="NoSchedule"),)
 
 
