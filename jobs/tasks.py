@@ -260,7 +260,10 @@ def _deadline_exceeded(stale: Job, learner: int) -> int:
 
 def _chosen_node_gone(job: Job, learners: list[int], nodes: set[str]) -> str | None:
     """Why the job cannot start where admission placed it: an unscheduled learner's node is gone (its pod,
-    bound there by node affinity, would wait for it forever); None when every such node still exists."""
+    bound there by node affinity, would wait for it forever); None when every such node still exists, or
+    when the pods were not bound (no full placement: `cluster.pods_spec`)."""
+    if len(job.placements) != job.learners:
+        return None
     for index in sorted(learners):
         node = job.placements[index] if index < len(job.placements) else ""
         if node and node not in nodes:
