@@ -17,6 +17,7 @@ from kubernetes.utils import parse_quantity
 
 from clusterio.builders.job import gpu_product
 from clusterio.builders.tenant import GPU_RESOURCE
+from clusterio.taints import Taint, taints_of
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -48,6 +49,7 @@ class NodeInfo:
     """One node as the scheduler sees it; `free` may be negative on an over-committed node.
 
     `unschedulable` is the node's cordon flag (`spec.unschedulable`); a cordoned node takes no new pods.
+    `taints` are its NoSchedule and NoExecute taints: only pods that tolerate every one of them may go there.
     """
 
     name: str
@@ -56,6 +58,7 @@ class NodeInfo:
     allocatable: Resources
     free: Resources
     unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
 
 
 def quantity(value: Any) -> Decimal:
@@ -140,6 +143,7 @@ def node_infos(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, A
                 allocatable=allocatable,
                 free=allocatable - used.get(meta.get("name", ""), ZERO),
                 unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+                taints=taints_of(node),
             )
         )
     return sorted(infos, key=lambda info: info.name)

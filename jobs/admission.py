@@ -8,6 +8,10 @@ dataclasses, does no I/O and imports nothing of Django. Policy ``trainyard`` (de
   priority (high first), then ``submitted_at``, then id.
 * Gangs are all-or-nothing: learners go one by one to the best-fit node (fewest free GPUs, then
   least free CPU, then name) of the demanded ``gpu_type`` (any node when None), or none is placed.
+* Taints: a node is a candidate for a job only if the job tolerates every one of the node's taints
+  (``Node.taints``, NoSchedule/NoExecute; ``QueuedJob.tolerated``, worked out by the caller from the
+  tolerations its pods will carry). CPU-only jobs tolerate no GPU taint, so they stay off tainted GPU
+  nodes; among the nodes they may use, best-fit puts them on nodes with no free GPUs first.
 * Quotas (GPUs, CPU, memory, running jobs) are never exceeded. A tenant's queue is strict: once its
   next job is blocked by its own quota its later jobs wait too, but other tenants carry on. A job
   over its whole quota, or too big for the empty cluster, is reported and blocks nothing.
@@ -40,6 +44,10 @@ Policy = Literal["trainyard", "fifo"]
 Shape = tuple[int, int, int]
 _INF = float("inf")
 _ANY = "\x00any"
+_NO_TAINTS: frozenset[str] = frozenset()
+# Which nodes a job may use: its gpu type (``_ANY`` for none) and the node taints it tolerates (only those
+# present on some node, so jobs that may use the same nodes share one key and one index).
+_Key = tuple[str, frozenset[str]]
 _INVALID = "invalid job: needs at least one learner and no negative amounts"
 
 
@@ -54,7 +62,10 @@ class Resources:
 
 @dataclass(frozen=True, slots=True)
 class QueuedJob:
-    """A queued job; ``gpus``, ``cpu_millis`` and ``memory_mib`` are per learner."""
+    """A queued job; ``gpus``, ``cpu_millis`` and ``memory_mib`` are per learner.
+
+    ``tolerated``: the node taints (spelt as in ``Node.taints``) its pods tolerate.
+    """
 
     id: str
     tenant: str
@@ -66,6 +77,7 @@ class QueuedJob:
     memory_mib: int
     gpu_type: str | None = None
     expected_duration: float | None = None
+    tolerated: frozenset[str] = _NO_TAINTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +94,17 @@ class TenantState:
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """A node's free and total resources; ``gpu_type`` None for a node without GPUs."""
+    """A node's free and total resources; ``gpu_type`` None for a node without GPUs.
+
+    ``taints``: its NoSchedule and NoExecute taints (any spelling, e.g. ``nvidia.com/gpu=present:NoSchedule``);
+    only jobs that tolerate all of them may use the node.
+    """
 
     name: str
     free: Resources
     capacity: Resources
     gpu_type: str | None = None
+    taints: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +175,10 @@ def _amount(dim: int, value: int) -> str:
     return (f"{value} GPUs", f"{value}m CPU", f"{value} MiB memory")[dim]
 
 
+def _taints_text(taints: list[str]) -> str:
+    return ", ".join(taints[:3]) + (f" and {len(taints) - 3} more" if len(taints) > 3 else "")
+
+
 def _invalid(job: QueuedJob) -> bool:
     return job.learners < 1 or min(job.gpus, job.cpu_millis, job.memory_mib) < 0
 
@@ -172,32 +193,33 @@ def _slots(free: Shape, need: Shape, cap: int) -> int:
 
 
 class _Pool:
-    """Free resources per node, indexed by free GPU count (per gpu type, built on demand) for best-fit."""
+    """Free resources per node, indexed by free GPU count per key (built on demand) for best-fit."""
 
-    __slots__ = ("buckets", "free", "types")
+    __slots__ = ("buckets", "free", "member", "taints", "types")
 
-    def __init__(self, free: list[Shape], types: list[str | None]) -> None:
-        self.types, self.free = types, free
-        by_gpus: dict[int, list[int]] = {}
-        for i, f in enumerate(free):
-            by_gpus.setdefault(f[0], []).append(i)
-        self.buckets: dict[str, dict[int, list[int]]] = {_ANY: by_gpus}
+    def __init__(self, free: list[Shape], types: list[str | None], taints: list[frozenset[str]]) -> None:
+        self.types, self.free, self.taints = types, free, taints
+        self.buckets: dict[_Key, dict[int, list[int]]] = {}
+        self.member: list[list[_Key]] = [[] for _ in free]
 
     def copy(self) -> _Pool:
         new = object.__new__(_Pool)
-        new.types, new.free = self.types, list(self.free)
+        new.types, new.free, new.taints = self.types, list(self.free), self.taints
         new.buckets = {k: {g: list(s) for g, s in b.items()} for k, b in self.buckets.items()}
+        new.member = [list(m) for m in self.member]
         return new
 
-    def _by_gpus(self, gpu_type: str | None) -> dict[int, list[int]]:
-        key = gpu_type or _ANY
-        if key not in self.buckets:
-            by_gpus: dict[int, list[int]] = {}
+    def _by_gpus(self, key: _Key) -> dict[int, list[int]]:
+        by_gpus = self.buckets.get(key)
+        if by_gpus is None:
+            by_gpus = {}
+            gpu_type, tolerated = key
             for i, t in enumerate(self.types):
-                if t == key:
+                if (gpu_type == _ANY or t == gpu_type) and self.taints[i] <= tolerated:
                     by_gpus.setdefault(self.free[i][0], []).append(i)
+                    self.member[i].append(key)
             self.buckets[key] = by_gpus
-        return self.buckets[key]
+        return by_gpus
 
     def set_free(self, i: int, free: Shape, cap: Sequence[int] | None = None) -> None:
         if cap is not None:
@@ -206,8 +228,7 @@ class _Pool:
         self.free[i] = free
         if free[0] == old:
             return
-        t = self.types[i]
-        for key in (_ANY, t) if t is not None and t in self.buckets else (_ANY,):
+        for key in self.member[i]:
             by_gpus = self.buckets[key]
             by_gpus[old].remove(i)
             if not by_gpus[old]:
@@ -218,12 +239,12 @@ class _Pool:
         f = self.free[i]
         self.set_free(i, (f[0] + sign * need[0], f[1] + sign * need[1], f[2] + sign * need[2]))
 
-    def max_free_gpus(self, gpu_type: str | None) -> int:
-        return max(self._by_gpus(gpu_type) or (0,))
+    def max_free_gpus(self, key: _Key) -> int:
+        return max(self._by_gpus(key) or (0,))
 
-    def find(self, gpu_type: str | None, need: Shape) -> int:
+    def find(self, key: _Key, need: Shape) -> int:
         """Best-fit node for one learner: fewest free GPUs, then least free CPU, then name; -1 if none."""
-        by_gpus = self._by_gpus(gpu_type)
+        by_gpus = self._by_gpus(key)
         g, c, m = need
         free = self.free
         for fg in sorted(k for k in by_gpus if k >= g):
@@ -236,11 +257,11 @@ class _Pool:
                 return best
         return -1
 
-    def place_gang(self, gpu_type: str | None, need: Shape, learners: int) -> list[int] | None:
+    def place_gang(self, key: _Key, need: Shape, learners: int) -> list[int] | None:
         """Place every learner (taking the resources) or none; returns node indices or None."""
         placed: list[int] = []
         for _ in range(learners):
-            i = self.find(gpu_type, need)
+            i = self.find(key, need)
             if i < 0:
                 for j in placed:
                     self.shift(j, need, +1)
@@ -249,10 +270,10 @@ class _Pool:
             placed.append(i)
         return placed
 
-    def slots(self, gpu_type: str | None, need: Shape, cap: int) -> int:
+    def slots(self, key: _Key, need: Shape, cap: int) -> int:
         """Learners of ``need`` that fit at once (stops counting at ``cap``)."""
         total = 0
-        for fg, members in self._by_gpus(gpu_type).items():
+        for fg, members in self._by_gpus(key).items():
             if fg < need[0]:
                 continue
             for i in members:
@@ -273,13 +294,15 @@ class _Cycle:
             nodes = sorted(nodes, key=attrgetter("name"))
         self.nodes = nodes
         self.types = [n.gpu_type for n in nodes]
+        self.taints = [frozenset(n.taints) if n.taints else _NO_TAINTS for n in nodes]
+        self.all_taints: frozenset[str] = frozenset().union(*self.taints)
         self.caps = [(n.capacity.gpus, n.capacity.cpu_millis, n.capacity.memory_mib) for n in nodes]
         free = [(n.free.gpus, n.free.cpu_millis, n.free.memory_mib) for n in nodes]
-        self.now_pool = _Pool(free, self.types)
+        self.now_pool = _Pool(free, self.types, self.taints)
         self.long_pool: _Pool | None = None
         self.surplus: dict[int, list[int]] = {}
         self.total = tuple(map(sum, zip(*self.caps, strict=True))) if nodes else (0, 0, 0)
-        self.by_size: dict[str | None, list[Shape]] = {}
+        self.by_size: dict[_Key, list[Shape]] = {}
         self.tenants = {t.name: t for t in snapshot.tenants}
         self.used = {t.name: [t.used.gpus, t.used.cpu_millis, t.used.memory_mib] for t in snapshot.tenants}
         self.running = {t.name: t.running_jobs for t in snapshot.tenants}
@@ -287,10 +310,33 @@ class _Cycle:
         self.admitted: list[Admission] = []
         self.admitted_ends: list[tuple[float, list[int], Shape]] = []
         self.pending: list[tuple[str, str]] = []
-        self.never_fit: dict[tuple[str | None, Shape, int], bool] = {}
-        self.reasons: dict[tuple[str | None, Shape, int], str] = {}
-        self.failed: set[tuple[str, str | None, Shape, int]] = set()
+        self.never_fit: dict[tuple[_Key, Shape, int], bool] = {}
+        self.reasons: dict[tuple[_Key, Shape, int], str] = {}
+        self.failed: set[tuple[str, _Key, Shape, int]] = set()
         self.reservation: Reservation | None = None
+
+    def key(self, job: QueuedJob) -> _Key:
+        """Which nodes ``job`` may use: its gpu type and the taints present in the cluster it tolerates."""
+        if not self.all_taints:
+            return (job.gpu_type or _ANY, _NO_TAINTS)
+        return (job.gpu_type or _ANY, job.tolerated & self.all_taints)
+
+    def eligible(self, key: _Key) -> list[bool]:
+        gpu_type, tolerated = key
+        return [
+            (gpu_type == _ANY or t == gpu_type) and taints <= tolerated
+            for t, taints in zip(self.types, self.taints, strict=True)
+        ]
+
+    def untolerated(self, key: _Key) -> list[str]:
+        """The taints that keep the job off nodes of its gpu type, sorted ([] when none does)."""
+        if len(key[1]) == len(self.all_taints):
+            return []
+        found: set[str] = set()
+        for t, taints in zip(self.types, self.taints, strict=True):
+            if key[0] == _ANY or t == key[0]:
+                found |= taints - key[1]
+        return sorted(found)
 
     def share(self, tenant: str) -> float:
         used = self.used[tenant]
@@ -318,28 +364,45 @@ class _Cycle:
                 return f"tenant {label} quota {u}{unit}/{q}{unit} in use (needs {n}{unit}{extra})", False
         return None
 
-    def sizes(self, gpu_type: str | None) -> list[Shape]:
-        if gpu_type not in self.by_size:
-            match = [c for n, c in zip(self.nodes, self.caps, strict=True) if gpu_type in (None, n.gpu_type)]
-            self.by_size[gpu_type] = sorted(match, reverse=True)
-        return self.by_size[gpu_type]
+    def sizes(self, key: _Key) -> list[Shape]:
+        if key not in self.by_size:
+            match = [c for c, ok in zip(self.caps, self.eligible(key), strict=True) if ok]
+            self.by_size[key] = sorted(match, reverse=True)
+        return self.by_size[key]
+
+    def _fits_empty(self, key: _Key, job: QueuedJob) -> bool:
+        total = 0
+        for cap in self.sizes(key):
+            total += _slots(cap, _shape(job), job.learners - total)
+            if total >= job.learners:
+                return True
+        return False
 
     def can_never_fit(self, job: QueuedJob) -> bool:
-        key = (job.gpu_type, _shape(job), job.learners)
+        key = (self.key(job), _shape(job), job.learners)
         if key not in self.never_fit:
-            total = 0
-            for cap in self.sizes(job.gpu_type):
-                total += _slots(cap, _shape(job), job.learners - total)
-                if total >= job.learners:
-                    break
-            self.never_fit[key] = total < job.learners
+            self.never_fit[key] = not self._fits_empty(key[0], job)
         return self.never_fit[key]
 
     def never_fit_reason(self, job: QueuedJob) -> str:
-        """Why ``job`` fits not even the empty cluster: no node of its type, one learner larger than every
-        node (the node is the limit), or the gang larger than all the nodes of its type together (the
-        total is the limit)."""
-        sizes, need, t = self.sizes(job.gpu_type), _shape(job), job.gpu_type
+        """Why ``job`` fits not even the empty cluster: no node of its type (or none whose taints it
+        tolerates), one learner larger than every node (the node is the limit), or the gang larger than all
+        the nodes of its type together (the total is the limit); and when taints keep it off nodes that
+        would fit, which."""
+        key = self.key(job)
+        kept_off = self.untolerated(key)
+        if kept_off and not self.sizes(key):
+            return (
+                f"can never fit: no node{_type_text(job.gpu_type)} without taints the job does not tolerate "
+                f"({_taints_text(kept_off)})"
+            )
+        reason = self._never_fit_limit(job, self.sizes(key))
+        if kept_off and self._fits_empty((key[0], self.all_taints), job):
+            reason += f"; larger nodes have taints the job does not tolerate ({_taints_text(kept_off)})"
+        return reason
+
+    def _never_fit_limit(self, job: QueuedJob, sizes: list[Shape]) -> str:
+        need, t = _shape(job), job.gpu_type
         head = (
             f"can never fit: {job.learners} learner(s) x {job.gpus} GPUs{_type_text(t)}, "
             f"{job.cpu_millis}m CPU, {job.memory_mib} MiB"
@@ -367,21 +430,32 @@ class _Cycle:
 
     def capacity_reason(self, job: QueuedJob) -> str:
         g, c, m = _shape(job)
-        pool = self.now_pool
-        if pool.slots(job.gpu_type, (g, c, m), 1) >= 1:
+        key, pool = self.key(job), self.now_pool
+        if pool.slots(key, (g, c, m), 1) >= 1:
             return f"gang of {job.learners} learners does not fit at once"
-        largest = pool.max_free_gpus(job.gpu_type)
+        largest = pool.max_free_gpus(key)
         if g > largest:
-            return f"no node has {g} free GPUs{_type_text(job.gpu_type)} (largest free: {largest})"
-        return f"no node with {g} free GPUs{_type_text(job.gpu_type)} also has {c}m CPU and {m} MiB free"
+            reason = f"no node has {g} free GPUs{_type_text(job.gpu_type)} (largest free: {largest})"
+        else:
+            reason = (
+                f"no node with {g} free GPUs{_type_text(job.gpu_type)} also has {c}m CPU and {m} MiB free"
+            )
+        kept_off = self.untolerated(key)
+        if kept_off and pool.slots((key[0], self.all_taints), (g, c, m), 1) >= 1:
+            reason += (
+                " among nodes without taints the job does not tolerate "
+                f"({_taints_text(kept_off)} keep it off the rest)"
+            )
+        return reason
 
     def try_place(self, job: QueuedJob, via: str) -> list[int] | None:
-        key = (via, job.gpu_type, _shape(job), job.learners)
+        cls = self.key(job)
+        key = (via, cls, _shape(job), job.learners)
         if key in self.failed:
             return None
         pool = self.long_pool if via == "long" else self.now_pool
         assert pool is not None
-        placed = pool.place_gang(job.gpu_type, _shape(job), job.learners)
+        placed = pool.place_gang(cls, _shape(job), job.learners)
         if placed is None:
             self.failed.add(key)
         else:
@@ -425,7 +499,7 @@ class _Cycle:
         """Make ``job`` the head: replay releases to its earliest start and hold its placement then."""
         need, learners = _shape(job), job.learners
         free = list(self.now_pool.free)
-        match = [job.gpu_type in (None, n.gpu_type) for n in self.nodes]
+        match = self.eligible(self.key(job))
         slots = [_slots(f, need, learners) if ok else 0 for f, ok in zip(free, match, strict=True)]
         total, start, found = sum(slots), None, False
         events = self.releases()
@@ -475,7 +549,7 @@ class _Cycle:
         )
         if self.try_place(job, "now" if res is None or short else "long") is not None:
             return True
-        key = (job.gpu_type, _shape(job), job.learners)
+        key = (self.key(job), _shape(job), job.learners)
         reason = self.reasons.get(key)
         if reason is None:
             if self.can_never_fit(job):
@@ -486,7 +560,7 @@ class _Cycle:
                 when = "start time unknown" if res.start_at is None else f"from t={res.start_at:g}"
                 self.pending.append((job.id, f"{reason}; resources reserved for it ({when})"))
                 return True
-            elif self.now_pool.slots(job.gpu_type, _shape(job), job.learners) >= job.learners:
+            elif self.now_pool.slots(key[0], _shape(job), job.learners) >= job.learners:
                 reason = f"waiting behind higher-priority job {res.job_id} (reserved)"
             else:
                 reason = self.capacity_reason(job)

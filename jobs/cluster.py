@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import threading
 import zlib
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,6 +32,7 @@ from clusterio.builders import (
 )
 from clusterio.client import Cluster, ManagedKind, NodeInfo
 from clusterio.errors import ClusterError
+from clusterio.taints import Taint, Toleration, learner_tolerations, parse_toleration, tolerates
 from clusterio.telemetry import PodUsage
 from jobs.artifacts.tokens import mint_token
 from jobs.credentials import Credentials, unseal
@@ -216,8 +218,39 @@ def pods_spec(
         datastore_keys=datastore_secret_keys(credentials),
         artifacts=_artifacts(job, spec, credentials),
         node_lost_toleration_seconds=settings.NODE_LOST_GRACE_SECONDS,
+        gpu_tolerations=gpu_tolerations(),
+        node_names=_node_names(job),
         **_checkpoints(job),
     )
+
+
+def _node_names(job: Job) -> tuple[str, ...] | None:
+    """The nodes admission chose for the current attempt's learners, one each (a launch retried for the same
+    attempt binds to the same nodes; a requeued job is admitted afresh); None when the job has no full
+    placement (then the kube-scheduler chooses)."""
+    placements = tuple(job.placements or ())
+    if len(placements) != job.learners or not all(isinstance(n, str) and n for n in placements):
+        return None
+    return placements
+
+
+@functools.cache
+def _parsed_tolerations(texts: tuple[str, ...]) -> tuple[Toleration, ...]:
+    return tuple(parse_toleration(text) for text in texts if text.strip())
+
+
+def gpu_tolerations() -> tuple[Toleration, ...]:
+    """GPU_TOLERATIONS: what learners that ask for GPUs tolerate (raises ValueError when misspelt)."""
+    return _parsed_tolerations(tuple(settings.GPU_TOLERATIONS))
+
+
+def tolerated_taints(*, gpus: int, taints: Iterable[Taint]) -> frozenset[Taint]:
+    """The taints among `taints` that a learner asking for `gpus` GPUs tolerates: the pods' own tolerations
+    (`pods_spec`), so admission never places a learner where the kube-scheduler would refuse it."""
+    tolerations = learner_tolerations(
+        gpus=gpus, gpu_tolerations=gpu_tolerations(), node_lost_seconds=settings.NODE_LOST_GRACE_SECONDS
+    )
+    return frozenset(t for t in taints if tolerates(tolerations, t))
 
 
 def _checkpoints(job: Job) -> dict[str, Any]:
@@ -449,6 +482,11 @@ def log_tail(job: Job, index: int, lines: int = 20) -> list[str]:
 def nodes() -> list[NodeInfo]:
     """The cluster's nodes with their free capacity, for admission."""
     return cluster().nodes()
+
+
+def node_names() -> set[str]:
+    """The names of the nodes the cluster has now."""
+    return {node.name for node in cluster().nodes()}
 
 
 def pod_owner(pod: dict[str, Any]) -> tuple[str, int] | None:

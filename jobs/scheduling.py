@@ -41,7 +41,8 @@ def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapsh
     """The admission input from the database (queue, tenants, admitted jobs) and the cluster's nodes.
 
     Jobs that are `starting` may not have pods bound yet, so their planned placement is taken off the
-    nodes' free capacity as well (counting them twice for a moment errs on the safe side).
+    nodes' free capacity as well (counting them twice for a moment errs on the safe side). Each queued job
+    carries the node taints its pods will tolerate, so admission offers it only nodes it may run on.
     """
     tenants = {t.slug: t for t in Tenant.objects.filter(active=True).select_related("quota")}
     active = list(Job.objects.filter(status__in=ACTIVE).select_related("tenant"))
@@ -70,10 +71,12 @@ def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapsh
                 per_learner=admission.Resources(job.gpus, job.cpu_millis, job.memory_mib),
             )
         )
+    open_nodes = [n for n in nodes if n.ready and not n.unschedulable]
+    tolerated = _Tolerated(open_nodes)
     snapshot = admission.Snapshot(
-        jobs=[_queued(job) for job in waiting],
+        jobs=[_queued(job, tolerated(job.gpus)) for job in waiting],
         tenants=[_tenant_state(t, used[slug]) for slug, t in tenants.items()],
-        nodes=[_node(n, planned[n.name]) for n in nodes if n.ready and not n.unschedulable],
+        nodes=[_node(n, planned[n.name]) for n in open_nodes],
         now=now,
         running=running,
     )
@@ -98,7 +101,25 @@ def _canonical_gpu_types(snapshot: admission.Snapshot) -> admission.Snapshot:
     return replace(snapshot, nodes=nodes, jobs=jobs)
 
 
-def _queued(job: Job) -> admission.QueuedJob:
+class _Tolerated:
+    """The node taints (spelt as `admission.Node.taints`) a job's pods tolerate, worked out once per kind of
+    learner (with or without GPUs: that alone decides its tolerations)."""
+
+    def __init__(self, nodes: Iterable[NodeInfo]) -> None:
+        self.taints = {taint for node in nodes for taint in node.taints}
+        self.known: dict[bool, frozenset[str]] = {}
+
+    def __call__(self, gpus: int) -> frozenset[str]:
+        if not self.taints:
+            return frozenset()
+        with_gpus = gpus > 0
+        if with_gpus not in self.known:
+            found = cluster.tolerated_taints(gpus=gpus, taints=self.taints)
+            self.known[with_gpus] = frozenset(str(t) for t in found)
+        return self.known[with_gpus]
+
+
+def _queued(job: Job, tolerated: frozenset[str]) -> admission.QueuedJob:
     return admission.QueuedJob(
         id=job.pk,
         tenant=job.tenant.slug,
@@ -110,6 +131,7 @@ def _queued(job: Job) -> admission.QueuedJob:
         memory_mib=job.memory_mib,
         gpu_type=job.spec["resources"].get("gpu_type"),
         expected_duration=job.spec.get("max_runtime_seconds"),
+        tolerated=tolerated,
     )
 
 
@@ -138,6 +160,7 @@ def _node(node: NodeInfo, planned: list[int]) -> admission.Node:
             node.allocatable.gpus, node.allocatable.cpu_millis, node.allocatable.memory_mib
         ),
         gpu_type=node.gpu_type,
+        taints=tuple(str(t) for t in node.taints),
     )
 
 
@@ -203,6 +226,7 @@ def job_dry_run(
         return DryRun(starts=False, reason=f"cluster unreachable, cannot tell ({cluster_error})")
     now = timezone.now().timestamp()
     snapshot = build_snapshot(nodes=found, now=now)
+    tolerated = _Tolerated(n for n in found if n.ready and not n.unschedulable)
     spec = parsed.spec
     candidate = admission.QueuedJob(
         id="(this job)",
@@ -215,6 +239,7 @@ def job_dry_run(
         memory_mib=demand.memory_mib,
         gpu_type=spec["resources"].get("gpu_type"),
         expected_duration=spec.get("max_runtime_seconds"),
+        tolerated=tolerated(demand.gpus),
     )
     decision = admission.admit(_canonical_gpu_types(replace(snapshot, jobs=[*snapshot.jobs, candidate])))
     for admitted in decision.admitted:

@@ -148,8 +148,9 @@ def reconcile() -> dict[str, int]:
     are deleted (also those whose job row is gone or that carry no job label); a cancelling job whose pods
     are still there is torn down again (a launch may have raced its teardown), one with no pods left is
     cancelled; a starting job whose pods never all appeared (a launch
-    that died half-way) is launched again; a running job whose pods vanished is requeued; a job stuck
-    pending past PENDING_TIMEOUT_SECONDS goes back to the queue without using up a retry; a job whose pod
+    that died half-way) is launched again; a running job whose pods vanished is requeued; a starting job
+    whose unscheduled learner is bound to a node that no longer exists, or one stuck pending past
+    PENDING_TIMEOUT_SECONDS, goes back to the queue without using up a retry; a job whose pod
     ran past its `activeDeadlineSeconds` (max_runtime) fails with DeadlineExceeded, for clusters whose
     kubelet does not enforce it (kubesim).
     """
@@ -158,6 +159,7 @@ def reconcile() -> dict[str, int]:
     now = timezone.now()
     live: dict[tuple[str, int], set[int]] = defaultdict(set)
     overdue: dict[tuple[str, int], int] = {}
+    unbound: dict[tuple[str, int], list[int]] = defaultdict(list)
     unowned = 0
     for pod in pods:
         key = cluster.pod_owner(pod)
@@ -165,6 +167,8 @@ def reconcile() -> dict[str, int]:
             unowned += cluster.delete_pod(pod)  # managed-by us, yet no job or attempt label: nobody's
             continue
         live[key].add(cluster.pod_learner(pod) or 0)
+        if not pod.get("spec", {}).get("nodeName") and not pod["metadata"].get("deletionTimestamp"):
+            unbound[key].append(cluster.pod_learner(pod) or 0)
         if key not in overdue and _past_deadline(pod, now):
             overdue[key] = cluster.pod_learner(pod) or 0
     active = {(j.pk, j.attempt): j for j in Job.objects.filter(status__in=ACTIVE).select_related("tenant")}
@@ -187,13 +191,21 @@ def reconcile() -> dict[str, int]:
     counts["orphans"] += _remove_leftovers()
     grace = timedelta(seconds=settings.LAUNCH_GRACE_SECONDS)
     pending_timeout = timedelta(seconds=settings.PENDING_TIMEOUT_SECONDS)
+    nodes: set[str] | None = None
     for key, job in active.items():
         admitted_for = now - (job.admitted_at or now)
         if key in overdue and job.status != JobStatus.CANCELLING:
             counts["deadline"] += _deadline_exceeded(job, overdue[key])
         elif key in live:
+            if job.status == JobStatus.STARTING and admitted_for > grace and key in unbound:
+                nodes = cluster.node_names() if nodes is None else nodes
+                gone = _chosen_node_gone(job, unbound[key], nodes)
+            else:
+                gone = None
             if job.status == JobStatus.CANCELLING:
                 teardown.delay(job.pk, job.attempt)  # again: a launch may have raced the first teardown
+            elif gone is not None:
+                counts["requeued"] += _repair(job, "NodeGone", gone)
             elif job.status == JobStatus.STARTING and admitted_for > pending_timeout:
                 counts["requeued"] += _repair(job, "PendingTimeout")
             elif job.status == JobStatus.STARTING and admitted_for > grace and len(live[key]) < job.learners:
@@ -258,13 +270,29 @@ def _deadline_exceeded(stale: Job, learner: int) -> int:
     return 1
 
 
-def _repair(stale: Job, reason: str) -> int:
-    """Requeue a job the reconcile loop found stuck (PendingTimeout) or without its pods (PodLost)."""
+def _chosen_node_gone(job: Job, learners: list[int], nodes: set[str]) -> str | None:
+    """Why the job cannot start where admission placed it: an unscheduled learner's node is gone (its pod,
+    bound there by node affinity, would wait for it forever); None when every such node still exists, or
+    when the pods were not bound (no full placement: `cluster.pods_spec`)."""
+    if len(job.placements) != job.learners:
+        return None
+    for index in sorted(learners):
+        node = job.placements[index] if index < len(job.placements) else ""
+        if node and node not in nodes:
+            return f"node {node} chosen for learner {index} is gone"
+    return None
+
+
+def _repair(stale: Job, reason: str, message: str = "") -> int:
+    """Requeue a job the reconcile loop found stuck (PendingTimeout), bound to a node that is gone
+    (NodeGone: no retry used) or without its pods (PodLost)."""
     with transaction.atomic():
         job = Job.objects.select_for_update().select_related("tenant").get(pk=stale.pk)
         if job.attempt != stale.attempt or job.status != stale.status:
             return 0
-        if reason == "PendingTimeout":
+        if reason == "NodeGone":
+            job_requeue_or_fail(job, reason=reason, message=message, counts=False)
+        elif reason == "PendingTimeout":
             why = job.message if job.reason == "Unschedulable" else "its pods did not start in time"
             earlier = JobEvent.objects.filter(job=job, to_status=JobStatus.REQUEUED, reason=reason).count()
             if earlier + 1 >= settings.PENDING_TIMEOUT_LIMIT:

@@ -21,6 +21,7 @@ from clusterio.builders.artifacts import (
 from clusterio.builders.quantities import cpu_quantity, memory_quantity
 from clusterio.builders.specs import JobPodsSpec
 from clusterio.builders.tenant import GPU_RESOURCE
+from clusterio.taints import learner_tolerations
 from clusterio.threads import THREAD_ENV_NAMES, thread_env
 
 CONTAINER_NAME = "learner"
@@ -30,8 +31,6 @@ GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 # Where a node's GPU product is read, first label first: NVIDIA GPU feature discovery's, else GKE's.
 GPU_PRODUCT_LABELS = (GPU_PRODUCT_LABEL, GKE_ACCELERATOR_LABEL)
 TERMINATION_GRACE_SECONDS = 30
-NODE_UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
-NODE_NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 SHM_MIN_MIB = 64
 
 # torchrun's contract (torch.distributed env:// init) plus the PET_* variables torchrun reads as its
@@ -327,29 +326,6 @@ def gpu_product(labels: Mapping[str, str]) -> str | None:
     return next((labels[key] for key in GPU_PRODUCT_LABELS if labels.get(key)), None)
 
 
-def _gpu_affinity(spec: JobPodsSpec) -> client.V1Affinity | None:
-    """Required node affinity on the GPU product: any node whose product label (either one) is one of
-    `spec.gpu_products`, the cluster's labels of the job's GPU type (the spec's text when none is known,
-    so the pod waits as Unschedulable). Terms are ORed, so a GKE node with only its accelerator label
-    matches as a GPU-feature-discovery node does."""
-    if not spec.gpu_type:
-        return None
-    values = sorted(set(spec.gpu_products)) or [spec.gpu_type]
-    terms = [
-        client.V1NodeSelectorTerm(
-            match_expressions=[client.V1NodeSelectorRequirement(key=key, operator="In", values=values)]
-        )
-        for key in GPU_PRODUCT_LABELS
-    ]
-    return client.V1Affinity(
-        node_affinity=client.V1NodeAffinity(
-            required_during_scheduling_ignored_during_execution=client.V1NodeSelector(
-                node_selector_terms=terms
-            )
-        )
-    )
-
-
 def _labels(spec: JobPodsSpec, index: int) -> dict[str, str]:
     labels = {key: names.label_value(value) for key, value in spec.extra_labels.items()}
     labels.update(names.learner_labels(spec.tenant, spec.job_id, spec.attempt, index))
@@ -367,14 +343,57 @@ def _security_context(spec: JobPodsSpec) -> client.V1SecurityContext:
     )
 
 
+def _node_affinity(spec: JobPodsSpec, index: int) -> client.V1Affinity | None:
+    """Required node affinity for learner `index`, or None when nothing is required.
+
+    * The GPU product, when `gpu_type` is set: a node whose product label (either one) is one of
+      `spec.gpu_products`, the cluster's labels of the job's GPU type (the spec's text when none is known,
+      so the pod waits as Unschedulable). One term per label key, ORed, so a GKE node with only its
+      accelerator label matches as a GPU-feature-discovery node does.
+    * The node admission chose, when `node_names` is set: its name, as the DaemonSet controller binds its
+      pods (the pod goes there or stays Pending; the kube-scheduler still checks taints, room and
+      selectors). The name (`matchFields`), not the `kubernetes.io/hostname` label: admission knows nodes
+      by name, and the label differs from it where kubelets run with `--hostname-override`. It is added
+      to every term, since requirements within a term are ANDed.
+    """
+    terms: list[client.V1NodeSelectorTerm] = []
+    if spec.gpu_type:
+        values = sorted(set(spec.gpu_products)) or [spec.gpu_type]
+        terms = [
+            client.V1NodeSelectorTerm(
+                match_expressions=[client.V1NodeSelectorRequirement(key=key, operator="In", values=values)]
+            )
+            for key in GPU_PRODUCT_LABELS
+        ]
+    if spec.node_names:
+        binding = [
+            client.V1NodeSelectorRequirement(
+                key="metadata.name", operator="In", values=[spec.node_names[index]]
+            )
+        ]
+        terms = terms or [client.V1NodeSelectorTerm()]
+        for term in terms:
+            term.match_fields = binding
+    if not terms:
+        return None
+    return client.V1Affinity(
+        node_affinity=client.V1NodeAffinity(
+            required_during_scheduling_ignored_during_execution=client.V1NodeSelector(
+                node_selector_terms=terms
+            )
+        )
+    )
+
+
 def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
     """Build learner `index` (0-based) of one attempt as a bare pod that runs once.
 
-    Guaranteed QoS (requests == limits), GPUs only when asked for (with the GPU taint tolerated and
-    the product required by node affinity when `gpu_type` is set), a non-root restricted security context, no API
-    token, stable DNS (`hostname.subdomain`) for the rendezvous, and the runtime cap as
-    `activeDeadlineSeconds`. With `spec.artifacts`: the `fetch` init container when there is code or
-    S3 data to fetch, the code folder as working directory, and the launcher around the command.
+    Guaranteed QoS (requests == limits), GPUs only when asked for (with `spec.gpu_tolerations` and
+    the product required by node affinity when `gpu_type` is set), bound to `spec.node_names[index]` when given, a
+    non-root restricted security context, no API token, stable DNS (`hostname.subdomain`) for the
+    rendezvous, and the runtime cap as `activeDeadlineSeconds`. With `spec.artifacts`: the `fetch`
+    init container when there is code or S3 data to fetch, the code folder as working directory, and
+    the launcher around the command.
     """
     if not 0 <= index < spec.learners:
         raise ValueError(f"learner index {index} out of range for {spec.learners} learners")
@@ -405,19 +424,20 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
         volume_mounts=mounts,
         security_context=_security_context(spec),
     )
-    tolerations = []
-    if spec.gpus > 0:
-        tolerations.append(client.V1Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule"))
-    if spec.node_lost_toleration_seconds is not None:
-        tolerations += [
-            client.V1Toleration(
-                key=key,
-                operator="Exists",
-                effect="NoExecute",
-                toleration_seconds=spec.node_lost_toleration_seconds,
-            )
-            for key in (NODE_UNREACHABLE_TAINT, NODE_NOT_READY_TAINT)
-        ]
+    tolerations = [
+        client.V1Toleration(
+            key=t.key or None,
+            operator=t.operator,
+            value=t.value or None,
+            effect=t.effect or None,
+            toleration_seconds=t.toleration_seconds,
+        )
+        for t in learner_tolerations(
+            gpus=spec.gpus,
+            gpu_tolerations=spec.gpu_tolerations,
+            node_lost_seconds=spec.node_lost_toleration_seconds,
+        )
+    ]
     return client.V1Pod(
         api_version="v1",
         kind="Pod",
@@ -431,7 +451,7 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
             enable_service_links=False,
             termination_grace_period_seconds=TERMINATION_GRACE_SECONDS,
             active_deadline_seconds=spec.max_runtime_seconds,
-            affinity=_gpu_affinity(spec),
+            affinity=_node_affinity(spec, index),
             tolerations=tolerations or None,
             security_context=client.V1PodSecurityContext(
                 run_as_non_root=True,

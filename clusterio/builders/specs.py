@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from clusterio.names import SERVICE_ACCOUNT_NAME, JobId
+from clusterio.taints import DEFAULT_GPU_TOLERATIONS, Toleration
 
 VolumeKind = Literal["host", "pvc", "s3"]
 ThreadsMode = Literal["auto", "off"]
@@ -182,6 +183,10 @@ class JobPodsSpec:
     `artifacts` adds code delivery and results upload (`ArtifactSpec`). `gpu_products` are the nodes'
     GPU product labels that `gpu_type` stands for (resolved by the caller against the cluster's nodes);
     the pods require one of them.
+    `gpu_tolerations` are what a learner that asks for GPUs tolerates (the GPU nodes' taints), and what
+    admission assumes it tolerates. `node_names` binds learner i to node `node_names[i]` (required node
+    affinity on the node's name: admission chose the nodes, the kube-scheduler still checks the rest);
+    None leaves the choice to the scheduler.
     """
 
     job_id: JobId
@@ -222,9 +227,20 @@ class JobPodsSpec:
     # How long a learner stays bound to a NotReady/unreachable node before the taint manager deletes it
     # (its NoExecute tolerationSeconds); None keeps the cluster's default (300 s on most clusters).
     node_lost_toleration_seconds: int | None = None
+    gpu_tolerations: tuple[Toleration, ...] = DEFAULT_GPU_TOLERATIONS
+    node_names: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         _non_negative(self.attempt, "attempt")
+        if not isinstance(self.gpu_tolerations, tuple) or not all(
+            isinstance(t, Toleration) for t in self.gpu_tolerations
+        ):
+            raise ValueError("gpu_tolerations must be a tuple of Toleration")
+        if self.node_names is not None:
+            if isinstance(self.node_names, str) or len(self.node_names) != self.learners:
+                raise ValueError(f"node_names must name one node per learner ({self.learners})")
+            if not all(isinstance(n, str) and n for n in self.node_names):
+                raise ValueError("node_names must be non-empty node names")
         if self.node_lost_toleration_seconds is not None:
             _non_negative(self.node_lost_toleration_seconds, "node_lost_toleration_seconds")
         _positive(self.learners, "learners")

@@ -347,8 +347,9 @@ TENANT_EGRESS_CIDRS = env.list("TENANT_EGRESS_CIDRS", default=[])
 # again, and how long its pods may stay pending before the job goes back to the queue.
 LAUNCH_GRACE_SECONDS = env.int("LAUNCH_GRACE_SECONDS", default=30)
 PENDING_TIMEOUT_SECONDS = env.int("PENDING_TIMEOUT_SECONDS", default=600)
-# A job whose pods stay pending that long this many times (a cause admission cannot see: an untolerated
-# taint, a claim that cannot bind, affinity) fails with the scheduler's message instead of looping.
+# A job whose pods stay pending that long this many times (a cause admission cannot see: a taint put on
+# its node after admission, a claim that cannot bind, its node gone) fails with the scheduler's message
+# instead of looping.
 PENDING_TIMEOUT_LIMIT = env.int("PENDING_TIMEOUT_LIMIT", default=3)
 # The label value that marks this installation's pods, Services, Secrets and claims (trainyard.io/installation);
 # the watcher, reconcile and teardown touch nothing else. Empty: derived from the database, so staging and
@@ -357,6 +358,13 @@ INSTALLATION_ID = env("INSTALLATION_ID", default="")
 # How long a starting job waits for an image that fails to pull (ErrImagePull, ImagePullBackOff: the kubelet
 # retries) before it fails with the registry's message.
 IMAGE_PULL_GRACE_SECONDS = env.int("IMAGE_PULL_GRACE_SECONDS", default=180)
+# What a learner that asks for GPUs tolerates, comma-separated in kubectl's taint spelling: `key:Effect` (any
+# value), `key=value:Effect` (that value), no `:Effect` for every effect, `*` for every taint. Admission uses
+# the same list: a node is a candidate for a job only if its pods tolerate all of the node's NoSchedule and
+# NoExecute taints (CPU-only learners tolerate none, so they stay off tainted GPU nodes). The default covers
+# GPU nodes tainted on `nvidia.com/gpu` with any value: GKE's `nvidia.com/gpu=present:NoSchedule`, the
+# common `nvidia.com/gpu=true:NoSchedule`, a bare key. Add your own GPU pools' taints (AKS: `sku=gpu:NoSchedule`).
+GPU_TOLERATIONS = env.list("GPU_TOLERATIONS", default=["nvidia.com/gpu:NoSchedule"])
 # How long a learner may stay on a NotReady/unreachable node before the cluster deletes it and the job
 # resumes elsewhere (the learners' NoExecute tolerationSeconds; clusters default to 300 s).
 NODE_LOST_GRACE_SECONDS = env.int("NODE_LOST_GRACE_SECONDS", default=60)

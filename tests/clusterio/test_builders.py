@@ -31,6 +31,7 @@ from clusterio.builders import (
     make_service_account,
     to_dict,
 )
+from clusterio.taints import Toleration, parse_toleration
 from clusterio.threads import THREAD_ENV_NAMES, thread_env, threads_for_cpu
 from tests.clusterio.validation import K8S_VERSION, validated
 
@@ -82,6 +83,9 @@ def _all_objects() -> list[Any]:
         max_runtime_seconds=3600,
         extra_labels={"team": "vision"},
         env={"FOO": "bar"},
+        node_names=("gpu-a", "gpu-b"),
+        gpu_tolerations=(parse_toleration("nvidia.com/gpu=present:NoSchedule"), parse_toleration("*")),
+        node_lost_toleration_seconds=60,
     )
     return [
         make_namespace(NS, "acme", {"cost-center": "r&d"}, pod_security="restricted"),
@@ -234,6 +238,67 @@ def test_gpu_type_alias_requires_any_of_the_resolved_product_labels_on_either_la
     values = ["NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-SXM4-80GB", "nvidia-tesla-a100"]
     assert _gpu_terms(pod) == [
         {"matchExpressions": [{"key": key, "operator": "In", "values": values}]}
+        for key in ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
+    ]
+
+
+def test_gpu_learners_carry_the_configured_gpu_tolerations_and_cpu_learners_none_of_them() -> None:
+    tolerations = (
+        parse_toleration("nvidia.com/gpu=present:NoSchedule"),
+        parse_toleration("sku=gpu:NoSchedule"),
+        parse_toleration("dedicated"),
+    )
+    gpu = to_dict(
+        make_learner_pod(_spec(gpus=1, gpu_tolerations=tolerations, node_lost_toleration_seconds=5), 0)
+    )
+    assert gpu["spec"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Exists"},
+        *(
+            {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}
+            for key in ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+        ),
+    ]
+    cpu = to_dict(
+        make_learner_pod(_spec(gpus=0, gpu_tolerations=tolerations, node_lost_toleration_seconds=5), 0)
+    )
+    assert [t["key"] for t in cpu["spec"]["tolerations"]] == [
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/not-ready",
+    ]
+
+
+def test_each_learner_is_bound_to_the_node_admission_chose_for_it() -> None:
+    spec = _spec(learners=3, node_names=("node-a", "node-b", "node-a"))
+    for index, node in enumerate(spec.node_names or ()):
+        pod = to_dict(make_learner_pod(spec, index))
+        assert pod["spec"]["affinity"] == {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                    ]
+                }
+            }
+        }
+        assert "nodeName" not in pod["spec"], "the scheduler still binds it (and checks taints and room)"
+
+
+def test_without_node_names_the_scheduler_chooses() -> None:
+    assert "affinity" not in to_dict(make_learner_pod(_spec(), 0))["spec"]
+
+
+def test_a_gpu_type_and_a_binding_are_required_together_in_every_term() -> None:
+    spec = _spec(
+        learners=1, gpus=1, gpu_type="a100", gpu_products=("NVIDIA-A100-SXM4-40GB",), node_names=("gpu-3",)
+    )
+    binding = [{"key": "metadata.name", "operator": "In", "values": ["gpu-3"]}]
+    assert _gpu_terms(to_dict(make_learner_pod(spec, 0))) == [
+        {
+            "matchExpressions": [{"key": key, "operator": "In", "values": ["NVIDIA-A100-SXM4-40GB"]}],
+            "matchFields": binding,
+        }
         for key in ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
     ]
 
@@ -506,6 +571,10 @@ def test_volume_without_its_source_is_refused() -> None:
         {"master_port": 70000},
         {"datastore_keys": ("X",)},
         {"run_as_user": 0},
+        {"node_names": ("only-one",)},
+        {"node_names": ("a", "")},
+        {"node_names": "ab"},
+        {"gpu_tolerations": [Toleration(key="nvidia.com/gpu", operator="Exists")]},
     ],
 )
 def test_invalid_job_specs_are_refused(overrides: dict[str, Any]) -> None:

@@ -22,10 +22,21 @@ from jobs.admission import (
 BIG = Resources(10_000, 10**9, 10**9)
 
 
-def node(name: str, gpus: int, *, free_gpus: int | None = None, gpu_type: str | None = None) -> Node:
-    cap = Resources(gpus, 64_000, 262_144)
-    free = cap if free_gpus is None else Resources(free_gpus, 64_000, 262_144)
-    return Node(name, free, cap, gpu_type)
+GKE_GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
+
+
+def node(
+    name: str,
+    gpus: int,
+    *,
+    free_gpus: int | None = None,
+    gpu_type: str | None = None,
+    taints: tuple[str, ...] = (),
+    cpu: int = 64_000,
+) -> Node:
+    cap = Resources(gpus, cpu, 262_144)
+    free = cap if free_gpus is None else Resources(free_gpus, cpu, 262_144)
+    return Node(name, free, cap, gpu_type, taints)
 
 
 def tenant(
@@ -46,6 +57,7 @@ def job(jid: str, tenant: str = "a", *, gpus: int = 1, learners: int = 1, **kw) 
         memory_mib=kw.get("mem", 1024),
         gpu_type=kw.get("gpu_type"),
         expected_duration=kw.get("duration"),
+        tolerated=frozenset(kw.get("tolerated", ())),
     )
 
 
@@ -287,9 +299,86 @@ def test_fifo_blocks_everything_behind_a_blocked_head():
     assert reasons(d)["small"] == "waiting behind job head (FIFO head-of-line)"
 
 
+# ---- taints ----
+
+
+def test_a_node_with_a_taint_the_job_does_not_tolerate_is_no_candidate():
+    nodes = [node("gpu-0", 4, taints=(GKE_GPU_TAINT,)), node("cpu-0", 0, cpu=4000)]
+    jobs = [job("cpu", gpus=0, cpu=2000, at=1), job("too-big", gpus=0, cpu=8000, at=2)]
+    d = admit(Snapshot(jobs, [tenant("a")], nodes))
+    assert admitted(d) == {"cpu": ["cpu-0"]}
+    assert reasons(d)["too-big"] == (
+        "can never fit: 1 learner(s) x 0 GPUs, 8000m CPU, 1024 MiB; one learner needs 8000m CPU, "
+        "the largest of the cluster's nodes has 4000m CPU; "
+        f"larger nodes have taints the job does not tolerate ({GKE_GPU_TAINT})"
+    )
+
+
+def test_a_gpu_job_that_tolerates_the_gpu_taint_is_placed_on_the_tainted_node():
+    nodes = [node("gpu-0", 4, taints=(GKE_GPU_TAINT,)), node("cpu-0", 0)]
+    jobs = [job("gpu", gpus=2, learners=2, tolerated={GKE_GPU_TAINT})]
+    d = admit(Snapshot(jobs, [tenant("a")], nodes))
+    assert admitted(d) == {"gpu": ["gpu-0", "gpu-0"]}
+
+
+def test_a_cpu_job_goes_to_an_untainted_node_even_when_a_tainted_one_has_more_room():
+    nodes = [
+        node("big-gpu", 8, taints=(GKE_GPU_TAINT,), cpu=256_000),
+        node("small-cpu", 0, cpu=4000),
+    ]
+    d = admit(Snapshot([job("cpu", gpus=0, cpu=1000, learners=3)], [tenant("a")], nodes))
+    assert admitted(d) == {"cpu": ["small-cpu"] * 3}
+
+
+def test_a_cpu_job_prefers_a_cpu_node_to_an_untainted_gpu_node_with_free_gpus():
+    nodes = [node("gpu-0", 4, cpu=256_000), node("cpu-0", 0, cpu=8000)]
+    d = admit(Snapshot([job("cpu", gpus=0, cpu=4000)], [tenant("a")], nodes))
+    assert admitted(d) == {"cpu": ["cpu-0"]}
+
+
+def test_a_job_kept_off_every_node_by_taints_says_so_and_blocks_nobody():
+    nodes = [node("gpu-0", 4, taints=(GKE_GPU_TAINT, "dedicated=ml:NoExecute"))]
+    jobs = [
+        job("cpu", gpus=0, at=1),
+        job("half", gpus=1, at=2, tolerated={GKE_GPU_TAINT}),
+        job("full", gpus=1, at=3, tolerated={GKE_GPU_TAINT, "dedicated=ml:NoExecute"}),
+    ]
+    for policy in ("trainyard", "fifo"):
+        d = admit(Snapshot(jobs, [tenant("a")], nodes), policy=policy)
+        assert admitted(d) == {"full": ["gpu-0"]}
+        r = reasons(d)
+        assert r["cpu"] == (
+            "can never fit: no node without taints the job does not tolerate "
+            f"(dedicated=ml:NoExecute, {GKE_GPU_TAINT})"
+        )
+        assert r["half"] == (
+            "can never fit: no node without taints the job does not tolerate (dedicated=ml:NoExecute)"
+        )
+
+
+def test_a_job_waiting_for_room_says_when_tainted_nodes_have_room_it_cannot_use():
+    busy_cpu_node = replace(node("cpu-0", 0, cpu=4000), free=Resources(0, 1000, 262_144))
+    nodes = [node("gpu-0", 4, taints=(GKE_GPU_TAINT,)), busy_cpu_node]
+    d = admit(Snapshot([job("cpu", gpus=0, cpu=2000)], [tenant("a")], nodes))
+    assert d.admitted == []
+    assert reasons(d)["cpu"].startswith(
+        "no node with 0 free GPUs also has 2000m CPU and 1024 MiB free among nodes without taints the job "
+        f"does not tolerate ({GKE_GPU_TAINT} keep it off the rest); resources reserved for it"
+    )
+    assert d.reservation is not None and d.reservation.placements == ["cpu-0"]
+
+
+def test_toleration_of_taints_no_node_has_changes_nothing():
+    nodes = [node("gpu-0", 4, taints=(GKE_GPU_TAINT,)), node("gpu-1", 4)]
+    plain = admit(Snapshot([job("j", gpus=4)], [tenant("a")], nodes))
+    extra = admit(Snapshot([job("j", gpus=4, tolerated={"other=x:NoSchedule"})], [tenant("a")], nodes))
+    assert admitted(plain) == admitted(extra) == {"j": ["gpu-1"]}
+
+
 # ---- properties on random snapshots ----
 
 GPU_TYPES = st.sampled_from([None, "a", "b"])
+TAINTS = st.sampled_from([GKE_GPU_TAINT, "dedicated=ml:NoSchedule"])
 
 
 @st.composite
@@ -301,7 +390,8 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
             gpus, draw(st.sampled_from([4000, 16000, 64000])), draw(st.sampled_from([8192, 65536]))
         )
         free = Resources(*(draw(st.integers(0, c)) for c in (cap.gpus, cap.cpu_millis, cap.memory_mib)))
-        nodes.append(Node(f"n{k}", free, cap, draw(GPU_TYPES) if gpus else None))
+        taints = tuple(draw(st.lists(TAINTS, max_size=2, unique=True)))
+        nodes.append(Node(f"n{k}", free, cap, draw(GPU_TYPES) if gpus else None, taints))
     tenants = []
     for k in range(draw(st.integers(1, 4))):
         quota = Resources(
@@ -331,6 +421,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
             draw(st.sampled_from([512, 4096, 16384])),
             draw(GPU_TYPES),
             draw(st.one_of(st.none(), st.floats(1, 100))),
+            frozenset(draw(st.lists(TAINTS, max_size=2))),
         )
         for k in range(draw(st.integers(0, 25)))
     ]
@@ -359,6 +450,7 @@ def test_decisions_respect_quotas_capacity_and_gangs(snap, policy):
         assert len(a.placements) == j.learners
         for name in a.placements:
             assert j.gpu_type is None or nodes[name].gpu_type == j.gpu_type
+            assert set(nodes[name].taints) <= j.tolerated
             use = node_use[name]
             use[0], use[1], use[2] = use[0] + j.gpus, use[1] + j.cpu_millis, use[2] + j.memory_mib
         tu = tenant_use[j.tenant]
@@ -378,6 +470,9 @@ def test_decisions_respect_quotas_capacity_and_gangs(snap, policy):
             assert t.used.cpu_millis + tu[1] <= t.quota.cpu_millis
             assert t.used.memory_mib + tu[2] <= t.quota.memory_mib
             assert t.running_jobs + tu[3] <= t.max_running_jobs
+    if d.reservation is not None:
+        head = jobs[d.reservation.job_id]
+        assert all(set(nodes[n].taints) <= head.tolerated for n in d.reservation.placements)
     assert admit(snap, policy=policy) == d
 
 

@@ -184,20 +184,24 @@ def test_reconcile_deletes_its_managed_pods_without_a_job_and_leaves_other_insta
 
 @pytest.mark.kubesim_only
 def test_unschedulable_pod_is_reported_then_requeued_without_using_a_retry(
-    engine: KubeSim, settings: Any
+    engine: KubeSim, held_launches: list[tuple[Any, ...]], settings: Any
 ) -> None:
-    # Admission sees a free GPU of this type; kubesim's scheduler will not place the pod on it (taint).
-    engine.add_gpu_node(
-        "tainted-0",
-        gpus=1,
-        labels={"nvidia.com/gpu.product": "Tainted-GPU"},
-        taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}],
-    )
+    # Admission sees the node untainted; it is tainted between admission and launch (a cause admission
+    # cannot see), so the learner, bound to that node, cannot be scheduled.
+    engine.add_gpu_node("tainted-0", gpus=1, labels={"nvidia.com/gpu.product": "Tainted-GPU"})
+    core = cluster.cluster().core
+
+    def launch_onto_a_node_tainted_meanwhile() -> None:
+        wait_until(lambda: held_launches, what="the launch to be queued")
+        core.patch_node(
+            "tainted-0", {"spec": {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}}
+        )
+        tasks.launch.apply(args=held_launches.pop()).get()
+
     try:
-        nodes = {n.name: n for n in cluster.nodes()}
-        assert nodes["tainted-0"].free.gpus == 1 and nodes["tainted-0"].gpu_type == "Tainted-GPU"
         resources = {"cpu": "250m", "memory": "128Mi", "gpus": 1, "gpu_type": "Tainted-GPU"}
         job, _ = submit(spec("stuck", "print('never')", resources=resources, retries=0))
+        launch_onto_a_node_tainted_meanwhile()
         wait_until(
             lambda: JobEvent.objects.filter(job=job, kind="pod", reason="Unschedulable").first(),
             what="the Unschedulable event",
@@ -207,6 +211,7 @@ def test_unschedulable_pod_is_reported_then_requeued_without_using_a_retry(
         assert "untolerated taint {dedicated: x}" in job.message, job.message
 
         settings.PENDING_TIMEOUT_SECONDS = 0
+        settings.LAUNCH_GRACE_SECONDS = 0  # the node still exists: not NodeGone
         assert tasks.reconcile()["requeued"] == 1
         requeue = JobEvent.objects.get(job=job, to_status="requeued")
         assert requeue.reason == "PendingTimeout" and requeue.data == {"counts": False}
@@ -214,9 +219,20 @@ def test_unschedulable_pod_is_reported_then_requeued_without_using_a_retry(
         # retries=0: had the requeue used a retry, the job would have failed with RetriesExhausted.
         job.refresh_from_db()
         assert job.status not in TERMINAL, describe(job)
+        # Back in the queue, admission sees the taint: the job waits, saying why, instead of looping.
+        job = wait_until(
+            lambda: Job.objects.filter(
+                pk=job.pk, message__contains="taints the job does not tolerate"
+            ).first(),
+            what="the waiting reason",
+        )
+        assert "dedicated=x:NoSchedule" in job.message and job.attempt == 1, describe(job)
 
-        # Admitted again, pending again for the same reason: at PENDING_TIMEOUT_LIMIT it fails with it.
+        # Untainted, it is admitted again, and pending again for the same reason: at PENDING_TIMEOUT_LIMIT
+        # it fails with the scheduler's message.
         settings.PENDING_TIMEOUT_LIMIT = 2
+        core.patch_node("tainted-0", {"spec": {"taints": []}})
+        launch_onto_a_node_tainted_meanwhile()
         wait_until(
             lambda: JobEvent.objects.filter(job=job, kind="pod", reason="Unschedulable").count() >= 2,
             what="the second attempt to be unschedulable too",
@@ -228,7 +244,7 @@ def test_unschedulable_pod_is_reported_then_requeued_without_using_a_retry(
         )
         assert "2 times" in job.message
     finally:
-        cluster.cluster().core.delete_node("tainted-0")
+        engine.lose_node("tainted-0")
 
 
 # -- pods deleted behind the platform's back, and orphans ---------------------------------------------------
