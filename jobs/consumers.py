@@ -8,6 +8,11 @@ publishes to `job.<id>` do not name their job, so the channel a message arrives 
 about. A reader task per job drains that channel into a bounded buffer at once (also while the backlog is
 being read), so the layer's capacity is not what limits a busy job; a flusher sends the buffers at most
 every FLUSH_INTERVAL seconds, one frame per job and learner.
+
+Those tasks are supervised: one that fails (the channel layer's connection lost under a reader) closes the
+socket with CLOSE_STREAM_FAILED, as the server does when the socket's own channel fails, so the browser
+reconnects and resubscribes from its last sequences instead of waiting on a socket nothing feeds any more.
+Whichever way the socket ends, every task it started is stopped.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import contextlib
 import json
 import logging
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +42,7 @@ BUFFER_LINES = 5000
 CHUNK_LINES = 1000
 MAX_SUBSCRIPTIONS = 100
 CLOSE_UNAUTHENTICATED = 4401
+CLOSE_STREAM_FAILED = 1011  # "internal error": the browser reconnects (docs/streaming.md), as after a restart
 NOT_FOUND = "not found"
 
 Line = list[Any]  # [seq, text]
@@ -154,6 +161,14 @@ def _text_field(content: dict[str, Any], name: str) -> str:
 class LiveConsumer(AsyncJsonWebsocketConsumer):
     """One browser socket: any number of job and tenant subscriptions, batched and bounded per client."""
 
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Serve the socket; however it ends (a disconnect, or the layer failing under the socket's own
+        channel, which the server answers with 1011), no reader or flusher outlives it."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._stop_tasks()
+
     async def connect(self) -> None:
         """Accept, then close with 4401 for an anonymous user (so the browser sees why)."""
         self.jobs: dict[str, _JobSub] = {}
@@ -162,20 +177,52 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         self.flusher: asyncio.Task[None] | None = None
         self.last_flush = 0.0
         self.send_lock = asyncio.Lock()
+        self.closer: asyncio.Task[None] | None = None
         await self.accept()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def disconnect(self, code: int) -> None:
-        """Leave every group and stop the tasks this socket started."""
-        for job_id in list(getattr(self, "jobs", {})):
-            await self._unsubscribe(job_id)
-        for slug in list(getattr(self, "tenants", set())):
-            await self.channel_layer.group_discard(tenant_group(slug), self.channel_name)
+        """Stop the tasks this socket started and leave every group (a layer that fails meanwhile is only
+        logged: the groups expire by themselves)."""
+        self._stop_tasks()
+        try:
+            for job_id in list(getattr(self, "jobs", {})):
+                await self._unsubscribe(job_id)
+            for slug in list(getattr(self, "tenants", set())):
+                await self.channel_layer.group_discard(tenant_group(slug), self.channel_name)
+        except Exception:
+            log.warning("could not leave the groups of a closed live socket", exc_info=True)
+
+    def _stop_tasks(self) -> None:
+        """Cancel every reader and the flusher (they end at their next await)."""
+        for sub in getattr(self, "jobs", {}).values():
+            if sub.reader is not None:
+                sub.reader.cancel()
         flusher = getattr(self, "flusher", None)
         if flusher is not None:
             flusher.cancel()
+
+    def _supervised(self, coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """Run a task that feeds this socket; should it fail, the socket is closed (`_task_ended`)."""
+        task = asyncio.create_task(coroutine, name=name)
+        task.add_done_callback(self._task_ended)
+        return task
+
+    def _task_ended(self, task: asyncio.Task[None]) -> None:
+        """A reader or the flusher ended. A failure would leave the socket open with nothing feeding it:
+        stop the other tasks and close it with CLOSE_STREAM_FAILED, so the client reconnects."""
+        if task.cancelled() or task.exception() is None or self.closer is not None:
+            return
+        log.error(
+            "live socket task %s failed; closing the socket (%s) for the client to reconnect",
+            task.get_name(),
+            CLOSE_STREAM_FAILED,
+            exc_info=task.exception(),
+        )
+        self._stop_tasks()
+        self.closer = asyncio.ensure_future(self.close(code=CLOSE_STREAM_FAILED))
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
@@ -231,7 +278,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         sub = _JobSub(channel=await self.channel_layer.new_channel())
         self.jobs[job_id] = sub
         await self.channel_layer.group_add(job_group(job_id), sub.channel)
-        sub.reader = asyncio.create_task(self._read(job_id, sub))
+        sub.reader = self._supervised(self._read(job_id, sub), f"live-read-{job_id}")
         # Read the job again after joining: a status change in between is then either here or live.
         job = await database_sync_to_async(_visible_job)(user, job_id)
         if job is None:
@@ -280,7 +327,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             return
         if sub.reader is not None:
             sub.reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure was handled as it ended
                 await sub.reader
         await self.channel_layer.group_discard(job_group(job_id), sub.channel)
 
@@ -339,7 +386,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     def _schedule_flush(self) -> None:
         if self.flusher is None or self.flusher.done():
-            self.flusher = asyncio.create_task(self._flush_loop())
+            self.flusher = self._supervised(self._flush_loop(), "live-flush")
 
     async def _flush_loop(self) -> None:
         """Flush every FLUSH_INTERVAL at most, while anything is buffered."""

@@ -24,6 +24,9 @@ USER_WAITING_REASONS = frozenset(
 IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull"})
 # Pod reasons and conditions that mean the node or cluster took the pod away: worth another attempt.
 INFRA_POD_REASONS = frozenset({"NodeLost", "Evicted", "Preempted", "Preempting", "Shutdown", "Terminated"})
+# Reasons of a container that did not exit but vanished with its node's runtime (a reboot): containerd's
+# record of a task that disappeared (exit code 255), the kubelet's of a container it cannot find (137).
+LOST_CONTAINER_REASONS = frozenset({"Unknown", "ContainerStatusUnknown"})
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class LearnerView:
     init_failure: tuple[str, int, str] | None = None  # (container, exit code, last message line)
     # Running but marked not Ready: learners have no readiness probes, so the node stopped answering.
     node_unready: bool = False
+    # A container (init or main) that ended because the node lost it, not by exiting: "reason (code)".
+    container_lost: str = ""
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,9 @@ def judge(
             why = view.pod_reason or "DisruptionTarget"
             detail = view.pod_message or "the node or cluster took the pod away"
             return Verdict("requeue", why, f"learner {view.index}: {detail}", view.index)
+        if view.container_lost and view.phase == "Failed":
+            detail = f"its container was lost with the node's runtime ({view.container_lost})"
+            return Verdict("requeue", "ContainerLost", f"learner {view.index}: {detail}", view.index)
         if view.deleted:
             # Deleted by someone else than the platform (which ignores verdicts about jobs it tears
             # down): its container is killed, and the exit code that follows is not the user's fault.
@@ -190,7 +198,17 @@ def view_from_pod(pod: dict[str, Any], index: int) -> LearnerView:
         deleted=deleted,
         init_failure=_init_failure(status),
         node_unready=node_unready and not deleted,
+        container_lost=_container_lost(status),
     )
+
+
+def _container_lost(status: dict[str, Any]) -> str:
+    """How a container that vanished with its node ended ("Unknown (255)"), or "" if none did."""
+    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        ended = (cs.get("state") or {}).get("terminated") or {}
+        if ended.get("reason") in LOST_CONTAINER_REASONS:
+            return f"{ended['reason']} ({ended.get('exitCode')})"
+    return ""
 
 
 def _init_failure(status: dict[str, Any]) -> tuple[str, int, str] | None:

@@ -92,6 +92,27 @@ class KubeSim:
         self.cluster.port = self.port
         return self.start()
 
+    def stop_api_server(self) -> None:
+        """Take the API server down as a kube-apiserver restart does: every open connection (watches, followed
+        logs, keep-alives) is cut and new ones are refused, while the cluster runs on: the store (as etcd
+        keeps it), scheduler, controllers, kubelets and the pods' processes. ``start_api_server`` ends it."""
+        self.server.shutdown()
+        self.server.close_all()
+        self.server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def start_api_server(self) -> None:
+        """Serve the same cluster again on the same port after ``stop_api_server``. A new kube-apiserver's
+        watch cache starts at the current resourceVersion: a watch resuming from an older one gets 410 Gone
+        and its client must list again, as against a real restarted apiserver."""
+        self.cluster.store.compact(0)
+        self.server = ApiHTTPServer((self.host, self.port), self.cluster)
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, name="kubesim-http", daemon=True
+        )
+        self._thread.start()
+
     def api_client(self) -> Any:
         """A ``kubernetes.client.ApiClient`` configured for this server."""
         from kubernetes import client

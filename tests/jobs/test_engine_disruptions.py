@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from clusterio import names
 from jobs import cluster
 from jobs.models import JobEvent, LogLine, MetricSample
 from jobs.services import job_submit
@@ -18,6 +19,28 @@ from tests.factories import make_tenant, member
 from tests.jobs.engine import CHECKPOINTED, describe, python_spec, wait_status, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+# A learner that checkpoints each step and, told to stop (SIGTERM), keeps training for a few seconds of its
+# grace period before it saves and exits: the pod stays Terminating, holding its GPU, all that time.
+SLOW_TO_STOP = """
+import json, os, pathlib, signal, sys, time
+ck = pathlib.Path(os.environ["CHECKPOINT_DIR"]) / "step"
+start = int(ck.read_text()) if ck.exists() else 0
+print(f"resuming from {start}", flush=True)
+told = []
+signal.signal(signal.SIGTERM, lambda *_: told.append(time.monotonic()))
+for step in range(start, 80):
+    if told and time.monotonic() - told[0] > 3:
+        print(f"stopping after step {step}", flush=True)
+        sys.exit(0)
+    time.sleep(0.1)
+    tmp = ck.with_suffix(".tmp")
+    tmp.write_text(str(step + 1))
+    os.replace(tmp, ck)
+    print(json.dumps({"metric": "loss", "value": 1 / (step + 1), "step": step}), flush=True)
+print("finished", flush=True)
+"""
 
 
 def submit(document: str) -> Any:
@@ -46,6 +69,64 @@ def test_evicted_pod_requeues_the_job_which_resumes_from_its_checkpoint(engine: 
     assert job.attempt == 2
     resumed = LogLine.objects.get(job=job, attempt=2, text__startswith="resuming from")
     assert int(resumed.text.split()[-1]) >= 3
+
+
+@pytest.mark.kubesim_only
+def test_an_evicted_learner_slow_to_stop_at_full_gpu_quota_is_resumed_once_its_pod_is_gone(
+    engine: KubeSim,
+) -> None:
+    """The tenant's quota is the one GPU the job uses. The evicted learner takes seconds of its grace
+    period to stop, and its Terminating pod holds that GPU meanwhile (a ResourceQuota counts it): the next
+    attempt waits for it instead of being refused, resumes from the last checkpoint the old one wrote,
+    and succeeds; nothing of the first attempt is left in the cluster."""
+    engine.add_gpu_node("slowstop-0", gpus=1, labels={"nvidia.com/gpu.product": "SlowStop-GPU"})
+    try:
+        tenant = make_tenant(gpus=1)
+        resources = {"cpu": "250m", "memory": "128Mi", "gpus": 1, "gpu_type": "SlowStop-GPU"}
+        document = python_spec("slow-to-stop", SLOW_TO_STOP, resources=resources, retries=1)
+        job = job_submit(tenant=tenant, user=member(tenant), document=document)
+        wait_status(job, "running")
+        wait_until(lambda: MetricSample.objects.filter(job=job).count() >= 3, what="three steps")
+        client = cluster.cluster()
+        first = {names.LABEL_JOB: names.label_value(job.pk), names.LABEL_ATTEMPT: "1"}
+
+        def first_attempt_left() -> list[str]:
+            objects = [("pods", p) for p in client.managed_pods()[0]] + [
+                (kind, o) for kind in ("services", "secrets") for o in client.managed_objects(kind)
+            ]
+            return [
+                f"{kind}/{o['metadata']['name']}"
+                for kind, o in objects
+                if first.items() <= ((o["metadata"].get("labels") or {}).items())
+            ]
+
+        [pod] = cluster.job_pods(job)
+        meta = pod["metadata"]
+        before = first_attempt_left()
+        assert f"pods/{meta['name']}" in before and any(o.startswith("services/") for o in before), before
+        body = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=meta["name"], namespace=meta["namespace"]))
+        cluster.cluster().core.create_namespaced_pod_eviction(meta["name"], meta["namespace"], body)
+
+        requeue = wait_until(
+            lambda: JobEvent.objects.filter(job=job, to_status="requeued").first(),
+            timeout=30,
+            what="a requeue",
+        )
+        assert requeue.reason in ("Evicted", "EvictionByEvictionAPI"), describe(job)
+        assert requeue.data == {"counts": True}, "an eviction is an infrastructure fault: it uses a retry"
+        job = wait_status(job, "succeeded", timeout=90, logs=True)
+        assert job.attempt == 2
+        stopped = LogLine.objects.get(job=job, attempt=1, text__startswith="stopping after step")
+        resumed = LogLine.objects.get(job=job, attempt=2, text__startswith="resuming from")
+        # The old learner trained on for seconds after SIGTERM; the new one started after its last save.
+        assert int(resumed.text.split()[-1]) == int(stopped.text.split()[-1]) >= 3, describe(job, logs=True)
+        refused = ("LaunchRefused", "QuotaBusy")
+        assert not JobEvent.objects.filter(job=job, reason__in=refused).exists(), describe(job)
+        assert LogLine.objects.filter(job=job, text="finished").count() == 1
+
+        wait_until(lambda: not first_attempt_left(), timeout=30, what="attempt 1's objects to go")
+    finally:
+        cluster.cluster().core.delete_node("slowstop-0")
 
 
 @pytest.mark.kubesim_only

@@ -122,6 +122,30 @@ def test_a_disrupted_pod_requeues_with_the_disruptions_own_reason(
     assert "taken away" in verdict.message
 
 
+@pytest.mark.parametrize(
+    ("statuses", "lost"),
+    [
+        ("containerStatuses", {"exitCode": 255, "reason": "Unknown"}),
+        ("containerStatuses", {"exitCode": 137, "reason": "ContainerStatusUnknown"}),
+        ("initContainerStatuses", {"exitCode": 255, "reason": "Unknown"}),
+    ],
+)
+def test_a_learner_whose_node_rebooted_under_it_requeues_instead_of_failing_with_its_exit_code(
+    statuses: str, lost: dict[str, Any]
+) -> None:
+    """After a node reboot the runtime reports a container that was running as ended with reason Unknown
+    (255), or the kubelet one it cannot find as ContainerStatusUnknown (137); a restartPolicy Never pod then
+    fails. The learner did not exit: that is the node's fault, not the user's."""
+    failed = pod(phase="Failed", **{statuses: [{"name": "learner", "state": {"terminated": lost}}]})
+    verdict = judge([view_from_pod(failed, 0), running(1)], 2)
+    assert (verdict.state, verdict.reason, verdict.learner) == ("requeue", "ContainerLost", 0)
+    assert f"{lost['reason']} ({lost['exitCode']})" in verdict.message
+    exited = pod(
+        phase="Failed", containerStatuses=[{"state": {"terminated": {"exitCode": 255, "reason": "Error"}}}]
+    )
+    assert judge([view_from_pod(exited, 0)], 1).reason == "ExitCode255"
+
+
 def test_a_failed_fetch_init_container_fails_the_job_with_its_message() -> None:
     failed = pod(
         phase="Failed",
