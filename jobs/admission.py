@@ -561,7 +561,8 @@ class _Cycle:
                 self.pending.append((job.id, f"{reason}; resources reserved for it ({when})"))
                 return True
             elif self.now_pool.slots(key[0], _shape(job), job.learners) >= job.learners:
-                reason = f"waiting behind higher-priority job {res.job_id} (reserved)"
+                # The reserved job may be another tenant's: its id is not this tenant's to see.
+                reason = "waiting: the free resources are reserved for a job ahead of it in the queue"
             else:
                 reason = self.capacity_reason(job)
             self.reasons[key] = reason
@@ -615,7 +616,7 @@ def _run_fifo(cycle: _Cycle, jobs: Sequence[QueuedJob]) -> None:
         reason = quota[0] if quota is not None else cycle.capacity_reason(job)
         cycle.pending.append((job.id, f"{reason} (head of the FIFO queue)"))
         cycle.pending.extend(
-            (j.id, f"waiting behind job {job.id} (FIFO head-of-line)") for j in ordered[k + 1 :]
+            (j.id, "waiting behind the head of the FIFO queue (head-of-line)") for j in ordered[k + 1 :]
         )
         return
 

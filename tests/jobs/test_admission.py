@@ -188,8 +188,9 @@ def test_backfill_refuses_a_job_that_would_take_the_reserved_resources():
     unknown = job("unknown", "b", gpus=4, at=3)
     d = admit(_backfill_cluster([too_long, unknown]))
     assert d.admitted == []
-    assert reasons(d)["too-long"] == "waiting behind higher-priority job head (reserved)"
-    assert reasons(d)["unknown"] == "waiting behind higher-priority job head (reserved)"
+    reserved = "waiting: the free resources are reserved for a job ahead of it in the queue"
+    assert reasons(d)["too-long"] == reserved and reasons(d)["unknown"] == reserved
+    assert all(" head" not in reasons(d)[j] for j in ("too-long", "unknown")), "another tenant's job id"
 
 
 def test_reservation_without_end_times_holds_the_head_nodes():
@@ -296,7 +297,7 @@ def test_fifo_blocks_everything_behind_a_blocked_head():
     jobs = [job("head", gpus=8, at=0), job("small", "b", gpus=1, at=1)]
     d = admit(Snapshot(jobs, [tenant("a"), tenant("b")], [node("n1", 8, free_gpus=4)]), policy="fifo")
     assert d.admitted == []
-    assert reasons(d)["small"] == "waiting behind job head (FIFO head-of-line)"
+    assert reasons(d)["small"] == "waiting behind the head of the FIFO queue (head-of-line)"
 
 
 # ---- taints ----
