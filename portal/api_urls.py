@@ -41,6 +41,7 @@ urlpatterns = [
     path("tenants/", tenants_api.TenantListView.as_view(), name="api-tenants"),
     path("tenants/<slug:slug>/", tenants_api.TenantDetailView.as_view(), name="api-tenant"),
     path("tenants/<slug:slug>/members/", tenants_api.TenantMembersView.as_view(), name="api-tenant-members"),
+    path("tenants/<slug:slug>/policy/", tenants_api.TenantPolicyView.as_view(), name="api-tenant-policy"),
     path("cluster/", jobs_api.ClusterView.as_view(), name="api-cluster"),
     path("tokens/", tenants_api.TokenListView.as_view(), name="api-tokens"),
     path("tokens/<int:token_id>/", tenants_api.TokenDetailView.as_view(), name="api-token"),

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.forms import BaseInlineFormSet
 from django.http import HttpRequest
 
-from tenants.models import Membership, Quota, Tenant
+from tenants.models import Membership, Policy, Quota, Tenant
+from tenants.policy import check_consistent, policy_clean
 from tenants.services import tenant_sync_permissions
 from tenants.usage import Usage, tenant_usage
 
@@ -19,6 +22,41 @@ class QuotaInline(admin.StackedInline):
     can_delete = False
     min_num = 1
     max_num = 1
+
+
+class PolicyForm(forms.ModelForm):
+    """The policy as the API takes it: normalized and checked by tenants.policy, errors beside each field."""
+
+    class Meta:
+        model = Policy
+        fields = [
+            "host_path_prefixes",
+            "image_registries",
+            "datastore_hosts",
+            "member_max_priority",
+            "owner_max_priority",
+            "pod_security",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        given = {name: data[name] for name in self.Meta.fields if name in data and data[name] is not None}
+        try:
+            data.update(policy_clean(given))
+            candidate = Policy(**{**{n: getattr(self.instance, n) for n in self.Meta.fields}, **data})
+            check_consistent(candidate)
+        except ValidationError as exc:
+            for field, messages in exc.message_dict.items():
+                self.add_error(field if field in self.fields else None, messages)
+        return data
+
+
+class PolicyInline(admin.StackedInline):
+    model = Policy
+    form = PolicyForm
+    can_delete = False
+    max_num = 1
+    extra = 1
 
 
 class MembershipInline(admin.TabularInline):
@@ -46,7 +84,7 @@ class TenantAdmin(admin.ModelAdmin):
     list_filter = ["active"]
     search_fields = ["slug", "name"]
     prepopulated_fields = {"slug": ["name"]}
-    inlines = [QuotaInline, MembershipInline]
+    inlines = [QuotaInline, PolicyInline, MembershipInline]
     readonly_fields = ["usage_summary"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tenant]:

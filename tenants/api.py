@@ -5,18 +5,20 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any, NoReturn
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from portal.apiutil import api_user
-from tenants.models import ApiToken, Membership, Role, Tenant
+from tenants.models import ApiToken, Membership, PodSecurity, Role, Tenant
+from tenants.policy import policy_of, policy_set
 from tenants.scoping import Perm, has_perm, tenants_for
 from tenants.tokens import TokenRefused, token_create, token_revoke
 from tenants.usage import tenant_usage
@@ -186,6 +188,66 @@ class TenantMembersView(ApiView):
                 for m in rows
             ]
         )
+
+
+class PolicySerializer(serializers.Serializer):
+    """A tenant's policy (tenants.policy); every field optional on PATCH."""
+
+    host_path_prefixes = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Node folders `type: host` volumes may mount (none by default).",
+    )
+    image_registries = serializers.ListField(
+        child=serializers.CharField(), help_text="Patterns images must match; empty: any image."
+    )
+    datastore_hosts = serializers.ListField(
+        child=serializers.CharField(), help_text="S3 endpoint hosts allowed; empty: any public endpoint."
+    )
+    member_max_priority = serializers.IntegerField(help_text="The highest priority a member may use.")
+    owner_max_priority = serializers.IntegerField(help_text="The highest priority an owner may use.")
+    pod_security = serializers.ChoiceField(choices=PodSecurity.values, help_text="The namespace's PSA level.")
+
+
+POLICY_FIELDS = (
+    "host_path_prefixes",
+    "image_registries",
+    "datastore_hosts",
+    "member_max_priority",
+    "owner_max_priority",
+    "pod_security",
+)
+
+
+def _policy_data(tenant: Tenant) -> dict[str, Any]:
+    policy = policy_of(tenant)
+    return {name: getattr(policy, name) for name in POLICY_FIELDS}
+
+
+class TenantPolicyView(ApiView):
+    """GET: what the tenant's jobs may reach (any member). PATCH: change it (platform admins only)."""
+
+    @extend_schema(responses={200: PolicySerializer, **errors(401, 404, 429)})
+    def get(self, request: Request, slug: str) -> Response:
+        return Response(_policy_data(_tenant(request, slug)))
+
+    @extend_schema(
+        request=PolicySerializer(partial=True),
+        responses={200: PolicySerializer, **errors(400, 401, 403, 404, 429)},
+    )
+    def patch(self, request: Request, slug: str) -> Response:
+        tenant = _tenant(request, slug)
+        if not api_user(request).is_superuser:
+            raise PermissionDenied("only platform admins change a tenant's policy")
+        if not isinstance(request.data, dict):
+            raise serializers.ValidationError({"": ["send a JSON object of policy fields"]})
+        unknown = sorted(set(request.data) - set(POLICY_FIELDS))
+        if unknown:
+            raise serializers.ValidationError({name: ["unknown policy field"] for name in unknown})
+        try:
+            policy_set(tenant=tenant, **request.data)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict) from None
+        return Response(_policy_data(tenant))
 
 
 class TokenSerializer(serializers.ModelSerializer):

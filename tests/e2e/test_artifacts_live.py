@@ -158,7 +158,7 @@ def test_code_from_disk_trains_on_s3_data_survives_a_lost_node_and_its_model_com
 
     # The checkpoint claim outlived both attempts; deleting the job deletes it, with the job's files.
     core = cluster.cluster().core
-    namespace, claim = cluster.namespace_for(tenant), names.checkpoint_claim_name(job.pk)
+    namespace, claim = cluster.namespace_for(tenant), names.checkpoint_claim_name(job.pk, 0)  # its own (RWO)
     assert core.read_namespaced_persistent_volume_claim(claim, namespace).status.phase == "Bound"
     with httpx.Client(
         base_url=live_server_url, headers={"Authorization": f"Bearer {token}"}, timeout=60

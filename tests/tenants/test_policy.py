@@ -1,0 +1,243 @@
+"""Tenant policies: what admins may set (normalized, dangerous folders refused), who may read and change
+them (API, admin console), and what they allow at submit (host folders, registries, S3 endpoints,
+priorities), with a field error and nothing stored when they do not."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.test import Client
+
+from jobs.models import Job
+from jobs.policy import full_image_name, is_public_host
+from jobs.services import JobRejected, job_submit
+from tenants.admin import PolicyForm
+from tenants.models import Policy, Tenant
+from tenants.policy import policy_clean, policy_of, policy_set
+from tests.factories import allow, make_tenant, make_user, member
+
+pytestmark = pytest.mark.django_db
+
+
+def api(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+# -- what may be set ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["/", "//proc", "/proc/1", "/var", "/var/lib/kubelet/pods", "/etc/ssl", "/run/containerd", "/usr"],
+)
+def test_folders_of_the_node_are_never_allowed(prefix: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        policy_clean({"host_path_prefixes": [prefix]})
+    assert "host_path_prefixes" in caught.value.message_dict
+
+
+def test_allowed_folders_are_normalized_and_kept_once() -> None:
+    clean = policy_clean({"host_path_prefixes": ["//mnt/data/./sets/", "/mnt/data/sets", "/srv/models"]})
+    assert clean["host_path_prefixes"] == ["/mnt/data/sets", "/srv/models"]
+    with pytest.raises(ValidationError, match="must not contain"):
+        policy_clean({"host_path_prefixes": ["/mnt/../etc"]})
+
+
+def test_host_folders_need_the_privileged_pod_security_level() -> None:
+    tenant = make_tenant()
+    with pytest.raises(ValidationError) as caught:
+        policy_set(tenant=tenant, host_path_prefixes=["/mnt/data"])
+    assert "privileged" in caught.value.message_dict["pod_security"][0]
+    assert not Policy.objects.filter(tenant=tenant).exists(), "nothing half stored"
+    policy_set(tenant=tenant, host_path_prefixes=["/mnt/data"], pod_security="privileged")
+    assert policy_of(tenant).host_path_prefixes == ["/mnt/data"]
+
+
+def test_a_tenant_without_a_policy_row_has_the_defaults() -> None:
+    policy = policy_of(make_tenant())
+    assert policy.pk is None and policy.host_path_prefixes == [] and policy.image_registries == []
+    assert (policy.member_max_priority, policy.owner_max_priority, policy.pod_security) == (
+        0,
+        100,
+        "restricted",
+    )
+
+
+# -- who reads and changes it ---------------------------------------------------------------------------------
+
+
+def test_members_read_their_tenants_policy_and_only_platform_admins_change_it() -> None:
+    tenant = make_tenant(slug="vision")
+    other = make_tenant(slug="nlp")
+    owner = member(tenant, "owner")
+    assert api(owner).get("/api/v1/tenants/vision/policy/").json()["pod_security"] == "restricted"
+    assert api(owner).get("/api/v1/tenants/nlp/policy/").status_code == 404
+    body = {"member_max_priority": 50}
+    patch = api(owner).patch("/api/v1/tenants/vision/policy/", body, content_type="application/json")
+    assert patch.status_code == 403
+    admin = make_user(is_superuser=True, is_staff=True)
+    patch = api(admin).patch("/api/v1/tenants/vision/policy/", body, content_type="application/json")
+    assert patch.status_code == 200 and patch.json()["member_max_priority"] == 50
+    assert policy_of(tenant).member_max_priority == 50 and not Policy.objects.filter(tenant=other).exists()
+
+
+def test_a_bad_policy_is_refused_field_by_field_and_nothing_changes() -> None:
+    tenant = make_tenant(slug="vision")
+    admin = make_user(is_superuser=True, is_staff=True)
+    body = {"host_path_prefixes": ["/var"], "member_max_priority": 500, "colour": "blue"}
+    response = api(admin).patch("/api/v1/tenants/vision/policy/", body, content_type="application/json")
+    assert response.status_code == 400 and set(response.json()["errors"]) == {"colour"}
+    body.pop("colour")
+    response = api(admin).patch("/api/v1/tenants/vision/policy/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert set(response.json()["errors"]) == {"host_path_prefixes", "member_max_priority"}
+    assert not Policy.objects.filter(tenant=tenant).exists()
+
+
+def test_the_admin_console_form_shows_the_same_errors_beside_each_field() -> None:
+    tenant = make_tenant()
+    form = PolicyForm(
+        data={
+            "host_path_prefixes": '["/mnt/data"]',
+            "image_registries": "[]",
+            "datastore_hosts": "[]",
+            "member_max_priority": "0",
+            "owner_max_priority": "100",
+            "pod_security": "restricted",
+        },
+        instance=Policy(tenant=tenant),
+    )
+    assert not form.is_valid() and "privileged" in form.errors["pod_security"][0]
+    form = PolicyForm(
+        data={
+            "host_path_prefixes": '["//mnt/data/"]',
+            "image_registries": "[]",
+            "datastore_hosts": "[]",
+            "member_max_priority": "0",
+            "owner_max_priority": "100",
+            "pod_security": "privileged",
+        },
+        instance=Policy(tenant=tenant),
+    )
+    assert form.is_valid(), form.errors
+    assert form.save().host_path_prefixes == ["/mnt/data"]
+
+
+# -- what it allows at submit ---------------------------------------------------------------------------------
+
+
+def submit(tenant: Tenant, role: str = "member", **fields: Any) -> Job:
+    document = {"name": "x", "image": "python:3.11", "command": ["python"], **fields}
+    return job_submit(tenant=tenant, user=member(tenant, role), document=json.dumps(document))
+
+
+def refused(tenant: Tenant, role: str = "member", **fields: Any) -> dict[str, list[str]]:
+    before = Job.objects.count()
+    with pytest.raises(JobRejected) as caught:
+        submit(tenant, role, **fields)
+    assert Job.objects.count() == before, "nothing half stored"
+    return caught.value.errors
+
+
+def host(path: str) -> dict[str, Any]:
+    return {"name": "data", "kind": "data", "type": "host", "path": path, "mount_path": "/data"}
+
+
+def test_host_folders_are_refused_unless_the_policy_allows_them() -> None:
+    tenant = make_tenant(slug="vision")
+    assert (
+        "not allowed for tenant vision" in refused(tenant, volumes=[host("/mnt/data")])["volumes[0].path"][0]
+    )
+    assert "system path" in refused(tenant, volumes=[host("//proc")])["volumes[0].path"][0]
+    allow(tenant, host_path_prefixes=["/mnt/data"], pod_security="privileged")
+    assert "not under" in refused(tenant, volumes=[host("/mnt/database")])["volumes[0].path"][0]
+    assert (
+        submit(tenant, volumes=[host("/mnt/data/imagenet")]).spec["volumes"][0]["path"]
+        == "/mnt/data/imagenet"
+    )
+
+
+def test_images_must_come_from_an_allowed_registry() -> None:
+    tenant = allow(make_tenant(), image_registries=["registry.example.com/*", "docker.io/library/python:*"])
+    assert "not from a registry" in refused(tenant, image="ghcr.io/evil/miner:latest")["image"][0]
+    assert submit(tenant, image="python:3.11").spec["image"] == "python:3.11"
+    assert submit(tenant, image="registry.example.com/team/train:1").pk
+    assert full_image_name("me/app") == "docker.io/me/app"
+    assert full_image_name("localhost:5000/app") == "localhost:5000/app"
+
+
+def s3(endpoint: str) -> dict[str, Any]:
+    return {
+        "name": "in",
+        "kind": "data",
+        "type": "s3",
+        "bucket": "b",
+        "endpoint": endpoint,
+        "mount_path": "/in",
+    }
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "http://169.254.169.254/latest",
+        "http://127.0.0.1:6379",
+        "http://10.0.0.5:9000",
+        "https://kubernetes.default.svc",
+        "http://minio:9000",
+        "http://s3.default.svc.cluster.local",
+        "http://metadata.google.internal",
+    ],
+)
+def test_private_and_cluster_internal_s3_endpoints_are_refused_by_default(endpoint: str) -> None:
+    errors = refused(make_tenant(), volumes=[s3(endpoint)])
+    assert "only public S3 endpoints" in errors["volumes[0].endpoint"][0]
+
+
+def test_public_endpoints_pass_and_a_listed_private_host_is_allowed() -> None:
+    tenant = make_tenant()
+    assert submit(tenant, volumes=[s3("https://s3.eu-west-1.amazonaws.com")]).pk
+    assert is_public_host("8.8.8.8") and not is_public_host("100.64.0.1")
+    allow(tenant, datastore_hosts=["minio.storage.svc", "*.corp.example"])
+    assert submit(tenant, volumes=[s3("http://minio.storage.svc:9000")]).pk
+    assert submit(tenant, volumes=[s3("https://s3.corp.example")]).pk
+    errors = refused(tenant, volumes=[s3("https://s3.eu-west-1.amazonaws.com")])
+    assert "not among the S3 hosts" in errors["volumes[0].endpoint"][0], "a list replaces 'any public'"
+
+
+def test_ffdl_endpoint_errors_name_the_manifests_own_field() -> None:
+    manifest = {
+        "name": "m",
+        "version": "1.0",
+        "learners": 1,
+        "data_stores": [
+            {
+                "id": "store",
+                "type": "mount_cos",
+                "training_data": {"container": "in"},
+                "connection": {"auth_url": "http://169.254.169.254", "user_name": "u", "password": "p"},
+            }
+        ],
+        "framework": {"name": "pytorch", "version": "2.3.0", "command": "python train.py"},
+    }
+    tenant = make_tenant()
+    with pytest.raises(JobRejected) as caught:
+        job_submit(tenant=tenant, user=member(tenant), document=json.dumps(manifest))
+    assert list(caught.value.errors) == ["data_stores[0].connection.auth_url"]
+
+
+def test_members_and_owners_have_their_own_priority_ceilings() -> None:
+    tenant = make_tenant(slug="vision")
+    assert "at most 0" in refused(tenant, priority=100)["priority"][0]
+    assert submit(tenant, priority=0).priority == 0
+    assert submit(tenant, "owner", priority=100).priority == 100
+    allow(tenant, member_max_priority=20, owner_max_priority=50)
+    assert submit(tenant, priority=20).priority == 20
+    with pytest.raises(JobRejected) as caught:
+        submit(tenant, "owner", priority=60)
+    assert "at most 50" in caught.value.errors["priority"][0]
