@@ -9,6 +9,10 @@ about. A reader task per job drains that channel into a bounded buffer at once (
 being read), so the layer's capacity is not what limits a busy job; a flusher sends the buffers at most
 every FLUSH_INTERVAL seconds, one frame per job and learner.
 
+The socket's authentication is checked again before every subscription and every
+LIVE_AUTH_RECHECK_SECONDS (a token revoked or expired, a session logged out, a user deactivated or a password
+changed): once it no longer holds, the socket closes with 4401, which clients do not retry.
+
 Those tasks are supervised: one that fails (the channel layer's connection lost under a reader) closes the
 socket with CLOSE_STREAM_FAILED, as the server does when the socket's own channel fails, so the browser
 reconnects and resubscribes from its last sequences instead of waiting on a socket nothing feeds any more.
@@ -21,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -28,12 +33,14 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from jobs.models import Job
 from jobs.selectors import job_get, job_logs
 from jobs.streams import job_group, tenant_group
 from tenants.models import Tenant
 from tenants.scoping import Perm, tenants_for
+from tenants.ws_auth import still_authenticated
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +51,8 @@ MAX_SUBSCRIPTIONS = 100
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_STREAM_FAILED = 1011  # "internal error": the browser reconnects (docs/streaming.md), as after a restart
 NOT_FOUND = "not found"
+# What a job id or tenant slug can look like (anything else exists nowhere, and would break a group name).
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 Line = list[Any]  # [seq, text]
 Point = list[Any]  # [name, step, value, log_seq]
@@ -155,6 +164,8 @@ def _text_field(content: dict[str, Any], name: str) -> str:
     value = content.get(name)
     if not isinstance(value, str) or not value or len(value) > 100:
         raise ProtocolError(f'"{name}" is required and must be a non-empty string')
+    if not _NAME.fullmatch(value):
+        raise ProtocolError(f'"{name}" must be an id: letters, digits, "-" and "_", at most 64')
     return value
 
 
@@ -178,10 +189,27 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         self.last_flush = 0.0
         self.send_lock = asyncio.Lock()
         self.closer: asyncio.Task[None] | None = None
+        self.auth_watch: asyncio.Task[None] | None = None
         await self.accept()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.auth_watch = self._supervised(self._watch_auth(), "live-auth")
+
+    async def _authenticated(self) -> bool:
+        """Whether the socket's token or session still holds; closes it with 4401 when not."""
+        if await database_sync_to_async(still_authenticated)(self.scope):
+            return True
+        if self.closer is None:
+            self._stop_tasks()
+            self.closer = asyncio.ensure_future(self.close(code=CLOSE_UNAUTHENTICATED))
+        return False
+
+    async def _watch_auth(self) -> None:
+        """Check the socket's authentication every LIVE_AUTH_RECHECK_SECONDS while it is open."""
+        while await self._authenticated():
+            await asyncio.sleep(settings.LIVE_AUTH_RECHECK_SECONDS)
 
     async def disconnect(self, code: int) -> None:
         """Stop the tasks this socket started and leave every group (a layer that fails meanwhile is only
@@ -196,13 +224,14 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             log.warning("could not leave the groups of a closed live socket", exc_info=True)
 
     def _stop_tasks(self) -> None:
-        """Cancel every reader and the flusher (they end at their next await)."""
+        """Cancel every reader, the flusher and the authentication watch (they end at their next await)."""
         for sub in getattr(self, "jobs", {}).values():
             if sub.reader is not None:
                 sub.reader.cancel()
-        flusher = getattr(self, "flusher", None)
-        if flusher is not None:
-            flusher.cancel()
+        for name in ("flusher", "auth_watch"):
+            task = getattr(self, name, None)
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
 
     def _supervised(self, coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Run a task that feeds this socket; should it fail, the socket is closed (`_task_ended`)."""
@@ -244,6 +273,8 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "error", "error": "a message must be a JSON object"})
             return
         action = content.get("action")
+        if action in ("subscribe", "subscribe_tenant") and not await self._authenticated():
+            return
         try:
             if action == "subscribe":
                 await self._subscribe(_text_field(content, "job"), _parse_after(content.get("after")))

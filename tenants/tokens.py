@@ -76,6 +76,16 @@ def token_live(secret: str) -> ApiToken | None:
     return token
 
 
+def token_id_live(token_id: int, *, user_id: int) -> bool:
+    """Whether token `token_id` of user `user_id` still authenticates: not revoked, not expired, its user
+    active (for a connection that authenticated with it earlier)."""
+    return (
+        ApiToken.objects.filter(pk=token_id, user_id=user_id, revoked_at__isnull=True, user__is_active=True)
+        .exclude(expires_at__lte=timezone.now())
+        .exists()
+    )
+
+
 def token_user(secret: str) -> User | None:
     """The active user a live token belongs to, or None (see `token_live`)."""
     token = token_live(secret)

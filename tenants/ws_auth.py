@@ -23,9 +23,14 @@ from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
 from channels.security.websocket import OriginValidator
 from django.conf import settings
+from django.contrib.auth import HASH_SESSION_KEY, get_user_model
 from django.contrib.auth.models import AnonymousUser
+from django.utils.crypto import constant_time_compare
 
-from tenants.tokens import token_user
+from tenants.tokens import token_id_live, token_live
+
+TOKEN_SCOPE_KEY = "trainyard.token_id"  # noqa: S105 - a scope key, not a secret
+"""Where the middleware leaves the id of the token that authenticated the socket (absent: the session did)."""
 
 BEARER_PROTOCOL = "bearer."
 """A `Sec-WebSocket-Protocol` entry `bearer.<token>` carries a token for clients that cannot set headers."""
@@ -68,7 +73,10 @@ class TokenAuthMiddleware(BaseMiddleware):
         scope["subprotocols"] = [p for p in offered if not p.startswith(BEARER_PROTOCOL)]
         user = scope.get("user")
         if secret and (user is None or not user.is_authenticated):
-            scope["user"] = await database_sync_to_async(token_user)(secret) or AnonymousUser()
+            token = await database_sync_to_async(token_live)(secret)
+            scope["user"] = token.user if token is not None else AnonymousUser()
+            # Its id (never the secret), for the consumer to check later that the token still holds.
+            scope[TOKEN_SCOPE_KEY] = token.pk if token is not None else None
         if len(scope["subprotocols"]) < len(offered) and APP_PROTOCOL in offered:
             send = _selecting(APP_PROTOCOL, send)
         return await super().__call__(scope, receive, send)
@@ -104,3 +112,23 @@ def AllowedHostsOrTokenValidator(application: Any) -> OriginOrTokenValidator:
     if settings.DEBUG and not allowed_hosts:
         allowed_hosts = ["localhost", "127.0.0.1", "[::1]"]
     return OriginOrTokenValidator(application, allowed_hosts)
+
+
+def still_authenticated(scope: dict[str, Any]) -> bool:
+    """Whether what authenticated this socket still holds (blocking: call it in a thread). A token must
+    still be live (not revoked, not expired) and its user active; a session must still exist (no logout
+    since) with its user active and the password unchanged (Django's session auth hash)."""
+    user = scope.get("user")
+    if user is None or not user.is_authenticated:
+        return False
+    token_id = scope.get(TOKEN_SCOPE_KEY)
+    if token_id is not None:
+        return token_id_live(token_id, user_id=user.pk)
+    session = scope.get("session")
+    if session is None or not session.session_key or not session.exists(session.session_key):
+        return False
+    fresh = get_user_model().objects.filter(pk=user.pk, is_active=True).first()
+    if fresh is None:
+        return False
+    stored = session.get(HASH_SESSION_KEY)
+    return stored is None or constant_time_compare(stored, fresh.get_session_auth_hash())

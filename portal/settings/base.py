@@ -117,6 +117,10 @@ AUTHENTICATION_BACKENDS = [
 ]
 ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row, nobody anonymous gets anything
 
+# How often an open live socket (/ws/) checks that its token or session still holds (it also checks before
+# every subscription); once revoked, logged out or deactivated, the socket closes with 4401.
+LIVE_AUTH_RECHECK_SECONDS = env.float("LIVE_AUTH_RECHECK_SECONDS", default=30.0)
+
 # /metrics: with a token, only `Authorization: Bearer <METRICS_TOKEN>` may scrape, and sees per-tenant queue
 # series; without one anyone who reaches it may, and no tenant name appears (totals only).
 METRICS_TOKEN = env("METRICS_TOKEN", default="")

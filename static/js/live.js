@@ -44,8 +44,14 @@ export class LiveSocket {
       if (frame.type === "subscribed") this.setState("live");
       this.onFrame(frame);
     });
-    socket.addEventListener("close", () => {
+    socket.addEventListener("close", (event) => {
       this.socket = null;
+      if (event.code === 4401) {
+        // Not (or no longer) signed in: the session ended or the token was revoked. Reconnecting cannot help.
+        this.closed = true;
+        this.setState("signed-out");
+        return;
+      }
       this.setState("closed");
       this.retry();
     });
