@@ -22,6 +22,8 @@ import kubernetes.client
 import kubernetes_validate
 import pytest
 import yaml
+from django.conf import settings
+from kubernetes.utils import parse_quantity
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -283,6 +285,17 @@ def test_web_has_a_service_an_ingress_and_a_disruption_budget() -> None:
     hidden = {p["path"] for r in internal["spec"]["rules"] for p in r["http"]["paths"]}
     assert {"/metrics", "/readyz"} <= hidden
     assert {r["host"] for r in internal["spec"]["rules"]} == {r["host"] for r in ingress["spec"]["rules"]}
+
+
+def test_the_ingress_lets_through_a_submission_with_the_largest_code_zip_the_platform_accepts() -> None:
+    annotations = find("Ingress", "web")["metadata"]["annotations"]
+    limit = parse_quantity(annotations["nginx.ingress.kubernetes.io/proxy-body-size"].replace("m", "Mi"))
+    code_max = int(
+        find("ConfigMap", "trainyard-config")["data"].get("CODE_MAX_BYTES") or settings.CODE_MAX_BYTES
+    )
+    assert limit >= code_max + settings.SPEC_MAX_BYTES + 64 * 1024, (
+        "room for the ZIP, the spec and the framing"
+    )
 
 
 @pytest.mark.parametrize("workload", workloads(), ids=lambda w: f"{w['kind']}/{w['metadata']['name']}")
