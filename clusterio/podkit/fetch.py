@@ -45,6 +45,12 @@ def _say(message: str) -> None:
     print(f"trainyard fetch: {line}", file=sys.stderr, flush=True)
 
 
+def _brief(text: str, limit: int = 200) -> str:
+    """The first line of `text`, at most `limit` characters: what an error may carry into a job's reason."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
@@ -253,10 +259,14 @@ def _s3_one(boto3: Any, exceptions: Any, item: dict[str, Any], page_size: int) -
                 size += int(obj.get("Size") or 0)
     except exceptions.ClientError as exc:
         error = exc.response.get("Error") or {}
-        code, message = error.get("Code", "error"), error.get("Message", str(exc))
-        raise FetchError(f"{where}: {code}: {message}") from None
+        code, message = error.get("Code", "error"), error.get("Message", "")
+        raise FetchError(f"{where}: {_brief(str(code))}: {_brief(str(message))}") from None
     except exceptions.BotoCoreError as exc:
-        raise FetchError(f"{where}: {exc}") from None
+        # Never the reply itself: a parser error quotes the body it could not read, and the endpoint may be
+        # something other than S3 (this message ends up in the job's failure reason).
+        if type(exc).__name__ == "ResponseParserError":
+            raise FetchError(f"{where}: the endpoint's reply is not an S3 response") from None
+        raise FetchError(f"{where}: {_brief(str(exc))}") from None
     except OSError as exc:
         raise FetchError(f"{where}: cannot write into {target}: {exc.strerror or exc}") from None
     _say(f"downloaded {count} object(s), {size} bytes from {where} into {target}")

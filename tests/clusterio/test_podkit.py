@@ -9,11 +9,13 @@ and a platform that is down or refuses never changes the exit code.
 from __future__ import annotations
 
 import hashlib
+import http.server
 import io
 import json
 import os
 import stat
 import subprocess
+import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -237,3 +239,40 @@ def test_fetch_reports_a_credential_env_that_is_not_set(tmp_path: Path) -> None:
     result = _run(FETCH_SOURCE, env=env)
     assert result.returncode != 0
     assert "STORE_SECRET_ACCESS_KEY is not set" in _one_error_line(result)
+
+
+@pytest.fixture
+def not_s3() -> Iterator[str]:
+    """An HTTP server that answers everything with a body no S3 client can parse (as a cloud metadata
+    endpoint or a database would), holding a secret."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"iam-role-credentials: AKIA-SECRET-FROM-METADATA\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_fetch_never_repeats_what_a_non_s3_endpoint_replied(not_s3: str, tmp_path: Path) -> None:
+    pytest.importorskip("boto3")
+    result = _run(FETCH_SOURCE, env=_s3_env(not_s3, tmp_path / "data"))
+    assert result.returncode != 0
+    line = _one_error_line(result)
+    assert "SECRET" not in result.stderr.decode(), "the reply is never echoed into the job's reason"
+    assert line.startswith("trainyard fetch: s3://datasets/mnist/: "), line
