@@ -407,7 +407,7 @@ def test_reconcile_removes_services_secrets_and_claims_that_no_running_attempt_o
     mine = {names.LABEL_INSTALLATION: cluster.installation_id()}
     # What a teardown that died half-way leaves: an attempt's Service and Secret (of an attempt that is
     # not running: the job has finished)...
-    stale = dataclasses.replace(cluster.pods_spec(job), attempt=job.attempt + 1)
+    stale = dataclasses.replace(cluster.pods_spec(job), attempt=job.attempt + 1, node_names=None)
     service = make_headless_service(stale)
     service.metadata.labels.update(mine)
     labels = {**names.job_labels(job.tenant.slug, job.pk, stale.attempt), **mine}

@@ -40,6 +40,7 @@ API_ROUTES = {
     "/api/v1/tenants/",
     "/api/v1/tenants/{slug}/",
     "/api/v1/tenants/{slug}/members/",
+    "/api/v1/tenants/{slug}/policy/",
     "/api/v1/cluster/",
     "/api/v1/tokens/",
     "/api/v1/tokens/{token_id}/",
