@@ -50,6 +50,11 @@ FUZZED = [
     ("/api/v1/tenants/", "GET"),
     ("/api/v1/tokens/", "GET"),
     ("/api/v1/jobs/", "POST"),
+    ("/api/v1/tokens/", "POST"),
+    ("/api/v1/jobs/{job_id}/results/", "GET"),
+    ("/api/v1/jobs/{job_id}/logs/", "GET"),
+    ("/api/v1/tenants/{slug}/policy/", "GET"),
+    ("/api/v1/tenants/{slug}/policy/", "PATCH"),
 ]
 
 
