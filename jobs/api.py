@@ -24,8 +24,11 @@ from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusterio.errors import ClusterError
+from common.api import api_user
+from common.pagination import paginate
+from common.parsers import BoundedJSONParser
 from jobs import cluster
+from jobs.cluster import ClusterError
 from jobs.models import Job, TelemetrySample
 from jobs.selectors import job_events, job_get, job_list, job_logs, job_metrics
 from jobs.serializers import (
@@ -38,9 +41,6 @@ from jobs.serializers import (
 from jobs.services import JobRejected, job_cancel, job_delete, job_retry, job_submit
 from jobs.states import JobStatus
 from jobs.telemetry import telemetry_list
-from portal.apiutil import api_user
-from portal.pagination import paginate
-from portal.parsers import BoundedJSONParser
 from tenants.api import ApiView, errors
 from tenants.models import Tenant
 from tenants.scoping import Perm, tenants_for

@@ -31,7 +31,9 @@ from clusterio.builders import (
     reserved_env_reason,
 )
 from clusterio.client import Cluster, ManagedKind, NodeInfo
-from clusterio.errors import ClusterError
+from clusterio.errors import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
+from clusterio.logs import LogCursor, LogFollower, LogRecord
+from clusterio.reflector import PodReflector
 from clusterio.taints import Taint, Toleration, learner_tolerations, parse_toleration, tolerates
 from clusterio.telemetry import PodUsage
 from jobs.artifacts.tokens import mint_token
@@ -40,6 +42,23 @@ from jobs.gputypes import GpuTypes
 from jobs.models import Job, JobCredentials
 from tenants.models import Tenant
 from tenants.policy import policy_of
+
+# What the rest of the jobs app (and the pages above it) uses of clusterio, taken from here: this module is
+# the one door to the cluster, so everything Kubernetes the app touches is visible in one place.
+__all__ = [
+    "Cluster",
+    "ClusterError",
+    "Conflict",
+    "Forbidden",
+    "Invalid",
+    "LogCursor",
+    "LogFollower",
+    "LogRecord",
+    "NodeInfo",
+    "PodReflector",
+    "QuotaExceeded",
+    "Unavailable",
+]
 
 _local = threading.local()
 # Learners rendezvous on a port of their own per job attempt, not torchrun's fixed 29500: where pods

@@ -17,12 +17,12 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from common.telemetry import count as metrics_count
 from jobs.metricparse import extractors_for, parse_metric_line
 from jobs.models import Job, JobEvent, Learner, LogLine, MetricSample
 from jobs.podstate import IMAGE_PULL_REASONS, LearnerView, Verdict
 from jobs.states import ACTIVE, TERMINAL, WAITING, JobStatus
 from jobs.streams import job_group, send_after_commit, tenant_group
-from portal.telemetry import count as metrics_count
 
 log = logging.getLogger(__name__)
 MAX_LOG_LINE = 8192

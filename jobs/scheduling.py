@@ -16,8 +16,8 @@ from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils import timezone
 
-from clusterio.client import NodeInfo
 from jobs import admission, cluster
+from jobs.cluster import NodeInfo
 from jobs.lifecycle import job_admit
 from jobs.models import Job, JobEvent
 from jobs.services import job_validate

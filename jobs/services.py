@@ -9,11 +9,10 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from clusterio.client import NodeInfo
-from clusterio.errors import ClusterError
 from jobs import cluster
 from jobs.artifacts.code import CodeRejected, code_archive_store, inspect_code_zip
 from jobs.artifacts.storage import artifacts_delete
+from jobs.cluster import ClusterError, NodeInfo
 from jobs.credentials import seal
 from jobs.lifecycle import enqueue, job_requeue_or_fail, transition
 from jobs.models import CodeArchive, Job, JobCredentials, JobEvent, ResultFile

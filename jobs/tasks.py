@@ -13,15 +13,15 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusterio.errors import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
+from common.telemetry import gauge as metrics_gauge
 from jobs import cluster
+from jobs.cluster import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
 from jobs.lifecycle import enqueue, job_launched, job_pods_gone, job_requeue_or_fail, transition
 from jobs.models import Job, JobEvent
 from jobs.scheduling import CycleResult, run_cycle
 from jobs.states import ACTIVE, JobStatus
 from jobs.telemetry import telemetry_record_running
 from jobs.tuning.service import autotune_running
-from portal.telemetry import gauge as metrics_gauge
 
 log = logging.getLogger(__name__)
 LAUNCH_CONFLICT_RETRIES = 3

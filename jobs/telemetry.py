@@ -15,8 +15,8 @@ from django.conf import settings
 from django.db.models import Max, Min, QuerySet
 from django.utils import timezone
 
-from clusterio.errors import ClusterError
 from jobs import cluster
+from jobs.cluster import ClusterError
 from jobs.models import Job, MetricSample, TelemetrySample
 from jobs.states import JobStatus
 

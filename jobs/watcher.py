@@ -18,10 +18,9 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from clusterio.client import Cluster
-from clusterio.logs import LogCursor, LogFollower, LogRecord
-from clusterio.reflector import PodReflector
+from common import telemetry
 from jobs import cluster as jobs_cluster
+from jobs.cluster import Cluster, LogCursor, LogFollower, LogRecord, PodReflector
 from jobs.lifecycle import (
     job_apply_verdict,
     job_pods_gone,
@@ -32,7 +31,6 @@ from jobs.lifecycle import (
 from jobs.models import Job, Learner, LogLine
 from jobs.podstate import Verdict, judge, view_from_pod
 from jobs.states import ACTIVE, JobStatus
-from portal import telemetry
 
 log = logging.getLogger(__name__)
 DRAIN_TIMEOUT = 15.0

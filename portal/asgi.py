@@ -17,8 +17,8 @@ if settings.DEBUG:
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from common.telemetry import CountWebSocketClients  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
-from portal.telemetry import CountWebSocketClients  # noqa: E402
 from tenants.ws_auth import AllowedHostsOrTokenValidator, TokenAuthMiddleware  # noqa: E402
 
 # Origin must match ALLOWED_HOSTS when sent (browsers always send it); a handshake without one (the CLI)

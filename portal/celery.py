@@ -14,6 +14,6 @@ app.autodiscover_tasks()
 @signals.task_failure.connect
 def _count_failure(sender: object = None, **_: object) -> None:
     """Every failed task shows in /metrics as trainyard_task_failures."""
-    from portal.telemetry import count
+    from common.telemetry import count
 
     count("task_failures")

@@ -21,9 +21,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from clusterio.errors import ClusterError
+from common.telemetry import WEBSOCKET_CLIENTS, _redis, heartbeat, heartbeat_path
 from jobs import cluster
-from portal.telemetry import WEBSOCKET_CLIENTS, TrainyardCollector, _redis, heartbeat, heartbeat_path
+from jobs.cluster import ClusterError
+from portal.telemetry import TrainyardCollector
 
 log = logging.getLogger(__name__)
 

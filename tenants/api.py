@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.apiutil import api_user
+from common.api import api_user
 from tenants.models import ApiToken, Membership, PodSecurity, Role, Tenant
 from tenants.policy import policy_of, policy_set
 from tenants.scoping import Perm, has_perm, tenants_for
@@ -66,7 +66,7 @@ class ApiView(APIView):
 
 
 class ErrorSerializer(serializers.Serializer):
-    """Every API error (see portal.apiutil.exception_handler)."""
+    """Every API error (see common.api.exception_handler)."""
 
     def get_fields(self) -> dict[str, serializers.Field]:
         # Declared here, not as class attributes: a field named `errors` would hide Serializer.errors.

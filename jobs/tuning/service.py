@@ -20,8 +20,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusterio.errors import ClusterError
 from jobs import cluster
+from jobs.cluster import ClusterError
 from jobs.lifecycle import job_requeue_or_fail
 from jobs.models import Job, JobEvent, TelemetrySample
 from jobs.states import JobStatus

@@ -185,11 +185,11 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [
-        "portal.parsers.BoundedJSONParser",
+        "common.parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "EXCEPTION_HANDLER": "portal.apiutil.exception_handler",
+    "EXCEPTION_HANDLER": "common.api.exception_handler",
     "NUM_PROXIES": TRUSTED_PROXY_COUNT or None,
     # Per user (by client address for anonymous requests), plus a stricter rate for anonymous ones; a
     # throttled request is a 429 with Retry-After and the usual error body.

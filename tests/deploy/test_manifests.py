@@ -227,7 +227,7 @@ def test_worker_and_beat_probes_read_the_heartbeat_file_the_process_writes(name:
 def test_watcher_probes_read_the_heartbeat_its_watch_loop_writes(settings: Any, tmp_path: Path) -> None:
     """The watch loop touches trainyard-watcher.alive at each list, watch and event; a watch lasts at most
     75 s (PodReflector's 60 s timeout, jittered up to 25 %), so the liveness age must be well above that."""
-    from portal import telemetry
+    from common import telemetry
 
     (container,) = pod_spec(find("Deployment", "watcher"))["containers"]
     config = find("ConfigMap", "trainyard-config")["data"]

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from common import telemetry
 from jobs.services import job_submit
 from kubesim.testing import KubeSim
-from portal import telemetry
 from tests.factories import make_tenant, member
 
 pytestmark = pytest.mark.django_db
