@@ -24,7 +24,7 @@ from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from common.api import api_user
+from common.api import ApiView, api_user, errors
 from common.pagination import paginate
 from common.parsers import BoundedJSONParser
 from jobs import cluster
@@ -41,7 +41,6 @@ from jobs.serializers import (
 from jobs.services import JobRejected, job_cancel, job_delete, job_retry, job_submit
 from jobs.states import JobStatus
 from jobs.telemetry import telemetry_list
-from tenants.api import ApiView, errors
 from tenants.models import Tenant
 from tenants.scoping import Perm, tenants_for
 

@@ -3,94 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, NoReturn
+from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from common.api import api_user
+from common.api import ApiView, api_user, errors
 from tenants.models import ApiToken, Membership, PodSecurity, Role, Tenant
 from tenants.policy import policy_of, policy_set
 from tenants.scoping import Perm, has_perm, tenants_for
 from tenants.tokens import TokenRefused, token_create, token_revoke
 from tenants.usage import tenant_usage
-
-
-class BearerTokenScheme(OpenApiAuthenticationExtension):
-    """Documents `tenants.tokens.BearerTokenAuthentication` as an HTTP bearer scheme in the schema."""
-
-    target_class = "tenants.tokens.BearerTokenAuthentication"
-    name = "bearerAuth"
-
-    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
-        return {
-            "type": "http",
-            "scheme": "bearer",
-            "bearerFormat": "ty_...",
-            "description": "A personal API token (`manage.py token create`, or POST /api/v1/tokens/).",
-        }
-
-
-class ApiView(APIView):
-    """The base of every API view: DRF's APIView, with requests that fail authentication throttled too.
-
-    DRF checks throttles only after authentication and permissions pass, so an anonymous client or one
-    guessing tokens would get 401s forever and never a 429; here the throttles (anonymous rate by client
-    address) run before those 401s as well.
-    """
-
-    def perform_authentication(self, request: Request) -> None:
-        try:
-            super().perform_authentication(request)
-        except AuthenticationFailed:
-            self.check_throttles(request)  # the request is anonymous now
-            raise
-
-    def permission_denied(
-        self, request: Request, message: str | None = None, code: str | None = None
-    ) -> NoReturn:
-        if request.authenticators and not request.successful_authenticator:
-            self.check_throttles(request)
-        super().permission_denied(request, message, code)
-
-
-# Shapes built by hand in the views below, written out as serializers for the schema only.
-
-
-class ErrorSerializer(serializers.Serializer):
-    """Every API error (see common.api.exception_handler)."""
-
-    def get_fields(self) -> dict[str, serializers.Field]:
-        # Declared here, not as class attributes: a field named `errors` would hide Serializer.errors.
-        return {
-            "detail": serializers.CharField(help_text="The whole error in one sentence."),
-            "errors": serializers.DictField(
-                child=serializers.ListField(child=serializers.CharField()),
-                help_text='Messages per field ("" for the request as a whole); may be empty.',
-            ),
-        }
-
-
-def errors(*codes: int) -> dict[int, OpenApiResponse]:
-    """Schema responses in the error shape for these status codes."""
-    described = {
-        400: "Invalid request: field errors.",
-        401: "Not authenticated, or the bearer token is invalid, expired or revoked.",
-        403: "Not allowed (role), or a session request without its CSRF token.",
-        404: "Not found, or not visible to you (another tenant's).",
-        409: "The object's state does not allow this.",
-        429: "Too many requests, or the tenant's queue is full.",
-        503: "The cluster cannot be reached.",
-    }
-    return {code: OpenApiResponse(ErrorSerializer, description=described[code]) for code in codes}
 
 
 class QuotaSerializer(serializers.Serializer):

@@ -17,12 +17,12 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from common.api import ApiView, errors
 from jobs.api import JOB_ID, _job
 from jobs.artifacts.pod_views import clean_result_path
 from jobs.artifacts.storage import artifact_storage
 from jobs.models import ResultFile
 from jobs.selectors import job_results
-from tenants.api import ApiView, errors
 
 
 class ResultFileSerializer(serializers.ModelSerializer[ResultFile]):
