@@ -237,6 +237,7 @@ def pods_spec(
         datastore_keys=datastore_secret_keys(credentials),
         artifacts=_artifacts(job, spec, credentials),
         node_lost_toleration_seconds=settings.NODE_LOST_GRACE_SECONDS,
+        termination_grace_seconds=settings.LEARNER_TERMINATION_GRACE_SECONDS,
         gpu_tolerations=gpu_tolerations(),
         node_names=_node_names(job),
         **_checkpoints(job),

@@ -30,7 +30,6 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 # Where a node's GPU product is read, first label first: NVIDIA GPU feature discovery's, else GKE's.
 GPU_PRODUCT_LABELS = (GPU_PRODUCT_LABEL, GKE_ACCELERATOR_LABEL)
-TERMINATION_GRACE_SECONDS = 30
 SHM_MIN_MIB = 64
 
 # torchrun's contract (torch.distributed env:// init) plus the PET_* variables torchrun reads as its
@@ -449,7 +448,7 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
             service_account_name=spec.service_account,
             automount_service_account_token=False,
             enable_service_links=False,
-            termination_grace_period_seconds=TERMINATION_GRACE_SECONDS,
+            termination_grace_period_seconds=spec.termination_grace_seconds,
             active_deadline_seconds=spec.max_runtime_seconds,
             affinity=_node_affinity(spec, index),
             tolerations=tolerations or None,

@@ -227,11 +227,15 @@ class JobPodsSpec:
     # How long a learner stays bound to a NotReady/unreachable node before the taint manager deletes it
     # (its NoExecute tolerationSeconds); None keeps the cluster's default (300 s on most clusters).
     node_lost_toleration_seconds: int | None = None
+    # The pod's terminationGracePeriodSeconds: how long a learner has from SIGTERM (an eviction, a cancel,
+    # a drain) to save a checkpoint and exit before SIGKILL.
+    termination_grace_seconds: int = 30
     gpu_tolerations: tuple[Toleration, ...] = DEFAULT_GPU_TOLERATIONS
     node_names: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         _non_negative(self.attempt, "attempt")
+        _non_negative(self.termination_grace_seconds, "termination_grace_seconds")
         if not isinstance(self.gpu_tolerations, tuple) or not all(
             isinstance(t, Toleration) for t in self.gpu_tolerations
         ):

@@ -372,6 +372,10 @@ GPU_TOLERATIONS = env.list("GPU_TOLERATIONS", default=["nvidia.com/gpu:NoSchedul
 # How long a learner may stay on a NotReady/unreachable node before the cluster deletes it and the job
 # resumes elsewhere (the learners' NoExecute tolerationSeconds; clusters default to 300 s).
 NODE_LOST_GRACE_SECONDS = env.int("NODE_LOST_GRACE_SECONDS", default=60)
+# How long a learner has from SIGTERM (eviction, cancel, drain) to checkpoint and exit before SIGKILL (the
+# pods' terminationGracePeriodSeconds). A learner on an unreachable node cannot be told: its pod is
+# force-deleted once this much time has passed since its deletion.
+LEARNER_TERMINATION_GRACE_SECONDS = env.int("LEARNER_TERMINATION_GRACE_SECONDS", default=30)
 # A launch refused by the namespace's ResourceQuota (the previous attempt's pods still count while they
 # terminate) is tried again with back-off this many times before the job goes back to the queue.
 LAUNCH_QUOTA_RETRIES = env.int("LAUNCH_QUOTA_RETRIES", default=8)

@@ -46,3 +46,6 @@ if ARTIFACT_STORAGE["BACKEND"].endswith("FileSystemStorage"):
     ARTIFACT_STORAGE["OPTIONS"]["location"] = env("ARTIFACT_ROOT", default=str(_artifacts))
 # Learners leave a NotReady node after 2 s (the kubesim fixtures notice a silent node within 1 s).
 NODE_LOST_GRACE_SECONDS = env.int("NODE_LOST_GRACE_SECONDS", default=2)
+# Learners get 10 s from SIGTERM to exit: long enough for the tests' slow-to-stop learners, short enough that
+# a pod stranded on a dead node is force-deleted soon.
+LEARNER_TERMINATION_GRACE_SECONDS = env.int("LEARNER_TERMINATION_GRACE_SECONDS", default=10)

@@ -11,9 +11,9 @@ import pytest
 from kubernetes import client as k8s
 
 from clusterio import names
-from jobs import cluster
+from jobs import cluster, tasks
 from jobs.models import JobEvent, LogLine, MetricSample
-from jobs.services import job_submit
+from jobs.services import job_cancel, job_submit
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member
 from tests.jobs.engine import CHECKPOINTED, describe, python_spec, wait_status, wait_until
@@ -235,3 +235,42 @@ def test_a_learner_whose_node_stops_answering_is_marked_within_seconds_and_runs_
     engine.set_node_ready("blinking-0", True)
     job = wait_status(job, "succeeded", timeout=120, logs=True)
     assert job.attempt == 1 and JobEvent.objects.filter(job=job, reason="NodeNotReady").count() == 1
+
+
+@pytest.mark.kubesim_only
+def test_cancelling_a_job_whose_node_died_finishes_once_its_pods_grace_is_over(engine: KubeSim) -> None:
+    """Teardown deletes the learner with its grace period, but no kubelet on the dead node confirms: the pod
+    stays Terminating and would keep the job `cancelling` (and the tenant's GPU counted) forever. Once the
+    grace period is over, reconcile force-deletes it and the cancel completes."""
+    labels = {"nvidia.com/gpu.product": "Dead-GPU"}
+    engine.add_gpu_node("dead-0", gpus=1, labels=labels)
+    try:
+        tenant = make_tenant(gpus=1)
+        user = member(tenant)
+        resources = {"cpu": "250m", "memory": "128Mi", "gpus": 1, "gpu_type": "Dead-GPU"}
+        document = python_spec("stranded", "import time\ntime.sleep(600)", resources=resources)
+        job = job_submit(tenant=tenant, user=user, document=document)
+        wait_status(job, "running")
+        [pod] = cluster.job_pods(job)
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+
+        engine.set_node_ready("dead-0", False)
+        job_cancel(job=job, user=user)
+        stranded = wait_until(
+            lambda: (
+                (cluster.cluster().get_pod(namespace=namespace, pod=name) or {})
+                .get("metadata", {})
+                .get("deletionTimestamp")
+            ),
+            what="the learner's deletion to start",
+        )
+        assert stranded, "Terminating on the dead node"
+        job = wait_status(job, "cancelled", timeout=60, poll=tasks.reconcile)
+        assert cluster.cluster().get_pod(namespace=namespace, pod=name) is None, "force-deleted"
+        quota = cluster.cluster().core.read_namespaced_resource_quota_status(
+            names.RESOURCE_QUOTA_NAME, namespace
+        )
+        assert int(quota.status.used.get("requests.nvidia.com/gpu", "0")) == 0, "the GPU is free again"
+    finally:
+        engine.set_node_ready("dead-0", True)
+        engine.lose_node("dead-0")
