@@ -40,7 +40,7 @@ from jobs.artifacts.tokens import mint_token
 from jobs.credentials import Credentials, unseal
 from jobs.gputypes import GpuTypes
 from jobs.models import Job, JobCredentials
-from tenants.models import Tenant
+from tenants.models import PodSecurity, Tenant
 from tenants.policy import policy_of
 
 # What the rest of the jobs app (and the pages above it) uses of clusterio, taken from here: this module is
@@ -296,6 +296,20 @@ def _checkpoints(job: Job) -> dict[str, Any]:
         return {**claims, "checkpoint_claim": names.checkpoint_claim_name(job.pk)}
     learner_claims = tuple(names.checkpoint_claim_name(job.pk, index) for index in range(job.learners))
     return {**claims, "checkpoint_learner_claims": learner_claims}
+
+
+def pod_security_problem(*, tenant: Tenant) -> str | None:
+    """Why the tenant's learner pods cannot pass the Pod Security level its namespace enforces with this
+    installation's settings (None when they can): a checkpoint folder on the node (CHECKPOINT_HOST_ROOT) is a
+    hostPath volume, which baseline and restricted refuse, so every launch would be refused."""
+    level = policy_of(tenant).pod_security
+    if settings.CHECKPOINT_HOST_ROOT and level != PodSecurity.PRIVILEGED:
+        return (
+            f"this installation keeps checkpoints in a folder on the node (CHECKPOINT_HOST_ROOT), a hostPath "
+            f"volume that only the privileged Pod Security level admits, and tenant {tenant.slug}'s policy "
+            f"enforces {level}; a platform admin can set its pod_security to privileged"
+        )
+    return None
 
 
 def _artifacts(job: Job, spec: dict[str, Any], credentials: Credentials) -> ArtifactSpec | None:

@@ -95,6 +95,9 @@ def job_validate(
         raise PermissionDenied(f"you may not submit jobs to tenant {tenant.slug}")
     if not tenant.active:
         raise JobRejected({"": [f"tenant {tenant.slug} is inactive and accepts no jobs"]})
+    problem = cluster.pod_security_problem(tenant=tenant)
+    if problem:
+        raise JobRejected({"": [problem]})
     try:
         parsed = parse_spec(document, max_bytes=settings.SPEC_MAX_BYTES)
     except SpecError as exc:

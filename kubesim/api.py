@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import yaml
 
-from kubesim import admission, storageclasses, validation, volumes
+from kubesim import admission, podsecurity, storageclasses, validation, volumes
 from kubesim.errors import ApiError, already_exists, bad_request, conflict, forbidden, gone, not_found
 from kubesim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from kubesim.resources import STATUS_SUBRESOURCE, Resource
@@ -152,6 +152,7 @@ class Api:
         admission.check_limit_range_max(pod, limit_ranges)
         pod["status"]["qosClass"] = validation.qos_class(pod["spec"])
         validation.validate("pods", "Pod", pod)
+        podsecurity.admit(pod, self.store.peek("namespaces", "", ns))
         quotas = self.store.list("resourcequotas", ns)[0]
         if quotas:
             admission.check_quotas(pod, quotas, self.store.list("pods", ns)[0])
@@ -262,6 +263,7 @@ class Api:
             result["spec"] = clone(current.get("spec"))
         if res.plural == "pods":
             self._check_pod_update(current, result)
+            podsecurity.admit(result, self.store.peek("namespaces", "", cur_meta["namespace"]), old=current)
         if res.plural == "jobs":
             self._check_job_update(current, result)
         if res.plural == "persistentvolumeclaims":

@@ -58,6 +58,10 @@ def validate(plural: str, kind: str, obj: Obj) -> None:
         from kubesim.volumes import claim_causes
 
         causes += claim_causes(obj)
+    elif plural == "namespaces":
+        from kubesim.podsecurity import label_causes
+
+        causes += label_causes(obj)
     elif plural == "storageclasses":
         from kubesim.storageclasses import class_causes
 

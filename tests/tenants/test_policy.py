@@ -162,6 +162,15 @@ def test_host_folders_are_refused_unless_the_policy_allows_them() -> None:
     )
 
 
+def test_a_checkpoint_host_folder_needs_the_tenant_at_the_privileged_level(settings: Any) -> None:
+    settings.CHECKPOINT_HOST_ROOT = "/srv/checkpoints"
+    tenant = make_tenant(slug="vision")
+    errors = refused(tenant)
+    assert "CHECKPOINT_HOST_ROOT" in errors[""][0] and "enforces restricted" in errors[""][0]
+    allow(tenant, pod_security="privileged")
+    assert submit(tenant).pk
+
+
 def test_images_must_come_from_an_allowed_registry() -> None:
     tenant = allow(make_tenant(), image_registries=["registry.example.com/*", "docker.io/library/python:*"])
     assert "not from a registry" in refused(tenant, image="ghcr.io/evil/miner:latest")["image"][0]
