@@ -223,16 +223,14 @@ def job_retry(*, job: Job, user: User) -> Job:
         raise PermissionDenied("you may not retry this job")
     if job.status not in TERMINAL:
         raise JobRejected({"": [f"job {job.pk} is still {job.status}; cancel it first"]}, status=409)
-    new = job_submit(
-        tenant=job.tenant,
-        user=user,
-        document=job.spec,
-        credentials=cluster.job_credentials(job),
-        code=job.code,
-    )
-    JobEvent.objects.create(
-        job=new, kind="retry", reason="RetryOf", message=f"retry of {job.pk}", data={"retry_of": job.pk}
-    )
+    credentials = cluster.job_credentials(job)
+    with transaction.atomic():  # the new job and the event saying what it retries, or neither
+        new = job_submit(
+            tenant=job.tenant, user=user, document=job.spec, credentials=credentials, code=job.code
+        )
+        JobEvent.objects.create(
+            job=new, kind="retry", reason="RetryOf", message=f"retry of {job.pk}", data={"retry_of": job.pk}
+        )
     return new
 
 
