@@ -16,6 +16,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from common.errors import Refused
+
 
 def api_user(request: Request) -> User:
     """The authenticated user of an API request (every API view requires one)."""
@@ -27,6 +29,9 @@ def api_user(request: Request) -> User:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler, with every error in one shape: `{"detail": "...", "errors": {field: [msgs]}}`."""
+    if isinstance(exc, Refused):
+        message = "; ".join(m for msgs in exc.errors.values() for m in msgs)
+        return Response({"detail": message, "errors": exc.errors}, status=exc.status)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -38,7 +38,7 @@ from jobs.serializers import (
     LogLineSerializer,
     MetricSampleSerializer,
 )
-from jobs.services import JobRejected, job_cancel, job_delete, job_retry, job_submit
+from jobs.services import job_cancel, job_delete, job_retry, job_submit
 from jobs.states import JobStatus
 from jobs.telemetry import telemetry_list
 from tenants.models import Tenant
@@ -56,12 +56,6 @@ class TextParser(BaseParser):
             return str(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise ParseError("the body is not UTF-8 text") from exc
-
-
-def rejected(exc: JobRejected) -> Response:
-    """A refused submission or action as a 4xx with field errors."""
-    message = "; ".join(m for msgs in exc.errors.values() for m in msgs)
-    return Response({"detail": message, "errors": exc.errors}, status=exc.status)
 
 
 def _job(request: Request, job_id: str) -> Job:
@@ -272,10 +266,7 @@ class JobListView(ApiView):
             document = data
         if not isinstance(document, str | dict):
             raise ValidationError({"spec": ["must be a YAML/JSON text or an object"]})
-        try:
-            job = job_submit(tenant=tenant, user=api_user(request), document=document)
-        except JobRejected as exc:
-            return rejected(exc)
+        job = job_submit(tenant=tenant, user=api_user(request), document=document)
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
     def _post_multipart(self, request: Request) -> Response:
@@ -293,10 +284,7 @@ class JobListView(ApiView):
             raise ValidationError({"code": [f"the code archive is {code_file.size} bytes; at most {limit}"]})
         tenant = _submit_tenant(request, form.get("tenant") or _text(request, "tenant"))
         code = code_file.read() if code_file is not None else None
-        try:
-            job = job_submit(tenant=tenant, user=api_user(request), document=document, code=code)
-        except JobRejected as exc:
-            return rejected(exc)
+        job = job_submit(tenant=tenant, user=api_user(request), document=document, code=code)
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
 
@@ -311,10 +299,7 @@ class JobDetailView(ApiView):
         description="Delete a finished job with its logs, metrics, result files and checkpoints.",
     )
     def delete(self, request: Request, job_id: str) -> Response:
-        try:
-            job_delete(job=_job(request, job_id), user=api_user(request))
-        except JobRejected as exc:
-            return rejected(exc)
+        job_delete(job=_job(request, job_id), user=api_user(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -325,10 +310,7 @@ class JobCancelView(ApiView):
         responses={200: JobDetailSerializer, **errors(401, 403, 404, 409, 429)},
     )
     def post(self, request: Request, job_id: str) -> Response:
-        try:
-            job = job_cancel(job=_job(request, job_id), user=api_user(request))
-        except JobRejected as exc:
-            return rejected(exc)
+        job = job_cancel(job=_job(request, job_id), user=api_user(request))
         return Response(JobDetailSerializer(job).data)
 
 
@@ -340,10 +322,7 @@ class JobRetryView(ApiView):
         description="Submit a finished job again, as a new job.",
     )
     def post(self, request: Request, job_id: str) -> Response:
-        try:
-            job = job_retry(job=_job(request, job_id), user=api_user(request))
-        except JobRejected as exc:
-            return rejected(exc)
+        job = job_retry(job=_job(request, job_id), user=api_user(request))
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
 

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from common.errors import Refused
 from jobs import cluster
 from jobs.artifacts.code import CodeRejected, code_archive_store, inspect_code_zip
 from jobs.artifacts.storage import artifacts_delete
@@ -25,13 +26,8 @@ from tenants.scoping import Perm, can_manage_owned, has_perm
 from tenants.usage import tenant_usage
 
 
-class JobRejected(Exception):
+class JobRejected(Refused):
     """A submission or action was refused; `errors` maps a field (or "" for the whole request) to messages."""
-
-    def __init__(self, errors: Mapping[str, list[str]], *, status: int = 400) -> None:
-        self.errors = dict(errors)
-        self.status = status
-        super().__init__("; ".join(f"{k}: {m}" if k else m for k, ms in self.errors.items() for m in ms))
 
 
 class PermissionDenied(JobRejected):
