@@ -28,6 +28,7 @@ from common.api import ApiView, api_user, errors
 from common.pagination import paginate
 from common.parsers import BoundedJSONParser
 from jobs import cluster
+from jobs.choices import EventKind
 from jobs.cluster import ClusterError
 from jobs.models import Job, TelemetrySample
 from jobs.selectors import job_events, job_get, job_list, job_logs, job_metrics
@@ -431,7 +432,7 @@ class JobTelemetryView(ApiView):
             attempt=_int(request, "attempt", None, 0, 2**31),
             limit=_int(request, "limit", 2000, 1, 10000) or 2000,
         )
-        decisions = job_events(job=job).filter(kind="tuning")
+        decisions = job_events(job=job).filter(kind=EventKind.TUNING)
         return Response(
             {
                 "samples": TelemetrySampleSerializer(samples, many=True).data,

@@ -18,6 +18,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from common.telemetry import count as metrics_count
+from jobs.choices import EventKind, Reason
 from jobs.metricparse import extractors_for, parse_metric_line
 from jobs.models import Job, JobEvent, Learner, LogLine, MetricSample
 from jobs.podstate import IMAGE_PULL_REASONS, LearnerView, Verdict
@@ -56,7 +57,7 @@ def transition(
     job.save()
     JobEvent.objects.create(
         job=job,
-        kind="transition",
+        kind=EventKind.TRANSITION,
         from_status=previous,
         to_status=to,
         reason=reason,
@@ -96,7 +97,7 @@ def job_admit(*, job_id: str, placements: Sequence[str]) -> Job | None:
         transition(
             job,
             JobStatus.STARTING,
-            reason="Admitted",
+            reason=Reason.ADMITTED,
             message=f"attempt {job.attempt} admitted on {', '.join(sorted(set(placements)))}",
             data={"attempt": job.attempt, "placements": list(placements)},
         )
@@ -118,7 +119,10 @@ def job_launched(*, job_id: str, attempt: int, pod_names: Sequence[str]) -> None
         for index, name in enumerate(pod_names):
             Learner.objects.filter(job=job, attempt=attempt, index=index).update(pod_name=name)
         JobEvent.objects.create(
-            job=job, kind="pod", reason="PodsCreated", message=f"created {len(pod_names)} pod(s)"
+            job=job,
+            kind=EventKind.POD,
+            reason=Reason.PODS_CREATED,
+            message=f"created {len(pod_names)} pod(s)",
         )
 
 
@@ -133,7 +137,7 @@ def job_requeue_or_fail(job: Job, *, reason: str, message: str, counts: bool = T
         return transition(
             job,
             JobStatus.FAILED,
-            reason="RetriesExhausted",
+            reason=Reason.RETRIES_EXHAUSTED,
             message=f"{message} (no retries left: {job.max_retries} used)",
             data={"last_reason": reason},
         )
@@ -150,7 +154,7 @@ def job_apply_verdict(
             return None
         status = job.status
         if verdict.state == "running" and status == JobStatus.STARTING:
-            return transition(job, JobStatus.RUNNING, reason="Running", message=verdict.message)
+            return transition(job, JobStatus.RUNNING, reason=Reason.RUNNING, message=verdict.message)
         if verdict.state == "succeeded":
             transition(job, JobStatus.SUCCEEDED, reason=verdict.reason, message=verdict.message)
             enqueue("jobs.tasks.teardown", job.pk, attempt)
@@ -160,7 +164,7 @@ def job_apply_verdict(
             return _note_pod_reason(job, verdict)
         if verdict.state == "failed":
             if status == JobStatus.CANCELLING:
-                return transition(job, JobStatus.CANCELLED, reason="Cancelled", message="pods stopped")
+                return transition(job, JobStatus.CANCELLED, reason=Reason.CANCELLED, message="pods stopped")
             transition(
                 job,
                 JobStatus.FAILED,
@@ -172,7 +176,7 @@ def job_apply_verdict(
             return job
         if verdict.state == "requeue" and status != JobStatus.CANCELLING:
             return job_requeue_or_fail(job, reason=verdict.reason, message=verdict.message)
-        if verdict.state == "starting" and verdict.reason == "Unschedulable":
+        if verdict.state == "starting" and verdict.reason == Reason.UNSCHEDULABLE:
             return _note_pod_reason(job, verdict)
         return job
 
@@ -193,7 +197,7 @@ def _note_pod_reason(job: Job, verdict: Verdict) -> Job:
     if job.reason != verdict.reason:
         job.reason, job.message = verdict.reason, verdict.message
         job.save(update_fields=["reason", "message", "updated_at"])
-        JobEvent.objects.create(job=job, kind="pod", reason=verdict.reason, message=verdict.message)
+        JobEvent.objects.create(job=job, kind=EventKind.POD, reason=verdict.reason, message=verdict.message)
     return job
 
 
@@ -202,7 +206,7 @@ def job_pods_gone(*, job_id: str, attempt: int) -> Job | None:
     with transaction.atomic():
         job = _locked(job_id)
         if job.attempt == attempt and job.status == JobStatus.CANCELLING:
-            return transition(job, JobStatus.CANCELLED, reason="Cancelled", message="all pods stopped")
+            return transition(job, JobStatus.CANCELLED, reason=Reason.CANCELLED, message="all pods stopped")
     return None
 
 
@@ -214,13 +218,15 @@ def learner_node_unready(*, job_id: str, attempt: int, view: LearnerView) -> Job
         if job.attempt != attempt or job.status not in ACTIVE:
             return None
         data = {"attempt": attempt, "learner": view.index, "node": view.node}
-        if JobEvent.objects.filter(job=job, reason="NodeNotReady", data=data).exists():
+        if JobEvent.objects.filter(job=job, reason=Reason.NODE_NOT_READY, data=data).exists():
             return None
         message = (
             f"learner {view.index}: node {view.node or '?'} stopped answering; the job resumes elsewhere "
             f"after {settings.NODE_LOST_GRACE_SECONDS} s unless it comes back"
         )
-        return JobEvent.objects.create(job=job, kind="pod", reason="NodeNotReady", message=message, data=data)
+        return JobEvent.objects.create(
+            job=job, kind=EventKind.POD, reason=Reason.NODE_NOT_READY, message=message, data=data
+        )
 
 
 def learner_update(*, job_id: str, attempt: int, view: LearnerView) -> None:

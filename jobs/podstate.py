@@ -10,6 +10,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.choices import Reason
+
 # Waiting reasons that mean the user's image or spec is wrong: retrying will not help.
 USER_WAITING_REASONS = frozenset(
     {
@@ -84,7 +86,7 @@ def judge(
             return Verdict("requeue", why, f"learner {view.index}: {detail}", view.index)
         if view.container_lost and view.phase == "Failed":
             detail = f"its container was lost with the node's runtime ({view.container_lost})"
-            return Verdict("requeue", "ContainerLost", f"learner {view.index}: {detail}", view.index)
+            return Verdict("requeue", Reason.CONTAINER_LOST, f"learner {view.index}: {detail}", view.index)
         if view.deleted:
             # Deleted by someone else than the platform (which ignores verdicts about jobs it tears
             # down): its container is killed, and the exit code that follows is not the user's fault.
@@ -101,34 +103,36 @@ def judge(
     if missing:
         all_pods_gone = len(missing) == expected
         if all_pods_gone:
-            return Verdict("starting", "PodsNotCreated", "waiting for the learner pods to be created")
+            return Verdict("starting", Reason.PODS_NOT_CREATED, "waiting for the learner pods to be created")
         if not lost:
             return Verdict(
-                "starting", "PodsNotCreated", f"waiting for learner pod(s) {missing} to be created"
+                "starting", Reason.PODS_NOT_CREATED, f"waiting for learner pod(s) {missing} to be created"
             )
-        return Verdict("requeue", "PodLost", f"learner pod(s) {lost} disappeared", lost[0])
+        return Verdict("requeue", Reason.POD_LOST, f"learner pod(s) {lost} disappeared", lost[0])
     views = [by_index[i] for i in range(expected)]
     if all(v.phase == "Succeeded" for v in views):
-        return Verdict("succeeded", "Completed", f"all {expected} learner(s) exited 0")
+        return Verdict("succeeded", Reason.COMPLETED, f"all {expected} learner(s) exited 0")
     if all(v.phase in ("Running", "Succeeded") for v in views):
-        return Verdict("running", "Running", f"{expected} learner(s) running")
+        return Verdict("running", Reason.RUNNING, f"{expected} learner(s) running")
     for view in views:
         if view.unschedulable_message is not None:
             return Verdict(
-                "starting", "Unschedulable", f"learner {view.index}: {view.unschedulable_message}", view.index
+                "starting",
+                Reason.UNSCHEDULABLE,
+                f"learner {view.index}: {view.unschedulable_message}",
+                view.index,
             )
     pending = [v.index for v in views if v.phase == "Pending"]
-    return Verdict("starting", "PodsPending", f"learner(s) {pending} pending")
+    return Verdict("starting", Reason.PODS_PENDING, f"learner(s) {pending} pending")
 
 
 def _failed(view: LearnerView) -> Verdict:
     if view.init_failure is not None:
         name, status, said = view.init_failure
-        reason = "FetchFailed" if name == "fetch" else "InitContainerFailed"
         detail = f": {said}" if said else ""
         return Verdict(
             "failed",
-            reason,
+            Reason.FETCH_FAILED if name == "fetch" else Reason.INIT_CONTAINER_FAILED,
             f"learner {view.index}: init container {name} exited {status}{detail}",
             view.index,
         )
@@ -140,7 +144,9 @@ def _failed(view: LearnerView) -> Verdict:
             view.index,
         )
     if view.terminated_reason == "DeadlineExceeded" or view.pod_reason == "DeadlineExceeded":
-        return Verdict("failed", "DeadlineExceeded", f"learner {view.index} ran past max_runtime", view.index)
+        return Verdict(
+            "failed", Reason.DEADLINE_EXCEEDED, f"learner {view.index} ran past max_runtime", view.index
+        )
     code = view.exit_code
     detail = f"exited with code {code}" if code is not None else (view.pod_message or "failed")
     reason = f"ExitCode{code}" if code is not None else "Error"

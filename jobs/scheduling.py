@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs import admission, cluster
+from jobs.choices import EventKind, Reason
 from jobs.cluster import NodeInfo
 from jobs.lifecycle import job_admit
 from jobs.models import Job, JobEvent
@@ -195,8 +196,10 @@ def _record_pending(pending: Iterable[admission.Pending]) -> None:
         if job.queue_position == item.position and job.message == item.reason:
             continue
         if job.message != item.reason:
-            events.append(JobEvent(job=job, kind="scheduling", reason="Waiting", message=item.reason))
-        job.queue_position, job.message, job.reason = item.position, item.reason, "Waiting"
+            events.append(
+                JobEvent(job=job, kind=EventKind.SCHEDULING, reason=Reason.WAITING, message=item.reason)
+            )
+        job.queue_position, job.message, job.reason = item.position, item.reason, Reason.WAITING
         changed.append(job)
     Job.objects.bulk_update(changed, ["queue_position", "message", "reason"])
     JobEvent.objects.bulk_create(events)

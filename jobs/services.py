@@ -13,6 +13,7 @@ from common.errors import Refused
 from jobs import cluster
 from jobs.artifacts.code import CodeRejected, code_archive_store, inspect_code_zip
 from jobs.artifacts.storage import artifacts_delete
+from jobs.choices import EventKind, Reason
 from jobs.cluster import ClusterError, NodeInfo
 from jobs.credentials import seal
 from jobs.lifecycle import enqueue, job_requeue_or_fail, transition
@@ -163,9 +164,9 @@ def job_submit(
             JobCredentials.objects.create(job=job, sealed=seal(secrets), stores=sorted(secrets))
         JobEvent.objects.create(
             job=job,
-            kind="submitted",
+            kind=EventKind.SUBMITTED,
             to_status=job.status,
-            reason="Submitted",
+            reason=Reason.SUBMITTED,
             message=f"submitted by {user.get_username()} ({parsed.source} spec)",
             data={"demand": demand.__dict__ | {"total_gpus": demand.total_gpus}},
         )
@@ -208,7 +209,7 @@ def job_cancel(*, job: Job, user: User) -> Job:
         return job_transition(
             job_id=job.pk,
             to=target,
-            reason="CancelledByUser",
+            reason=Reason.CANCELLED_BY_USER,
             message=f"cancelled by {user.get_username()}",
         )
 
@@ -225,7 +226,11 @@ def job_retry(*, job: Job, user: User) -> Job:
             tenant=job.tenant, user=user, document=job.spec, credentials=credentials, code=job.code
         )
         JobEvent.objects.create(
-            job=new, kind="retry", reason="RetryOf", message=f"retry of {job.pk}", data={"retry_of": job.pk}
+            job=new,
+            kind=EventKind.RETRY,
+            reason=Reason.RETRY_OF,
+            message=f"retry of {job.pk}",
+            data={"retry_of": job.pk},
         )
     return new
 
@@ -243,7 +248,10 @@ def job_requeue(*, job: Job, user: User) -> Job:
                 status=409,
             )
         return job_requeue_or_fail(
-            current, reason="RequeuedByAdmin", message=f"requeued by {user.get_username()}", counts=False
+            current,
+            reason=Reason.REQUEUED_BY_ADMIN,
+            message=f"requeued by {user.get_username()}",
+            counts=False,
         )
 
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from common.telemetry import gauge as metrics_gauge
 from jobs import cluster
+from jobs.choices import Reason
 from jobs.cluster import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
 from jobs.lifecycle import enqueue, job_launched, job_pods_gone, job_requeue_or_fail, transition
 from jobs.models import Job, JobEvent
@@ -73,7 +74,7 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
         if retries < settings.LAUNCH_QUOTA_RETRIES:
             raise self.retry(exc=exc, countdown=min(2**retries, 30)) from exc
         _launch_requeued(
-            job_id, attempt, "QuotaBusy", f"the namespace quota stayed full: {exc}", counts=False
+            job_id, attempt, Reason.QUOTA_BUSY, f"the namespace quota stayed full: {exc}", counts=False
         )
         return []
     except Conflict as exc:
@@ -89,12 +90,12 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
     except ValueError as exc:
         # The builder refuses the spec (what submit checks; a spec stored before a check existed, or a
         # setting changed since): it will never build, so the job fails now rather than at every reconcile.
-        _launch_refused(job_id, attempt, exc, reason="InvalidSpec", what="its pods cannot be built")
+        _launch_refused(job_id, attempt, exc, reason=Reason.INVALID_SPEC, what="its pods cannot be built")
         return []
     except Unavailable as exc:
         if retries < 5:
             raise self.retry(exc=exc, countdown=2**retries) from exc
-        _launch_requeued(job_id, attempt, "ClusterUnavailable", f"could not launch: {exc}")
+        _launch_requeued(job_id, attempt, Reason.CLUSTER_UNAVAILABLE, f"could not launch: {exc}")
         return []
     job_launched(job_id=job_id, attempt=attempt, pod_names=pods)
     return pods
@@ -105,7 +106,7 @@ def _launch_refused(
     attempt: int,
     exc: Exception,
     *,
-    reason: str = "LaunchRefused",
+    reason: str = Reason.LAUNCH_REFUSED,
     what: str = "the cluster refused",
 ) -> None:
     """Fail the job with the refusal's words, and tear down what the launch created before it."""
@@ -205,9 +206,9 @@ def reconcile() -> dict[str, int]:
             if job.status == JobStatus.CANCELLING:
                 teardown.delay(job.pk, job.attempt)  # again: a launch may have raced the first teardown
             elif gone is not None:
-                counts["requeued"] += _repair(job, "NodeGone", gone)
+                counts["requeued"] += _repair(job, Reason.NODE_GONE, gone)
             elif job.status == JobStatus.STARTING and admitted_for > pending_timeout:
-                counts["requeued"] += _repair(job, "PendingTimeout")
+                counts["requeued"] += _repair(job, Reason.PENDING_TIMEOUT)
             elif job.status == JobStatus.STARTING and admitted_for > grace and len(live[key]) < job.learners:
                 launch.delay(job.pk, job.attempt)
                 counts["relaunched"] += 1
@@ -217,7 +218,7 @@ def reconcile() -> dict[str, int]:
             launch.delay(job.pk, job.attempt)
             counts["relaunched"] += 1
         elif job.status == JobStatus.RUNNING:
-            counts["requeued"] += _repair(job, "PodLost")
+            counts["requeued"] += _repair(job, Reason.POD_LOST)
     return counts
 
 
@@ -262,7 +263,7 @@ def _deadline_exceeded(stale: Job, learner: int) -> int:
         transition(
             job,
             JobStatus.FAILED,
-            reason="DeadlineExceeded",
+            reason=Reason.DEADLINE_EXCEEDED,
             message=f"learner {learner} ran past max_runtime ({runtime} s)",
             data={"learner": learner},
         )
@@ -290,10 +291,10 @@ def _repair(stale: Job, reason: str, message: str = "") -> int:
         job = Job.objects.select_for_update().select_related("tenant").get(pk=stale.pk)
         if job.attempt != stale.attempt or job.status != stale.status:
             return 0
-        if reason == "NodeGone":
+        if reason == Reason.NODE_GONE:
             job_requeue_or_fail(job, reason=reason, message=message, counts=False)
-        elif reason == "PendingTimeout":
-            why = job.message if job.reason == "Unschedulable" else "its pods did not start in time"
+        elif reason == Reason.PENDING_TIMEOUT:
+            why = job.message if job.reason == Reason.UNSCHEDULABLE else "its pods did not start in time"
             earlier = JobEvent.objects.filter(job=job, to_status=JobStatus.REQUEUED, reason=reason).count()
             if earlier + 1 >= settings.PENDING_TIMEOUT_LIMIT:
                 # Pending for a reason admission cannot see (a taint, an unbound claim, affinity): another
@@ -302,7 +303,7 @@ def _repair(stale: Job, reason: str, message: str = "") -> int:
                 transition(
                     job,
                     JobStatus.FAILED,
-                    reason="Unschedulable" if job.reason == "Unschedulable" else reason,
+                    reason=Reason.UNSCHEDULABLE if job.reason == Reason.UNSCHEDULABLE else reason,
                     message=f"{why} (pending past PENDING_TIMEOUT_SECONDS {earlier + 1} times)",
                 )
             else:

@@ -20,6 +20,7 @@ from django.db import close_old_connections, connection
 
 from common import telemetry
 from jobs import cluster as jobs_cluster
+from jobs.choices import Reason
 from jobs.cluster import Cluster, LogCursor, LogFollower, LogRecord, PodReflector
 from jobs.lifecycle import (
     job_apply_verdict,
@@ -135,7 +136,7 @@ class Watcher:
         # Every learner of a running job has had its pod; a starting one may still be being launched.
         existed = seen if job.status == JobStatus.STARTING else None
         verdict = judge(views, job.learners, existed=existed)
-        if verdict.reason == "Unschedulable" and job.reason != "Unschedulable":
+        if verdict.reason == Reason.UNSCHEDULABLE and job.reason != Reason.UNSCHEDULABLE:
             verdict = _with_claims(verdict, pods)
         tail: list[str] = []
         if verdict.state in ("succeeded", "failed"):

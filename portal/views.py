@@ -33,6 +33,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from jobs import cluster
+from jobs.choices import EventKind
 from jobs.cluster import ClusterError, NodeInfo
 from jobs.models import Job
 from jobs.scheduling import job_dry_run
@@ -285,7 +286,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "learner_indexes": indexes,
             "can_manage": can_manage_owned(request.user, job),
             "live": live,
-            "tuning_events": job_events(job=job).filter(kind="tuning"),
+            "tuning_events": job_events(job=job).filter(kind=EventKind.TUNING),
         },
     )
 

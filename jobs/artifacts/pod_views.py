@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods
 
 from jobs.artifacts.storage import artifact_storage, result_name
 from jobs.artifacts.tokens import CODE_READ, HEADER, RESULTS_WRITE, Grant, TokenRefused, check_token
+from jobs.choices import EventKind, Reason
 from jobs.models import Job, JobEvent, ResultFile
 
 _CHUNK = 1 << 20
@@ -139,8 +140,8 @@ def results_complete(request: HttpRequest, job_id: str, attempt: int, learner: i
             Job.objects.filter(pk=job_id).update(checkpoint_bytes=numbers["checkpoint_bytes"])
         JobEvent.objects.create(
             job=grant.job,
-            kind="results",
-            reason="ResultsUploaded",
+            kind=EventKind.RESULTS,
+            reason=Reason.RESULTS_UPLOADED,
             message=f"learner {learner} uploaded {numbers['files'] or 0} result file(s), {numbers['bytes'] or 0} bytes",
             data={"attempt": attempt, "learner": learner, **numbers},
         )

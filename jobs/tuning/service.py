@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs import cluster
+from jobs.choices import EventKind, Reason
 from jobs.cluster import ClusterError
 from jobs.lifecycle import job_requeue_or_fail
 from jobs.models import Job, JobEvent, TelemetrySample
@@ -68,7 +69,7 @@ def window_points(rows: Iterable[TelemetrySample]) -> list[Point]:
 def tuning_history(job: Job) -> History:
     """The tuner's past decisions on this job, from its tuning events (oldest first)."""
     changes, last, pending, reverted = 0, None, None, set()
-    for event in job.events.filter(kind="tuning").order_by("created_at", "id"):
+    for event in job.events.filter(kind=EventKind.TUNING).order_by("created_at", "id"):
         data: dict[str, Any] = event.data or {}
         action = data.get("action")
         if action in ("scale", "revert"):
@@ -155,7 +156,7 @@ def job_autotune(
             job.cpu_millis, job.learners = decision.target.cpu_millis, decision.target.learners
             job_requeue_or_fail(
                 job,
-                reason="Tuned",
+                reason=Reason.TUNED,
                 message=f"restarting from its checkpoint with {job.learners} x {job.cpu_millis}m CPU: "
                 f"{decision.reason}",
                 counts=False,
@@ -175,13 +176,13 @@ def _record(job: Job, decision: Decision, diagnosis: Diagnosis, current: Allocat
         "evidence": decision.evidence,
     }
     if decision.action == "hold":
-        last = job.events.filter(kind="tuning").order_by("-created_at", "-id").first()
+        last = job.events.filter(kind=EventKind.TUNING).order_by("-created_at", "-id").first()
         seen = last is not None and (last.data or {}).get("action") == "hold"
         if seen and last is not None and (last.data or {}).get("code") == decision.code:
             return
     JobEvent.objects.create(
         job=job,
-        kind="tuning",
+        kind=EventKind.TUNING,
         reason=EVENT_REASONS[decision.action],
         message=decision.reason[:2000],
         data=data,

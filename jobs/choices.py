@@ -1,0 +1,56 @@
+"""The jobs app's vocabulary: the kinds of JobEvent and the reasons the platform itself gives (pure: no
+Django, so the core may use it). Reasons from Kubernetes (OOMKilled, Evicted, ErrImagePull, …) pass through
+as the cluster spells them; these are the platform's own. Job states are `jobs.states.JobStatus`."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class EventKind(StrEnum):
+    """What a JobEvent records."""
+
+    SUBMITTED = "submitted"  # the job was stored
+    TRANSITION = "transition"  # the job changed state
+    SCHEDULING = "scheduling"  # why it waits (queue position, reason)
+    POD = "pod"  # something its pods did (created, a verdict, a node going silent)
+    RETRY = "retry"  # it is a retry of another job
+    RESULTS = "results"  # a learner uploaded its results
+    TUNING = "tuning"  # the tuner's evidence and decision
+
+
+class Reason(StrEnum):
+    """Why a job is where it is, as the platform says it (JobEvent.reason, Job.reason)."""
+
+    # submit and the queue
+    SUBMITTED = "Submitted"
+    WAITING = "Waiting"
+    ADMITTED = "Admitted"
+    RETRY_OF = "RetryOf"
+    # launch
+    PODS_CREATED = "PodsCreated"
+    PODS_NOT_CREATED = "PodsNotCreated"
+    PODS_PENDING = "PodsPending"
+    UNSCHEDULABLE = "Unschedulable"
+    PENDING_TIMEOUT = "PendingTimeout"
+    QUOTA_BUSY = "QuotaBusy"
+    LAUNCH_REFUSED = "LaunchRefused"
+    INVALID_SPEC = "InvalidSpec"
+    CLUSTER_UNAVAILABLE = "ClusterUnavailable"
+    NODE_GONE = "NodeGone"
+    FETCH_FAILED = "FetchFailed"
+    INIT_CONTAINER_FAILED = "InitContainerFailed"
+    # running and ending
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+    NODE_NOT_READY = "NodeNotReady"
+    POD_LOST = "PodLost"
+    CONTAINER_LOST = "ContainerLost"
+    RETRIES_EXHAUSTED = "RetriesExhausted"
+    RESULTS_UPLOADED = "ResultsUploaded"
+    TUNED = "Tuned"
+    # people
+    CANCELLED = "Cancelled"
+    CANCELLED_BY_USER = "CancelledByUser"
+    REQUEUED_BY_ADMIN = "RequeuedByAdmin"
