@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from celery import shared_task
@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from common.telemetry import gauge as metrics_gauge
 from jobs import cluster
+from jobs import reconcile as repair
 from jobs.choices import Reason
 from jobs.cluster import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
 from jobs.lifecycle import enqueue, job_launched, job_pods_gone, job_requeue_or_fail, transition
@@ -190,35 +191,38 @@ def reconcile() -> dict[str, int]:
                 cluster.delete_pod(p) for p in pods if cluster.pod_owner(p) == (job_id, attempt)
             )
     counts["orphans"] += _remove_leftovers()
-    grace = timedelta(seconds=settings.LAUNCH_GRACE_SECONDS)
-    pending_timeout = timedelta(seconds=settings.PENDING_TIMEOUT_SECONDS)
-    nodes: set[str] | None = None
-    for key, job in active.items():
-        admitted_for = now - (job.admitted_at or now)
-        if key in overdue and job.status != JobStatus.CANCELLING:
-            counts["deadline"] += _deadline_exceeded(job, overdue[key])
-        elif key in live:
-            if job.status == JobStatus.STARTING and admitted_for > grace and key in unbound:
-                nodes = cluster.node_names() if nodes is None else nodes
-                gone = _chosen_node_gone(job, unbound[key], nodes)
-            else:
-                gone = None
-            if job.status == JobStatus.CANCELLING:
-                teardown.delay(job.pk, job.attempt)  # again: a launch may have raced the first teardown
-            elif gone is not None:
-                counts["requeued"] += _repair(job, Reason.NODE_GONE, gone)
-            elif job.status == JobStatus.STARTING and admitted_for > pending_timeout:
-                counts["requeued"] += _repair(job, Reason.PENDING_TIMEOUT)
-            elif job.status == JobStatus.STARTING and admitted_for > grace and len(live[key]) < job.learners:
-                launch.delay(job.pk, job.attempt)
-                counts["relaunched"] += 1
-        elif job.status == JobStatus.CANCELLING:
-            counts["cancelled"] += job_pods_gone(job_id=job.pk, attempt=job.attempt) is not None
-        elif job.status == JobStatus.STARTING and admitted_for > grace:
+    views = [
+        repair.ActiveJob(
+            id=job.pk,
+            attempt=job.attempt,
+            status=job.status,
+            learners=job.learners,
+            admitted_seconds_ago=(now - (job.admitted_at or now)).total_seconds(),
+            placements=tuple(job.placements or ()),
+        )
+        for job in active.values()
+    ]
+    facts = {
+        key: repair.PodFacts(
+            learners=frozenset(learners), unbound=tuple(unbound.get(key, ())), overdue=overdue.get(key)
+        )
+        for key, learners in live.items()
+    }
+    clocks = repair.Clocks(settings.LAUNCH_GRACE_SECONDS, settings.PENDING_TIMEOUT_SECONDS)
+    nodes = cluster.node_names() if repair.needs_nodes(views, facts, clocks) else None
+    for decision in repair.decide(views, facts, clocks, nodes):
+        job = active[decision.job.key]
+        if decision.action == "deadline":
+            counts["deadline"] += _deadline_exceeded(job, decision.learner or 0)
+        elif decision.action == "teardown":
+            teardown.delay(job.pk, job.attempt)  # again: a launch may have raced the first teardown
+        elif decision.action == "requeue":
+            counts["requeued"] += _repair(job, decision.reason, decision.message)
+        elif decision.action == "launch":
             launch.delay(job.pk, job.attempt)
             counts["relaunched"] += 1
-        elif job.status == JobStatus.RUNNING:
-            counts["requeued"] += _repair(job, Reason.POD_LOST)
+        elif decision.action == "cancelled":
+            counts["cancelled"] += job_pods_gone(job_id=job.pk, attempt=job.attempt) is not None
     return counts
 
 
@@ -269,19 +273,6 @@ def _deadline_exceeded(stale: Job, learner: int) -> int:
         )
         enqueue("jobs.tasks.teardown", job.pk, job.attempt)
     return 1
-
-
-def _chosen_node_gone(job: Job, learners: list[int], nodes: set[str]) -> str | None:
-    """Why the job cannot start where admission placed it: an unscheduled learner's node is gone (its pod,
-    bound there by node affinity, would wait for it forever); None when every such node still exists, or
-    when the pods were not bound (no full placement: `cluster.pods_spec`)."""
-    if len(job.placements) != job.learners:
-        return None
-    for index in sorted(learners):
-        node = job.placements[index] if index < len(job.placements) else ""
-        if node and node not in nodes:
-            return f"node {node} chosen for learner {index} is gone"
-    return None
 
 
 def _repair(stale: Job, reason: str, message: str = "") -> int:

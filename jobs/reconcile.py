@@ -1,0 +1,140 @@
+"""Reconcile's decisions, as a pure function (like `podstate.judge`): what to do about each active job given
+what the cluster holds for it. `jobs.tasks.reconcile` gathers the facts (one list of pods, the active jobs,
+the node names when a decision needs them) and carries the decisions out.
+
+For each active job (its current attempt), in this order:
+
+* a learner ran past its `activeDeadlineSeconds` (clusters whose kubelet does not enforce it) and the job is
+  not being cancelled: fail it, DeadlineExceeded;
+* its pods exist and it is cancelling: tear down again (a launch may have raced the first teardown);
+* starting past LAUNCH_GRACE_SECONDS with an unscheduled learner bound to a node that is gone: requeue,
+  NodeGone (no retry used);
+* starting past PENDING_TIMEOUT_SECONDS: requeue, PendingTimeout (no retry used; fails at the limit);
+* starting past the grace with fewer pods than learners (a launch that died half-way): launch again;
+* no pods and cancelling: it is cancelled; no pods and starting past the grace: launch again; no pods and
+  running: requeue, PodLost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from jobs.choices import Reason
+
+Key = tuple[str, int]  # (job id, attempt)
+Action = Literal["deadline", "teardown", "requeue", "launch", "cancelled"]
+
+
+@dataclass(frozen=True)
+class ActiveJob:
+    """An active job as reconcile sees it: its current attempt, state and how long ago it was admitted."""
+
+    id: str
+    attempt: int
+    status: str  # "starting", "running" or "cancelling"
+    learners: int
+    admitted_seconds_ago: float
+    placements: Sequence[str] = ()
+
+    @property
+    def key(self) -> Key:
+        return (self.id, self.attempt)
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    """What the cluster holds for one attempt: the learner indexes with a pod, those not yet on a node (and
+    not being deleted), and a learner past its deadline (None if none)."""
+
+    learners: frozenset[int] = frozenset()
+    unbound: tuple[int, ...] = ()
+    overdue: int | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One thing to do about one job."""
+
+    job: ActiveJob
+    action: Action
+    reason: str = ""
+    message: str = ""
+    learner: int | None = None
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """LAUNCH_GRACE_SECONDS and PENDING_TIMEOUT_SECONDS."""
+
+    launch_grace: float
+    pending_timeout: float
+
+
+def needs_nodes(jobs: Sequence[ActiveJob], pods: Mapping[Key, PodFacts], clocks: Clocks) -> bool:
+    """Whether deciding needs the cluster's node names (a starting job past the grace has an unscheduled
+    learner, which may be bound to a node that is gone)."""
+    return any(
+        job.status == "starting"
+        and job.admitted_seconds_ago > clocks.launch_grace
+        and job.key in pods
+        and pods[job.key].unbound
+        for job in jobs
+    )
+
+
+def chosen_node_gone(job: ActiveJob, unbound: Sequence[int], nodes: Collection[str]) -> str | None:
+    """Why the job cannot start where admission placed it: an unscheduled learner's node is gone (its pod,
+    bound there by node affinity, would wait for it forever); None when every such node still exists, or
+    when the pods were not bound (no full placement)."""
+    if len(job.placements) != job.learners:
+        return None
+    for index in sorted(unbound):
+        node = job.placements[index] if index < len(job.placements) else ""
+        if node and node not in nodes:
+            return f"node {node} chosen for learner {index} is gone"
+    return None
+
+
+def decide(
+    jobs: Sequence[ActiveJob],
+    pods: Mapping[Key, PodFacts],
+    clocks: Clocks,
+    nodes: Collection[str] | None = None,
+) -> list[Decision]:
+    """What to do about each active job (see the module docstring); jobs that need nothing get nothing."""
+    decisions = []
+    for job in jobs:
+        decision = _decide_one(job, pods.get(job.key), clocks, nodes)
+        if decision is not None:
+            decisions.append(decision)
+    return decisions
+
+
+def _decide_one(
+    job: ActiveJob, facts: PodFacts | None, clocks: Clocks, nodes: Collection[str] | None
+) -> Decision | None:
+    starting, age = job.status == "starting", job.admitted_seconds_ago
+    if facts is not None and facts.overdue is not None and job.status != "cancelling":
+        return Decision(job, "deadline", Reason.DEADLINE_EXCEEDED, learner=facts.overdue)
+    if facts is not None:
+        gone = None
+        if starting and age > clocks.launch_grace and facts.unbound:
+            gone = chosen_node_gone(job, facts.unbound, nodes or ())
+        if job.status == "cancelling":
+            return Decision(job, "teardown")
+        if gone is not None:
+            return Decision(job, "requeue", Reason.NODE_GONE, gone)
+        if starting and age > clocks.pending_timeout:
+            return Decision(job, "requeue", Reason.PENDING_TIMEOUT)
+        if starting and age > clocks.launch_grace and len(facts.learners) < job.learners:
+            return Decision(job, "launch")
+        return None
+    if job.status == "cancelling":
+        return Decision(job, "cancelled")
+    if starting and age > clocks.launch_grace:
+        return Decision(job, "launch")
+    if job.status == "running":
+        return Decision(job, "requeue", Reason.POD_LOST)
+    return None

@@ -1,0 +1,68 @@
+"""Reconcile's decisions as a pure function: for each active job, what the cluster's pods (or their absence)
+call for, in the order the module docstring gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.reconcile import ActiveJob, Clocks, Decision, PodFacts, chosen_node_gone, decide, needs_nodes
+
+CLOCKS = Clocks(launch_grace=30, pending_timeout=600)
+
+
+def job(status: str = "starting", age: float = 60, learners: int = 1, **fields: Any) -> ActiveJob:
+    return ActiveJob(id="j", attempt=1, status=status, learners=learners, admitted_seconds_ago=age, **fields)
+
+
+def one(active: ActiveJob, facts: PodFacts | None, nodes: set[str] | None = None) -> Decision | None:
+    decisions = decide([active], {active.key: facts} if facts is not None else {}, CLOCKS, nodes)
+    assert len(decisions) <= 1
+    return decisions[0] if decisions else None
+
+
+def test_a_learner_past_its_deadline_fails_the_job_unless_it_is_being_cancelled() -> None:
+    facts = PodFacts(learners=frozenset({0, 1}), overdue=1)
+    decision = one(job("running", learners=2), facts)
+    assert decision is not None and (decision.action, decision.reason, decision.learner) == (
+        "deadline",
+        "DeadlineExceeded",
+        1,
+    )
+    assert one(job("cancelling"), facts) == Decision(job("cancelling"), "teardown")
+
+
+def test_a_starting_job_whose_chosen_node_is_gone_is_requeued_naming_the_node() -> None:
+    active = job(placements=("n1", "n2"), learners=2)
+    facts = PodFacts(learners=frozenset({0, 1}), unbound=(1,))
+    assert needs_nodes([active], {active.key: facts}, CLOCKS)
+    decision = one(active, facts, nodes={"n1"})
+    assert decision is not None and (decision.action, decision.reason) == ("requeue", "NodeGone")
+    assert decision.message == "node n2 chosen for learner 1 is gone"
+    assert one(active, facts, nodes={"n1", "n2"}) is None, "still there: the scheduler may yet bind it"
+    assert chosen_node_gone(job(placements=("n1",), learners=2), (0,), set()) is None, "no full placement"
+
+
+def test_a_job_pending_past_the_timeout_is_requeued_and_one_short_of_pods_is_launched_again() -> None:
+    facts = PodFacts(learners=frozenset({0}))
+    decision = one(job(age=700, learners=2), facts)
+    assert decision is not None and (decision.action, decision.reason) == ("requeue", "PendingTimeout")
+    decision = one(job(age=60, learners=2), facts)
+    assert decision is not None and decision.action == "launch"
+    assert one(job(age=10, learners=2), facts) is None, "within the grace a launch may still be creating them"
+    assert one(job(age=60, learners=1), facts) is None, "all there"
+
+
+def test_without_pods_a_cancel_completes_a_start_is_retried_and_a_running_job_is_requeued() -> None:
+    decision = one(job("cancelling"), None)
+    assert decision is not None and decision.action == "cancelled"
+    decision = one(job("starting", age=60), None)
+    assert decision is not None and decision.action == "launch"
+    assert one(job("starting", age=5), None) is None
+    decision = one(job("running"), None)
+    assert decision is not None and (decision.action, decision.reason) == ("requeue", "PodLost")
+
+
+def test_node_names_are_asked_for_only_when_a_decision_needs_them() -> None:
+    active = job(age=60)
+    assert not needs_nodes([active], {active.key: PodFacts(learners=frozenset({0}))}, CLOCKS)
+    assert not needs_nodes([job(age=5)], {job(age=5).key: PodFacts(unbound=(0,))}, CLOCKS)
