@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobs.admission import Node, Policy, QueuedJob, Resources, RunningJob, Snapshot, TenantState, admit
-from jobs.simulator import load_nodes, load_trace, ratios, simulate
+from jobs.core.admission import Node, Policy, QueuedJob, Resources, RunningJob, Snapshot, TenantState, admit
+from jobs.core.simulator import load_nodes, load_trace, ratios, simulate
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "traces"
 NODE_KINDS = [("a100", 8, 128_000, 1_048_576), ("v100", 8, 96_000, 786_432), ("t4", 4, 64_000, 262_144)]

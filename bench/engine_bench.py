@@ -30,7 +30,7 @@ Figures:
    once a minute, modelled as a lag uniform on [0, 60 s] (p50 30 s, p99 59.4 s): a model, not a run.
    ``succeeded`` includes draining the learner's log (a job finishes only with its full log stored).
 3. ``admission_cycle_db``: ``jobs.scheduling.build_snapshot`` (``snapshot_ms``: the queries and
-   conversion) and ``jobs.admission.admit`` (``admit_ms``: the pure policy) on 10,000 queued Job rows
+   conversion) and ``jobs.core.admission.admit`` (``admit_ms``: the pure policy) on 10,000 queued Job rows
    across 20 tenants, 500 running jobs and 500 fake ``clusterio.capacity.NodeInfo`` nodes; median of 3.
 4. ``trace_replay`` / ``trace_ratio``: the simulator on the default trace, by
    ``bench/admission_bench.py``'s own ``replay`` (skipped when ``../shared/data/traces`` is absent).
@@ -405,7 +405,7 @@ def fill_queue(jobs: int = 10_000, nodes: int = 500, tenants: int = 20, seed: in
 
 
 def admission_cycle(runs: int = 3) -> dict[str, object]:
-    from jobs import admission
+    from jobs.core import admission
     from jobs.scheduling import build_snapshot
 
     nodes = fill_queue()

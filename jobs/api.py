@@ -28,8 +28,8 @@ from common.api import ApiView, api_user, errors
 from common.pagination import paginate
 from common.parsers import BoundedJSONParser
 from jobs import cluster
-from jobs.choices import EventKind
 from jobs.cluster import ClusterError
+from jobs.core.choices import EventKind
 from jobs.models import Job, TelemetrySample
 from jobs.selectors import job_events, job_get, job_list, job_logs, job_metrics
 from jobs.serializers import (

@@ -37,8 +37,8 @@ from clusterio.reflector import PodReflector
 from clusterio.taints import Taint, Toleration, learner_tolerations, parse_toleration, tolerates
 from clusterio.telemetry import PodUsage
 from jobs.artifacts.tokens import mint_token
+from jobs.core.gputypes import GpuTypes
 from jobs.credentials import Credentials, unseal
-from jobs.gputypes import GpuTypes
 from jobs.models import Job, JobCredentials
 from tenants.models import PodSecurity, Tenant
 from tenants.policy import policy_of

@@ -18,10 +18,10 @@ from django.db.models import Max
 from django.utils import timezone
 
 from common.telemetry import count as metrics_count
-from jobs.choices import EventKind, Reason
-from jobs.metricparse import extractors_for, parse_metric_line
+from jobs.core.choices import EventKind, Reason
+from jobs.core.metricparse import extractors_for, parse_metric_line
+from jobs.core.podstate import IMAGE_PULL_REASONS, LearnerView, Verdict
 from jobs.models import Job, JobEvent, Learner, LogLine, MetricSample
-from jobs.podstate import IMAGE_PULL_REASONS, LearnerView, Verdict
 from jobs.states import ACTIVE, TERMINAL, WAITING, JobStatus
 from jobs.streams import job_group, send_after_commit, tenant_group
 

@@ -180,7 +180,7 @@ class LogLine(models.Model):
 
 
 class MetricSample(models.Model):
-    """One point of one training metric, parsed from a log line (see jobs/metricparse.py)."""
+    """One point of one training metric, parsed from a log line (see jobs/core/metricparse.py)."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="metric_samples")
     learner = models.PositiveIntegerField()

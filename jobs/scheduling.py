@@ -16,9 +16,10 @@ from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs import admission, cluster
-from jobs.choices import EventKind, Reason
+from jobs import cluster
 from jobs.cluster import NodeInfo
+from jobs.core import admission
+from jobs.core.choices import EventKind, Reason
 from jobs.lifecycle import job_admit
 from jobs.models import Job, JobEvent
 from jobs.services import job_validate

@@ -13,13 +13,13 @@ from common.errors import Refused
 from jobs import cluster
 from jobs.artifacts.code import CodeRejected, code_archive_store, inspect_code_zip
 from jobs.artifacts.storage import artifacts_delete
-from jobs.choices import EventKind, Reason
 from jobs.cluster import ClusterError, NodeInfo
+from jobs.core.choices import EventKind, Reason
+from jobs.core.policy import policy_problems
+from jobs.core.spec import Demand, ParsedSpec, SpecError, parse_spec, spec_demand
 from jobs.credentials import seal
 from jobs.lifecycle import enqueue, job_requeue_or_fail, transition
 from jobs.models import CodeArchive, Job, JobCredentials, JobEvent, ResultFile
-from jobs.policy import policy_problems
-from jobs.spec import Demand, ParsedSpec, SpecError, parse_spec, spec_demand
 from jobs.states import TERMINAL, WAITING, JobStatus
 from tenants.models import Quota, Tenant
 from tenants.policy import effective_policy

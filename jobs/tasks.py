@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from common.telemetry import gauge as metrics_gauge
 from jobs import cluster
-from jobs import reconcile as repair
-from jobs.choices import Reason
 from jobs.cluster import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
+from jobs.core import reconcile as repair
+from jobs.core.choices import Reason
 from jobs.lifecycle import enqueue, job_launched, job_pods_gone, job_requeue_or_fail, transition
 from jobs.models import Job, JobEvent
 from jobs.scheduling import CycleResult, run_cycle

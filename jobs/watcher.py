@@ -1,7 +1,7 @@
 """The watch loop: one reflector over every managed pod turns pod events into job states, and one log
 follower per learner stores its lines. Runs as its own process (`manage.py watch_cluster`).
 
-Pod events are cached per pod; each event re-judges the whole attempt of its job (jobs/podstate.py) and
+Pod events are cached per pod; each event re-judges the whole attempt of its job (jobs/core/podstate.py) and
 hands the verdict to jobs/lifecycle.py, which ignores anything stale. A job is only declared finished
 after its learners' followers have drained their logs, so a finished job always has its full log.
 """
@@ -20,8 +20,9 @@ from django.db import close_old_connections, connection
 
 from common import telemetry
 from jobs import cluster as jobs_cluster
-from jobs.choices import Reason
 from jobs.cluster import Cluster, LogCursor, LogFollower, LogRecord, PodReflector
+from jobs.core.choices import Reason
+from jobs.core.podstate import Verdict, judge, view_from_pod
 from jobs.lifecycle import (
     job_apply_verdict,
     job_pods_gone,
@@ -30,7 +31,6 @@ from jobs.lifecycle import (
     logs_append,
 )
 from jobs.models import Job, Learner, LogLine
-from jobs.podstate import Verdict, judge, view_from_pod
 from jobs.states import ACTIVE, JobStatus
 
 log = logging.getLogger(__name__)

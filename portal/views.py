@@ -33,8 +33,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from jobs import cluster
-from jobs.choices import EventKind
 from jobs.cluster import ClusterError, NodeInfo
+from jobs.core.choices import EventKind
 from jobs.models import Job
 from jobs.scheduling import job_dry_run
 from jobs.selectors import job_events, job_get, job_list, job_logs, job_results, tenant_gpu_hours_by_day

@@ -1,6 +1,6 @@
 """Tenant policies: what a tenant's jobs may reach (host folders, image registries, S3 endpoints), how high a
 member may set a job's priority, and the Pod Security level of its namespace. Platform admins set them
-(admin console, `PUT /api/v1/tenants/<slug>/policy/`); `jobs.policy` applies them at submit."""
+(admin console, `PUT /api/v1/tenants/<slug>/policy/`); `jobs.core.policy` applies them at submit."""
 
 from __future__ import annotations
 

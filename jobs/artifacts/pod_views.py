@@ -20,7 +20,7 @@ from django.views.decorators.http import require_http_methods
 
 from jobs.artifacts.storage import artifact_storage, result_name
 from jobs.artifacts.tokens import CODE_READ, HEADER, RESULTS_WRITE, Grant, TokenRefused, check_token
-from jobs.choices import EventKind, Reason
+from jobs.core.choices import EventKind, Reason
 from jobs.models import Job, JobEvent, ResultFile
 
 _CHUNK = 1 << 20

@@ -21,13 +21,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs import cluster
-from jobs.choices import EventKind, Reason
 from jobs.cluster import ClusterError
+from jobs.core.choices import EventKind, Reason
+from jobs.core.tuning.detector import Diagnosis, Point, Thresholds, diagnose
+from jobs.core.tuning.policy import Allocation, Decision, History, Limits, Pending, decide
 from jobs.lifecycle import job_requeue_or_fail
 from jobs.models import Job, JobEvent, TelemetrySample
 from jobs.states import JobStatus
-from jobs.tuning.detector import Diagnosis, Point, Thresholds, diagnose
-from jobs.tuning.policy import Allocation, Decision, History, Limits, Pending, decide
 from tenants.usage import tenant_usage
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ from typing import Any
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from jobs.gputypes import DEFAULT_ALIASES as DEFAULT_GPU_TYPE_ALIASES
-from jobs.gputypes import merge_aliases, parse_aliases
+from jobs.core.gputypes import DEFAULT_ALIASES as DEFAULT_GPU_TYPE_ALIASES
+from jobs.core.gputypes import merge_aliases, parse_aliases
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -255,7 +255,7 @@ TENANT_NAMESPACE_LABELS: dict[str, str] = env.dict("TENANT_NAMESPACE_LABELS", de
 # GPU types (docs/operations.md): a spec's `resources.gpu_type` matches a node whose product label
 # (`nvidia.com/gpu.product`, else `cloud.google.com/gke-accelerator`) has the same canonical type. JSON,
 # type name -> aliases (exact names or shell patterns, case-insensitive), merged over the defaults in
-# jobs/gputypes.py: `{"A100-80GB": ["NVIDIA-A100-*80GB*", "nvidia-a100-80gb"]}`.
+# jobs/core/gputypes.py: `{"A100-80GB": ["NVIDIA-A100-*80GB*", "nvidia-a100-80gb"]}`.
 try:
     GPU_TYPE_ALIASES = merge_aliases(
         DEFAULT_GPU_TYPE_ALIASES, parse_aliases(env.json("GPU_TYPE_ALIASES", default={}))
@@ -296,7 +296,7 @@ CODE_MAX_UNPACKED_BYTES = env.int("CODE_MAX_UNPACKED_BYTES", default=1024 * 1024
 CODE_MAX_ENTRIES = env.int("CODE_MAX_ENTRIES", default=20_000)
 RESULT_MAX_FILE_BYTES = env.int("RESULT_MAX_FILE_BYTES", default=4 * 1024 * 1024 * 1024)
 
-# Hard limits on what a job spec may carry; see jobs/spec.py.
+# Hard limits on what a job spec may carry; see jobs/core/spec/.
 SPEC_MAX_BYTES = env.int("SPEC_MAX_BYTES", default=64 * 1024)
 
 # Logs go to stderr, `plain` for people or `json` (one object per line, production's default) for a log

@@ -8,7 +8,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.admission import (
+from jobs.core.admission import (
     Decision,
     Node,
     QueuedJob,

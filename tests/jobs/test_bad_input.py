@@ -12,7 +12,7 @@ from django.test import Client
 
 from common.parsers import MAX_JSON_DEPTH, json_too_deep
 from jobs.artifacts.tokens import HEADER, mint_token
-from jobs.metricparse import parse_metric_line
+from jobs.core.metricparse import parse_metric_line
 from jobs.models import Job, JobEvent
 from jobs.services import job_submit
 from jobs.states import JobStatus

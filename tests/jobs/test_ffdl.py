@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from jobs.ffdl import FRAMEWORK_IMAGES, looks_like_ffdl
-from jobs.spec import SpecError, parse_spec
+from jobs.core.ffdl import FRAMEWORK_IMAGES, looks_like_ffdl
+from jobs.core.spec import SpecError, parse_spec
 from tests.conftest import SHARED_DATA
 
 MANIFESTS = SHARED_DATA / "ffdl-manifests"

@@ -14,7 +14,7 @@ from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.spec import ParsedSpec, SpecError, parse_spec
+from jobs.core.spec import ParsedSpec, SpecError, parse_spec
 from tests.factories import make_tenant, member
 
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.gputypes import DEFAULT_ALIASES, GpuTypes, merge_aliases, parse_aliases
+from jobs.core.gputypes import DEFAULT_ALIASES, GpuTypes, merge_aliases, parse_aliases
 
 TYPES = GpuTypes()
 

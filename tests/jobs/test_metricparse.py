@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.metricparse import MetricPoint, extractors_for, parse_metric_line
+from jobs.core.metricparse import MetricPoint, extractors_for, parse_metric_line
 
 
 def test_json_metric_line() -> None:

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from jobs.podstate import LearnerView, judge, view_from_pod
+from jobs.core.podstate import LearnerView, judge, view_from_pod
 
 
 def running(i: int) -> LearnerView:

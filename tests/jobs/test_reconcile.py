@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.reconcile import ActiveJob, Clocks, Decision, PodFacts, chosen_node_gone, decide, needs_nodes
+from jobs.core.reconcile import ActiveJob, Clocks, Decision, PodFacts, chosen_node_gone, decide, needs_nodes
 
 CLOCKS = Clocks(launch_grace=30, pending_timeout=600)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from jobs.admission import Node
-from jobs.simulator import TraceJob, load_nodes, load_trace, ratios, simulate, tenant_of
-from jobs.simulator_tuning import SpeedModel
+from jobs.core.admission import Node
+from jobs.core.simulator import TraceJob, load_nodes, load_trace, ratios, simulate, tenant_of
+from jobs.core.simulator_tuning import SpeedModel
 from tests.conftest import SHARED_DATA
 
 TRACES = SHARED_DATA / "traces"
@@ -78,7 +78,7 @@ def test_simulate_command_json_prints_one_line_per_policy_and_the_ratios():
     assert set(lines[2]) >= {"mean_queue_delay", "p95_queue_delay", "mean_jct", "gpu_allocation"}
 
 
-# --- the tuner in the replay (jobs/simulator_tuning.py: a stated speed model, the platform's policy) ---
+# --- the tuner in the replay (jobs/core/simulator_tuning.py: a stated speed model, the platform's policy) ---
 
 POD_HEADER = (
     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"

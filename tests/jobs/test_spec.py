@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.ffdl import FFDL_KEYS
-from jobs.spec import (
+from jobs.core.ffdl import FFDL_KEYS
+from jobs.core.spec import (
     Demand,
     ParsedSpec,
     SpecError,
@@ -21,7 +21,7 @@ from jobs.spec import (
     parse_spec,
     spec_demand,
 )
-from jobs.spec.fields import TOP_LEVEL_KEYS
+from jobs.core.spec.fields import TOP_LEVEL_KEYS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "specs"
 

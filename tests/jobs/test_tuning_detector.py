@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from jobs.core.tuning.detector import BOTTLENECKS, Point, Thresholds, diagnose
 from jobs.models import TelemetrySample
-from jobs.tuning.detector import BOTTLENECKS, Point, Thresholds, diagnose
 from jobs.tuning.service import window_points
 
 RECORDED_1CPU = Path(__file__).parent / "data" / "train_cpu_1cpu_telemetry.json"

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from jobs.tuning.detector import Diagnosis
-from jobs.tuning.policy import Allocation, History, Limits, Pending, decide
+from jobs.core.tuning.detector import Diagnosis
+from jobs.core.tuning.policy import Allocation, History, Limits, Pending, decide
 
 
 def diagnosis(

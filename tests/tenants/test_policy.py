@@ -11,8 +11,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.test import Client
 
+from jobs.core.policy import full_image_name, is_public_host
 from jobs.models import Job
-from jobs.policy import full_image_name, is_public_host
 from jobs.services import JobRejected, job_submit
 from tenants.admin import PolicyForm
 from tenants.models import Policy, Tenant

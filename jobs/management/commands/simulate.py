@@ -1,5 +1,5 @@
 """``manage.py simulate``: replay a GPU trace through the admission policy and FfDL's FIFO, and with
-``--tuning on`` also with the tuner under a stated speed model (jobs/simulator_tuning.py)."""
+``--tuning on`` also with the tuner under a stated speed model (jobs/core/simulator_tuning.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from jobs.admission import Policy
-from jobs.simulator import TUNING_RATIO_FIELDS, SimResult, load_nodes, load_trace, ratios, simulate
-from jobs.simulator_tuning import SpeedModel
+from jobs.core.admission import Policy
+from jobs.core.simulator import TUNING_RATIO_FIELDS, SimResult, load_nodes, load_trace, ratios, simulate
+from jobs.core.simulator_tuning import SpeedModel
 
 ROWS = (
     ("jobs completed", "completed", "{:d}"),

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from jobs.spec import SpecError, parse_spec
+from jobs.core.spec import SpecError, parse_spec
 
 MAX_FILE_BYTES = 65536
 

@@ -1,4 +1,4 @@
-"""Trace-driven simulator: replays a GPU-cluster trace through :func:`jobs.admission.admit`.
+"""Trace-driven simulator: replays a GPU-cluster trace through :func:`jobs.core.admission.admit`.
 
 Why: to measure what the admission policy buys (queueing delay, completion time, GPU allocation,
 fairness) against FfDL's FIFO on a real workload, with the very function the platform runs.
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from jobs.admission import (
+from jobs.core.admission import (
     Node,
     Policy,
     QueuedJob,
@@ -44,7 +44,7 @@ from jobs.admission import (
     TenantState,
     admit,
 )
-from jobs.simulator_tuning import SpeedModel, TunedJob, TuningStats, next_look, record, tuner_look
+from jobs.core.simulator_tuning import SpeedModel, TunedJob, TuningStats, next_look, record, tuner_look
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +165,7 @@ def simulate(
     tuning: SpeedModel | None = None,
 ) -> SimResult:
     """Replay ``jobs`` on ``nodes`` under ``policy`` on a virtual clock and summarise the outcome; with
-    ``tuning``, running GPU jobs are tuned under that speed model (jobs/simulator_tuning.py)."""
+    ``tuning``, running GPU jobs are tuned under that speed model (jobs/core/simulator_tuning.py)."""
     runnable = _fits_empty(jobs, nodes)
     names = [f"tenant-{k}" for k in range(tenants)]
     names += sorted({j.tenant for j in runnable} - set(names))

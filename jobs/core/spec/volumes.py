@@ -2,7 +2,7 @@
 
 `host` volumes mount a node path, `pvc` a PersistentVolumeClaim, `s3` a bucket (with `secret`
 naming the data store whose credentials the platform holds). Whether a tenant may use a `host` path
-or an S3 endpoint is its policy's decision (jobs/policy.py), checked at submit.
+or an S3 endpoint is its policy's decision (jobs/core/policy.py), checked at submit.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from jobs.spec.values import MAX_VOLUMES, Errors, check_keys, clean_text, show, type_name
+from jobs.core.spec.values import MAX_VOLUMES, Errors, check_keys, clean_text, show, type_name
 
 _VOLUME_KEYS = ("name", "kind", "type", "mount_path", "read_only")
 _VOLUME_TYPE_KEYS = {"host": ("path",), "pvc": ("claim",), "s3": ("bucket", "prefix", "endpoint", "secret")}

@@ -3,7 +3,7 @@
 Pure (no Django): the API, pages, CLI and the `spec` management command all call `parse_spec`, so a
 spec means the same everywhere. Every problem is collected and raised at once as a `SpecError`
 keyed by field path, with a message that says what was wrong and what is accepted. Units are
-described in `jobs.spec.values`; the FfDL mapping in `jobs.ffdl`.
+described in `jobs.core.spec.values`; the FfDL mapping in `jobs.core.ffdl`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from jobs import ffdl
-from jobs.spec.fields import validate
-from jobs.spec.values import (
+from jobs.core import ffdl
+from jobs.core.spec.fields import validate
+from jobs.core.spec.values import (
     Errors,
     parse_cpu_millis,
     parse_duration_seconds,

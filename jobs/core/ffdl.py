@@ -1,13 +1,13 @@
 """Translate FfDL `manifest.yml` documents into Trainyard job-spec input.
 
 The translator only restructures: it maps FfDL's keys onto the Trainyard spec's input keys and
-leaves value checks (units, ranges, image syntax) to `jobs.spec`, which validates the result like
+leaves value checks (units, ranges, image syntax) to `jobs.core.spec`, which validates the result like
 any other spec and reports errors under the FfDL names through `Translation.paths`.
 
 Decisions, so that a user moving from FfDL knows what happens to each key:
 
 - `gpus`, `cpus`, `memory`, `gpu_type` are per learner, as in FfDL; `learners` defaults to 1.
-  Memory units keep FfDL's meaning (`Mb`/`Gb`/`MB`/`GB` are MiB/GiB), see `jobs.spec.parse_memory_mib`.
+  Memory units keep FfDL's meaning (`Mb`/`Gb`/`MB`/`GB` are MiB/GiB), see `jobs.core.spec.parse_memory_mib`.
 - `framework.name` + `framework.version` pick the image from `FRAMEWORK_IMAGES`; for `custom` the
   version is the image itself.
 - `framework.command` (a shell string) runs as `/bin/sh -c <command>`. A line break followed by
@@ -108,7 +108,7 @@ def translate(manifest: Mapping[str, Any]) -> Translation:
     """Turn an FfDL manifest into Trainyard spec input (see the module docstring for the mapping).
 
     Never raises: structural problems of the manifest come back in `Translation.errors`, keyed by
-    FfDL field path; values are passed through unchecked for `jobs.spec` to validate.
+    FfDL field path; values are passed through unchecked for `jobs.core.spec` to validate.
     """
     errors: dict[str, list[str]] = {}
     secrets: dict[str, dict[str, str]] = {}

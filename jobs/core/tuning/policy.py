@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from jobs.tuning.detector import Diagnosis
+from jobs.core.tuning.detector import Diagnosis
 
 Action = Literal["hold", "scale", "revert", "keep"]
 CPU_GRAIN = 100  # millicores: allocations move in tenths of a CPU

@@ -1,5 +1,5 @@
 """The tuner in the trace simulator: a stated speed model, and one tuner look through the platform's own
-detector and policy (:func:`jobs.tuning.detector.diagnose`, :func:`jobs.tuning.policy.decide`).
+detector and policy (:func:`jobs.core.tuning.detector.diagnose`, :func:`jobs.core.tuning.policy.decide`).
 
 Why a model: the trace records how long each task ran at the CPU it requested, not how fast it would
 have run with more. :class:`SpeedModel` says what more CPU buys, in the open, so the figures it gives are
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from jobs.tuning.detector import Diagnosis, Point, Thresholds, diagnose
-from jobs.tuning.policy import CPU_GRAIN, Allocation, Decision, History, Limits, Pending, decide
+from jobs.core.tuning.detector import Diagnosis, Point, Thresholds, diagnose
+from jobs.core.tuning.policy import CPU_GRAIN, Allocation, Decision, History, Limits, Pending, decide
 
 FULL_SPEED = 1000.0
 """Samples/s of a job at full speed in the model's telemetry: only ratios matter."""

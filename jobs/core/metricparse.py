@@ -8,7 +8,7 @@ Two formats are recognised without configuration, one line each:
   optionally after a ``METRICS`` or ``metrics:`` tag.
 
 A job whose logs look different declares FfDL-style `regex_extractor` groups in its spec's
-`evaluation_metrics` (jobs/spec/metrics.py): each group's named captures become metrics, one of them
+`evaluation_metrics` (jobs/core/spec/metrics.py): each group's named captures become metrics, one of them
 optionally the step. Such patterns come from users, so each runs under a time limit per line
 (`REGEX_TIMEOUT`); a pattern that times out is skipped for that line, never stalls the log follower.
 

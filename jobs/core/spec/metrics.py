@@ -1,6 +1,6 @@
 """`evaluation_metrics`: how a job reports metrics beyond the built-in line formats.
 
-The built-in formats (a JSON object, or `key=value` pairs, see jobs/metricparse.py) need no
+The built-in formats (a JSON object, or `key=value` pairs, see jobs/core/metricparse.py) need no
 configuration. For logs in any other shape, FfDL's `regex_extractor` style names groups of regular
 expressions whose named captures become metrics:
 
@@ -13,7 +13,7 @@ expressions whose named captures become metrics:
           values: [loss]               # the captures that are metrics (default: all but the step)
 
 Other keys FfDL knew (`in`, `line_lookahead`, `eventTypes`) are accepted; the platform reads the
-learners' standard output only. Patterns run with a time limit per line (jobs/metricparse.py).
+learners' standard output only. Patterns run with a time limit per line (jobs/core/metricparse.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import regex
 
-from jobs.spec.values import Errors, check_keys, show, type_name
+from jobs.core.spec.values import Errors, check_keys, show, type_name
 
 MAX_GROUPS = 8
 MAX_PATTERN = 500

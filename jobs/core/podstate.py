@@ -10,7 +10,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.choices import Reason
+from jobs.core.choices import Reason
 
 # Waiting reasons that mean the user's image or spec is wrong: retrying will not help.
 USER_WAITING_REASONS = frozenset(

@@ -11,8 +11,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jobs.spec.metrics import validate_evaluation_metrics
-from jobs.spec.values import (
+from jobs.core.spec.metrics import validate_evaluation_metrics
+from jobs.core.spec.values import (
     CPU_MILLIS_RANGE,
     MAX_COMMAND_BYTES,
     MAX_ENV_ENTRIES,
@@ -31,7 +31,7 @@ from jobs.spec.values import (
     show,
     type_name,
 )
-from jobs.spec.volumes import abs_path, validate_volumes
+from jobs.core.spec.volumes import abs_path, validate_volumes
 
 TOP_LEVEL_KEYS = (
     "name", "description", "image", "command", "learners", "resources", "env", "volumes",

@@ -21,7 +21,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from jobs.choices import Reason
+from jobs.core.choices import Reason
 
 Key = tuple[str, int]  # (job id, attempt)
 Action = Literal["deadline", "teardown", "requeue", "launch", "cancelled"]
