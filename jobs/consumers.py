@@ -3,7 +3,7 @@
 The consumer only authenticates, authorizes each subscription through the scoping helper and forwards what
 `jobs.streams` publishes. Protocol, batching and back-pressure are described in docs/streaming.md.
 
-Each job subscription gets a channel of its own in the layer: the `logs` payloads that `jobs.lifecycle`
+Each job subscription gets a channel of its own in the layer: the `logs` payloads that `jobs.services.lifecycle`
 publishes to `job.<id>` do not name their job, so the channel a message arrives on says which job it is
 about. A reader task per job drains that channel into a bounded buffer at once (also while the backlog is
 being read), so the layer's capacity is not what limits a busy job; a flusher sends the buffers at most

@@ -20,9 +20,9 @@ from jobs import cluster
 from jobs.cluster import NodeInfo
 from jobs.core import admission
 from jobs.core.choices import EventKind, Reason
-from jobs.lifecycle import job_admit
 from jobs.models import Job, JobEvent
 from jobs.services import job_validate
+from jobs.services.lifecycle import job_admit
 from jobs.states import ACTIVE, JobStatus
 from tenants.models import Tenant
 

@@ -18,9 +18,9 @@ from jobs import cluster
 from jobs.cluster import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
 from jobs.core import reconcile as repair
 from jobs.core.choices import Reason
-from jobs.lifecycle import enqueue, job_launched, job_pods_gone, job_requeue_or_fail, transition
 from jobs.models import Job, JobEvent
 from jobs.scheduling import CycleResult, run_cycle
+from jobs.services.lifecycle import enqueue, job_launched, job_pods_gone, job_requeue_or_fail, transition
 from jobs.states import ACTIVE, JobStatus
 from jobs.telemetry import telemetry_record_running
 from jobs.tuning.service import autotune_running

@@ -2,7 +2,7 @@
 follower per learner stores its lines. Runs as its own process (`manage.py watch_cluster`).
 
 Pod events are cached per pod; each event re-judges the whole attempt of its job (jobs/core/podstate.py) and
-hands the verdict to jobs/lifecycle.py, which ignores anything stale. A job is only declared finished
+hands the verdict to jobs/services/lifecycle.py, which ignores anything stale. A job is only declared finished
 after its learners' followers have drained their logs, so a finished job always has its full log.
 """
 
@@ -23,14 +23,14 @@ from jobs import cluster as jobs_cluster
 from jobs.cluster import Cluster, LogCursor, LogFollower, LogRecord, PodReflector
 from jobs.core.choices import Reason
 from jobs.core.podstate import Verdict, judge, view_from_pod
-from jobs.lifecycle import (
+from jobs.models import Job, Learner, LogLine
+from jobs.services.lifecycle import (
     job_apply_verdict,
     job_pods_gone,
     learner_node_unready,
     learner_update,
-    logs_append,
 )
-from jobs.models import Job, Learner, LogLine
+from jobs.services.logs import logs_append
 from jobs.states import ACTIVE, JobStatus
 
 log = logging.getLogger(__name__)

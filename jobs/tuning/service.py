@@ -25,8 +25,8 @@ from jobs.cluster import ClusterError
 from jobs.core.choices import EventKind, Reason
 from jobs.core.tuning.detector import Diagnosis, Point, Thresholds, diagnose
 from jobs.core.tuning.policy import Allocation, Decision, History, Limits, Pending, decide
-from jobs.lifecycle import job_requeue_or_fail
 from jobs.models import Job, JobEvent, TelemetrySample
+from jobs.services.lifecycle import job_requeue_or_fail
 from jobs.states import JobStatus
 from tenants.usage import tenant_usage
 

@@ -26,9 +26,9 @@ from django.db import connection
 from django.utils import timezone
 from typer.testing import CliRunner, Result
 
-from jobs.lifecycle import logs_append
 from jobs.models import Job, Learner, LogLine, MetricSample
 from jobs.services import job_cancel, job_submit
+from jobs.services.logs import logs_append
 from kubesim.testing import KubeSim
 from tenants.models import ApiToken
 from tenants.services import membership_set

@@ -13,8 +13,8 @@ from django.db import connection
 from django.test import Client
 from websockets.sync.client import connect
 
-from jobs.lifecycle import logs_append
 from jobs.models import Learner
+from jobs.services.logs import logs_append
 from tests.factories import make_job, make_tenant, member
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -20,9 +20,9 @@ from django.test import Client
 
 from jobs import consumers
 from jobs.consumers import _Stream
-from jobs.lifecycle import logs_append
 from jobs.models import Job, Learner
 from jobs.services import job_cancel, job_submit, job_transition
+from jobs.services.logs import logs_append
 from jobs.states import JobStatus
 from portal.asgi import application
 from tenants.models import Tenant

@@ -25,10 +25,10 @@ from clusterio.builders import (
 )
 from clusterio.capacity import NodeInfo, Resources
 from clusterio.client import Cluster, ManagedKind
-from jobs import cluster, lifecycle, scheduling, services, tasks
+from jobs import cluster, scheduling, services, tasks
 from jobs.models import Job, JobEvent, LogLine, MetricSample
 from jobs.scheduling import CycleResult
-from jobs.services import job_cancel, job_submit
+from jobs.services import job_cancel, job_submit, lifecycle
 from jobs.states import TERMINAL
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member

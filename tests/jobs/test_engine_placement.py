@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from jobs import cluster, lifecycle, tasks
+from jobs import cluster, tasks
 from jobs.models import Job, JobEvent
-from jobs.services import job_submit
+from jobs.services import job_submit, lifecycle
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member
 from tests.jobs.engine import describe, python_spec, wait_status, wait_until

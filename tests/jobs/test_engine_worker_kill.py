@@ -22,9 +22,9 @@ from django.conf import settings as django_settings
 from django.db import connection
 
 from clusterio import names
-from jobs import cluster, lifecycle, tasks
+from jobs import cluster, tasks
 from jobs.models import LogLine
-from jobs.services import job_submit
+from jobs.services import job_submit, lifecycle
 from kubesim.testing import KubeSim
 from portal.celery import app
 from tests.conftest import ROOT

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from jobs import lifecycle
 from jobs.models import Job, JobEvent, Learner, TelemetrySample
+from jobs.services import lifecycle
 from jobs.states import JobStatus
 from jobs.tuning.service import job_autotune, tuning_history
 from tests.factories import SPEC, make_job, make_tenant

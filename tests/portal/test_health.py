@@ -194,8 +194,8 @@ def test_the_scheduler_task_records_the_admission_cycle_duration(
 
 
 def test_stored_log_lines_are_counted(clean_telemetry: None) -> None:
-    from jobs.lifecycle import logs_append
     from jobs.models import Learner
+    from jobs.services.logs import logs_append
 
     tenant = make_tenant()
     job = job_submit(

@@ -8,25 +8,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
-from common.telemetry import count as metrics_count
 from jobs.core.choices import EventKind, Reason
-from jobs.core.metricparse import extractors_for, parse_metric_line
 from jobs.core.podstate import IMAGE_PULL_REASONS, LearnerView, Verdict
-from jobs.models import Job, JobEvent, Learner, LogLine, MetricSample
+from jobs.models import Job, JobEvent, Learner
 from jobs.states import ACTIVE, TERMINAL, WAITING, JobStatus
 from jobs.streams import job_group, send_after_commit, tenant_group
 
 log = logging.getLogger(__name__)
-MAX_LOG_LINE = 8192
 
 
 def enqueue(task: str, *args: Any, countdown: float = 0) -> None:
@@ -240,73 +235,3 @@ def learner_update(*, job_id: str, attempt: int, view: LearnerView) -> None:
     if reason:
         fields["reason"] = reason[:64]
     Learner.objects.filter(job_id=job_id, attempt=attempt, index=view.index).update(**fields)
-
-
-def logs_append(
-    *,
-    job_id: str,
-    attempt: int,
-    learner: int,
-    records: Sequence[tuple[datetime | None, str]],
-    cursor: tuple[datetime | None, int],
-    done: bool = False,
-) -> list[LogLine]:
-    """Store a batch of log lines with the follower's cursor in one transaction, numbering them on from
-    the learner's last sequence; extract metric lines; then push both to live viewers."""
-    with transaction.atomic():
-        row = (
-            Learner.objects.select_for_update()
-            .select_related("job")
-            .get(job_id=job_id, attempt=attempt, index=learner)
-        )
-        extractors = extractors_for(row.job.spec.get("evaluation_metrics"))
-        seq = row.log_seq or _last_seq(job_id, learner)
-        lines = []
-        samples = []
-        for ts, raw in records:
-            seq += 1
-            # PostgreSQL text cannot hold NUL: show it as U+FFFD rather than lose the whole batch.
-            text = raw.replace("\x00", "\ufffd")
-            lines.append(
-                LogLine(
-                    job_id=job_id, learner=learner, attempt=attempt, seq=seq, ts=ts, text=text[:MAX_LOG_LINE]
-                )
-            )
-            for point in parse_metric_line(text, extractors):
-                samples.append(
-                    MetricSample(
-                        job_id=job_id,
-                        learner=learner,
-                        attempt=attempt,
-                        name=point.name,
-                        step=point.step,
-                        value=point.value,
-                        ts=ts,
-                        log_seq=seq,
-                    )
-                )
-        LogLine.objects.bulk_create(lines)
-        MetricSample.objects.bulk_create(samples)
-        row.log_seq = seq
-        row.log_cursor_ts, row.log_cursor_seen = cursor
-        row.log_done = row.log_done or done
-        row.save(update_fields=["log_seq", "log_cursor_ts", "log_cursor_seen", "log_done", "updated_at"])
-        if lines:
-            send_after_commit(
-                job_group(job_id),
-                {
-                    "kind": "logs",
-                    "learner": learner,
-                    "lines": [[line.seq, line.text] for line in lines],
-                    "metrics": [[s.name, s.step, s.value, s.log_seq] for s in samples],
-                },
-            )
-    if lines:
-        metrics_count("log_lines", len(lines))
-    return lines
-
-
-def _last_seq(job_id: str, learner: int) -> int:
-    """The highest sequence any attempt of this learner stored (0 for none)."""
-    found = LogLine.objects.filter(job_id=job_id, learner=learner).aggregate(top=Max("seq"))["top"]
-    return int(found or 0)

@@ -1,0 +1,121 @@
+"""What users do to a job once it exists: cancel, retry, requeue, delete, and the checked state change."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from jobs import cluster
+from jobs.artifacts.storage import artifacts_delete
+from jobs.cluster import ClusterError
+from jobs.core.choices import EventKind, Reason
+from jobs.models import Job, JobEvent, ResultFile
+from jobs.services.lifecycle import enqueue, job_requeue_or_fail, transition
+from jobs.services.submit import JobRejected, PermissionDenied, job_submit
+from jobs.states import TERMINAL, WAITING, JobStatus
+from tenants.scoping import Perm, can_manage_owned, has_perm
+
+
+def job_transition(
+    *, job_id: str, to: str, reason: str, message: str = "", data: Mapping[str, Any] | None = None
+) -> Job:
+    """Move a job to `to` with its row locked and record its JobEvent; IllegalTransition if not allowed."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+        return transition(job, to, reason=reason, message=message, data=data)
+
+
+def job_cancel(*, job: Job, user: User) -> Job:
+    """Cancel a job: a waiting one ends at once; an admitted one goes to `cancelling` until its pods are gone.
+
+    Owners of the tenant may cancel any job, members only their own, viewers none.
+    """
+    if not can_manage_owned(user, job):
+        raise PermissionDenied("you may not cancel this job")
+    with transaction.atomic():
+        current = Job.objects.select_for_update().get(pk=job.pk)
+        if current.status in TERMINAL:
+            raise JobRejected({"": [f"job {job.pk} has already finished ({current.status})"]}, status=409)
+        if current.status == JobStatus.CANCELLING:
+            return current
+        target = JobStatus.CANCELLED if current.status in WAITING else JobStatus.CANCELLING
+        if target == JobStatus.CANCELLING:
+            enqueue("jobs.tasks.teardown", current.pk, current.attempt)
+        return job_transition(
+            job_id=job.pk,
+            to=target,
+            reason=Reason.CANCELLED_BY_USER,
+            message=f"cancelled by {user.get_username()}",
+        )
+
+
+def job_retry(*, job: Job, user: User) -> Job:
+    """Submit a finished job's spec again as a new job (terminal states are final, so no job is reused)."""
+    if not can_manage_owned(user, job):
+        raise PermissionDenied("you may not retry this job")
+    if job.status not in TERMINAL:
+        raise JobRejected({"": [f"job {job.pk} is still {job.status}; cancel it first"]}, status=409)
+    credentials = cluster.job_credentials(job)
+    with transaction.atomic():  # the new job and the event saying what it retries, or neither
+        new = job_submit(
+            tenant=job.tenant, user=user, document=job.spec, credentials=credentials, code=job.code
+        )
+        JobEvent.objects.create(
+            job=new,
+            kind=EventKind.RETRY,
+            reason=Reason.RETRY_OF,
+            message=f"retry of {job.pk}",
+            data={"retry_of": job.pk},
+        )
+    return new
+
+
+def job_requeue(*, job: Job, user: User) -> Job:
+    """Send an admitted job back to the queue (an operator's move, e.g. to drain a node): its pods are
+    deleted and it resumes from its checkpoint on the next admission; it does not use up a retry."""
+    if not has_perm(user, job.tenant, Perm.MANAGE_JOBS):
+        raise PermissionDenied("you may not requeue this job")
+    with transaction.atomic():
+        current = Job.objects.select_for_update().select_related("tenant").get(pk=job.pk)
+        if current.status not in (JobStatus.STARTING, JobStatus.RUNNING):
+            raise JobRejected(
+                {"": [f"only a starting or running job can be requeued; {job.pk} is {current.status}"]},
+                status=409,
+            )
+        return job_requeue_or_fail(
+            current,
+            reason=Reason.REQUEUED_BY_ADMIN,
+            message=f"requeued by {user.get_username()}",
+            counts=False,
+        )
+
+
+def job_delete(*, job: Job, user: User) -> None:
+    """Delete a finished job and everything it left: its checkpoint claim on the cluster, its result
+    files, its code archive when no other job runs that code, and its rows (events, logs, metrics).
+
+    Refused (nothing deleted) for a job that has not finished, for a user who may not manage it, and,
+    with 503, while the cluster cannot be asked to delete the claim.
+    """
+    if not can_manage_owned(user, job):
+        raise PermissionDenied("you may not delete this job")
+    if job.status not in TERMINAL:
+        raise JobRejected({"": [f"job {job.pk} is still {job.status}; cancel it first"]}, status=409)
+    try:
+        cluster.delete_checkpoints(job)
+    except ClusterError as exc:
+        raise JobRejected(
+            {"": [f"the cluster cannot delete the job's checkpoints now: {exc}"]}, status=503
+        ) from exc
+    with transaction.atomic():
+        current = Job.objects.select_for_update().get(pk=job.pk)
+        files = [r.storage_name for r in ResultFile.objects.filter(job=current)]
+        archive = current.code
+        current.delete()
+        if archive is not None and not archive.jobs.exists():
+            files.append(archive.storage_name)
+            archive.delete()
+        transaction.on_commit(lambda: artifacts_delete(files))
