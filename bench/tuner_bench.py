@@ -44,8 +44,8 @@ emit = eb.emit
 def tuner_beat(stop: threading.Event) -> None:
     from django.db import connection
 
+    from jobs.services.tuning import autotune_running
     from jobs.telemetry import telemetry_record_running
-    from jobs.tuning.service import autotune_running
 
     while not stop.wait(1.0):
         try:

@@ -19,10 +19,9 @@ from django.utils import timezone
 from jobs import cluster
 from jobs.cluster import NodeInfo
 from jobs.core import admission
-from jobs.core.choices import EventKind, Reason
-from jobs.models import Job, JobEvent
+from jobs.models import Job
 from jobs.services import job_validate
-from jobs.services.lifecycle import job_admit
+from jobs.services.lifecycle import job_admit, queue_positions_record
 from jobs.states import ACTIVE, JobStatus
 from tenants.models import Tenant
 
@@ -178,32 +177,13 @@ def run_cycle(*, nodes: Sequence[NodeInfo]) -> CycleResult:
             return CycleResult(ran=True)
         decision = admission.admit(snapshot)
         admitted = [_admit(a) for a in decision.admitted]
-        _record_pending(decision.pending)
+        queue_positions_record(decision.pending)
     return CycleResult(ran=True, admitted=admitted, pending=len(decision.pending))
 
 
 def _admit(decision: admission.Admission) -> str:
     job_admit(job_id=decision.job_id, placements=decision.placements)
     return decision.job_id
-
-
-def _record_pending(pending: Iterable[admission.Pending]) -> None:
-    """Store each waiting job's position and reason; an event only when the reason changes."""
-    by_id = {p.job_id: p for p in pending}
-    jobs = list(Job.objects.filter(pk__in=by_id).select_for_update(skip_locked=True))
-    changed, events = [], []
-    for job in jobs:
-        item = by_id[job.pk]
-        if job.queue_position == item.position and job.message == item.reason:
-            continue
-        if job.message != item.reason:
-            events.append(
-                JobEvent(job=job, kind=EventKind.SCHEDULING, reason=Reason.WAITING, message=item.reason)
-            )
-        job.queue_position, job.message, job.reason = item.position, item.reason, Reason.WAITING
-        changed.append(job)
-    Job.objects.bulk_update(changed, ["queue_position", "message", "reason"])
-    JobEvent.objects.bulk_create(events)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from typing import Any
 
 from celery import shared_task
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from common.telemetry import gauge as metrics_gauge
@@ -18,12 +17,19 @@ from jobs import cluster
 from jobs.cluster import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
 from jobs.core import reconcile as repair
 from jobs.core.choices import Reason
-from jobs.models import Job, JobEvent
+from jobs.models import Job
 from jobs.scheduling import CycleResult, run_cycle
-from jobs.services.lifecycle import enqueue, job_launched, job_pods_gone, job_requeue_or_fail, transition
+from jobs.services.lifecycle import (
+    deadline_exceeded,
+    job_launched,
+    job_pods_gone,
+    job_repair,
+    launch_refused,
+    launch_requeued,
+)
+from jobs.services.tuning import autotune_running
 from jobs.states import ACTIVE, JobStatus
 from jobs.telemetry import telemetry_record_running
-from jobs.tuning.service import autotune_running
 
 log = logging.getLogger(__name__)
 LAUNCH_CONFLICT_RETRIES = 3
@@ -74,7 +80,7 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
     except QuotaExceeded as exc:
         if retries < settings.LAUNCH_QUOTA_RETRIES:
             raise self.retry(exc=exc, countdown=min(2**retries, 30)) from exc
-        _launch_requeued(
+        launch_requeued(
             job_id, attempt, Reason.QUOTA_BUSY, f"the namespace quota stayed full: {exc}", counts=False
         )
         return []
@@ -83,47 +89,23 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
         # else does not: a few tries, then the job fails with the API's words.
         if retries < LAUNCH_CONFLICT_RETRIES:
             raise self.retry(exc=exc, countdown=2**retries) from exc
-        _launch_refused(job_id, attempt, exc)
+        launch_refused(job_id, attempt, exc)
         return []
     except (Forbidden, Invalid) as exc:
-        _launch_refused(job_id, attempt, exc)
+        launch_refused(job_id, attempt, exc)
         return []
     except ValueError as exc:
         # The builder refuses the spec (what submit checks; a spec stored before a check existed, or a
         # setting changed since): it will never build, so the job fails now rather than at every reconcile.
-        _launch_refused(job_id, attempt, exc, reason=Reason.INVALID_SPEC, what="its pods cannot be built")
+        launch_refused(job_id, attempt, exc, reason=Reason.INVALID_SPEC, what="its pods cannot be built")
         return []
     except Unavailable as exc:
         if retries < 5:
             raise self.retry(exc=exc, countdown=2**retries) from exc
-        _launch_requeued(job_id, attempt, Reason.CLUSTER_UNAVAILABLE, f"could not launch: {exc}")
+        launch_requeued(job_id, attempt, Reason.CLUSTER_UNAVAILABLE, f"could not launch: {exc}")
         return []
     job_launched(job_id=job_id, attempt=attempt, pod_names=pods)
     return pods
-
-
-def _launch_refused(
-    job_id: str,
-    attempt: int,
-    exc: Exception,
-    *,
-    reason: str = Reason.LAUNCH_REFUSED,
-    what: str = "the cluster refused",
-) -> None:
-    """Fail the job with the refusal's words, and tear down what the launch created before it."""
-    with transaction.atomic():
-        job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
-        if job.attempt == attempt and job.status == JobStatus.STARTING:
-            transition(job, JobStatus.FAILED, reason=reason, message=f"{what}: {exc}")
-            enqueue("jobs.tasks.teardown", job.pk, attempt)
-
-
-def _launch_requeued(job_id: str, attempt: int, reason: str, message: str, counts: bool = True) -> None:
-    """Send the job back to the queue after a launch that kept failing for a reason that may pass."""
-    with transaction.atomic():
-        job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
-        if job.attempt == attempt and job.status == JobStatus.STARTING:
-            job_requeue_or_fail(job, reason=reason, message=message, counts=counts)
 
 
 @shared_task(name="jobs.tasks.teardown", acks_late=True, soft_time_limit=60, time_limit=90)
@@ -213,11 +195,11 @@ def reconcile() -> dict[str, int]:
     for decision in repair.decide(views, facts, clocks, nodes):
         job = active[decision.job.key]
         if decision.action == "deadline":
-            counts["deadline"] += _deadline_exceeded(job, decision.learner or 0)
+            counts["deadline"] += deadline_exceeded(job, decision.learner or 0)
         elif decision.action == "teardown":
             teardown.delay(job.pk, job.attempt)  # again: a launch may have raced the first teardown
         elif decision.action == "requeue":
-            counts["requeued"] += _repair(job, decision.reason, decision.message)
+            counts["requeued"] += job_repair(job, decision.reason, decision.message)
         elif decision.action == "launch":
             launch.delay(job.pk, job.attempt)
             counts["relaunched"] += 1
@@ -255,53 +237,6 @@ def _past_deadline(pod: dict[str, Any], now: datetime) -> bool:
     except (TypeError, ValueError):
         return False
     return bool((now - started).total_seconds() > int(deadline))
-
-
-def _deadline_exceeded(stale: Job, learner: int) -> int:
-    """Fail a job whose learner ran past max_runtime, as the kubelet would have (pods torn down)."""
-    with transaction.atomic():
-        job = Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=stale.pk)
-        if job.attempt != stale.attempt or job.status not in (JobStatus.STARTING, JobStatus.RUNNING):
-            return 0
-        runtime = job.spec.get("max_runtime_seconds")
-        transition(
-            job,
-            JobStatus.FAILED,
-            reason=Reason.DEADLINE_EXCEEDED,
-            message=f"learner {learner} ran past max_runtime ({runtime} s)",
-            data={"learner": learner},
-        )
-        enqueue("jobs.tasks.teardown", job.pk, job.attempt)
-    return 1
-
-
-def _repair(stale: Job, reason: str, message: str = "") -> int:
-    """Requeue a job the reconcile loop found stuck (PendingTimeout), bound to a node that is gone
-    (NodeGone: no retry used) or without its pods (PodLost)."""
-    with transaction.atomic():
-        job = Job.objects.select_for_update().select_related("tenant").get(pk=stale.pk)
-        if job.attempt != stale.attempt or job.status != stale.status:
-            return 0
-        if reason == Reason.NODE_GONE:
-            job_requeue_or_fail(job, reason=reason, message=message, counts=False)
-        elif reason == Reason.PENDING_TIMEOUT:
-            why = job.message if job.reason == Reason.UNSCHEDULABLE else "its pods did not start in time"
-            earlier = JobEvent.objects.filter(job=job, to_status=JobStatus.REQUEUED, reason=reason).count()
-            if earlier + 1 >= settings.PENDING_TIMEOUT_LIMIT:
-                # Pending for a reason admission cannot see (a taint, an unbound claim, affinity): another
-                # round would wait the same way, so the job fails with the scheduler's own words.
-                enqueue("jobs.tasks.teardown", job.pk, job.attempt)
-                transition(
-                    job,
-                    JobStatus.FAILED,
-                    reason=Reason.UNSCHEDULABLE if job.reason == Reason.UNSCHEDULABLE else reason,
-                    message=f"{why} (pending past PENDING_TIMEOUT_SECONDS {earlier + 1} times)",
-                )
-            else:
-                job_requeue_or_fail(job, reason=reason, message=why, counts=False)
-        else:
-            job_requeue_or_fail(job, reason=reason, message="its pods disappeared from the cluster")
-    return 1
 
 
 @shared_task(name="jobs.tasks.telemetry", acks_late=True, soft_time_limit=30, time_limit=45)

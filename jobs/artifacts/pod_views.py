@@ -12,7 +12,6 @@ from typing import Any
 
 from django.conf import settings
 from django.core.files import File
-from django.db import transaction
 from django.http import FileResponse, HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
@@ -20,8 +19,8 @@ from django.views.decorators.http import require_http_methods
 
 from jobs.artifacts.storage import artifact_storage, result_name
 from jobs.artifacts.tokens import CODE_READ, HEADER, RESULTS_WRITE, Grant, TokenRefused, check_token
-from jobs.core.choices import EventKind, Reason
-from jobs.models import Job, JobEvent, ResultFile
+from jobs.models import ResultFile
+from jobs.services.results import results_reported
 
 _CHUNK = 1 << 20
 
@@ -135,14 +134,5 @@ def results_complete(request: HttpRequest, job_id: str, attempt: int, learner: i
             isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
         ):
             return _refused(f"{key} must be a whole number from {low} to {high}", status=400)
-    with transaction.atomic():
-        if numbers["checkpoint_bytes"] is not None:
-            Job.objects.filter(pk=job_id).update(checkpoint_bytes=numbers["checkpoint_bytes"])
-        JobEvent.objects.create(
-            job=grant.job,
-            kind=EventKind.RESULTS,
-            reason=Reason.RESULTS_UPLOADED,
-            message=f"learner {learner} uploaded {numbers['files'] or 0} result file(s), {numbers['bytes'] or 0} bytes",
-            data={"attempt": attempt, "learner": learner, **numbers},
-        )
+    results_reported(job=grant.job, attempt=attempt, learner=learner, report=numbers)
     return JsonResponse({"detail": "recorded"})

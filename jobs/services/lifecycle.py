@@ -7,7 +7,7 @@ records what it changed as a JobEvent, so running one twice is harmless.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from celery import current_app
@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from jobs.core.admission import Pending
 from jobs.core.choices import EventKind, Reason
 from jobs.core.podstate import IMAGE_PULL_REASONS, LearnerView, Verdict
 from jobs.models import Job, JobEvent, Learner
@@ -235,3 +236,93 @@ def learner_update(*, job_id: str, attempt: int, view: LearnerView) -> None:
     if reason:
         fields["reason"] = reason[:64]
     Learner.objects.filter(job_id=job_id, attempt=attempt, index=view.index).update(**fields)
+
+
+def launch_refused(
+    job_id: str,
+    attempt: int,
+    exc: Exception,
+    *,
+    reason: str = Reason.LAUNCH_REFUSED,
+    what: str = "the cluster refused",
+) -> None:
+    """Fail the job with the refusal's words, and tear down what the launch created before it."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+        if job.attempt == attempt and job.status == JobStatus.STARTING:
+            transition(job, JobStatus.FAILED, reason=reason, message=f"{what}: {exc}")
+            enqueue("jobs.tasks.teardown", job.pk, attempt)
+
+
+def launch_requeued(job_id: str, attempt: int, reason: str, message: str, counts: bool = True) -> None:
+    """Send the job back to the queue after a launch that kept failing for a reason that may pass."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+        if job.attempt == attempt and job.status == JobStatus.STARTING:
+            job_requeue_or_fail(job, reason=reason, message=message, counts=counts)
+
+
+def deadline_exceeded(stale: Job, learner: int) -> int:
+    """Fail a job whose learner ran past max_runtime, as the kubelet would have (pods torn down)."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=stale.pk)
+        if job.attempt != stale.attempt or job.status not in (JobStatus.STARTING, JobStatus.RUNNING):
+            return 0
+        runtime = job.spec.get("max_runtime_seconds")
+        transition(
+            job,
+            JobStatus.FAILED,
+            reason=Reason.DEADLINE_EXCEEDED,
+            message=f"learner {learner} ran past max_runtime ({runtime} s)",
+            data={"learner": learner},
+        )
+        enqueue("jobs.tasks.teardown", job.pk, job.attempt)
+    return 1
+
+
+def job_repair(stale: Job, reason: str, message: str = "") -> int:
+    """Requeue a job the reconcile loop found stuck (PendingTimeout), bound to a node that is gone
+    (NodeGone: no retry used) or without its pods (PodLost)."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().select_related("tenant").get(pk=stale.pk)
+        if job.attempt != stale.attempt or job.status != stale.status:
+            return 0
+        if reason == Reason.NODE_GONE:
+            job_requeue_or_fail(job, reason=reason, message=message, counts=False)
+        elif reason == Reason.PENDING_TIMEOUT:
+            why = job.message if job.reason == Reason.UNSCHEDULABLE else "its pods did not start in time"
+            earlier = JobEvent.objects.filter(job=job, to_status=JobStatus.REQUEUED, reason=reason).count()
+            if earlier + 1 >= settings.PENDING_TIMEOUT_LIMIT:
+                # Pending for a reason admission cannot see (a taint, an unbound claim, affinity): another
+                # round would wait the same way, so the job fails with the scheduler's own words.
+                enqueue("jobs.tasks.teardown", job.pk, job.attempt)
+                transition(
+                    job,
+                    JobStatus.FAILED,
+                    reason=Reason.UNSCHEDULABLE if job.reason == Reason.UNSCHEDULABLE else reason,
+                    message=f"{why} (pending past PENDING_TIMEOUT_SECONDS {earlier + 1} times)",
+                )
+            else:
+                job_requeue_or_fail(job, reason=reason, message=why, counts=False)
+        else:
+            job_requeue_or_fail(job, reason=reason, message="its pods disappeared from the cluster")
+    return 1
+
+
+def queue_positions_record(pending: Iterable[Pending]) -> None:
+    """Store each waiting job's position and reason; an event only when the reason changes."""
+    by_id = {p.job_id: p for p in pending}
+    jobs = list(Job.objects.filter(pk__in=by_id).select_for_update(skip_locked=True))
+    changed, events = [], []
+    for job in jobs:
+        item = by_id[job.pk]
+        if job.queue_position == item.position and job.message == item.reason:
+            continue
+        if job.message != item.reason:
+            events.append(
+                JobEvent(job=job, kind=EventKind.SCHEDULING, reason=Reason.WAITING, message=item.reason)
+            )
+        job.queue_position, job.message, job.reason = item.position, item.reason, Reason.WAITING
+        changed.append(job)
+    Job.objects.bulk_update(changed, ["queue_position", "message", "reason"])
+    JobEvent.objects.bulk_create(events)

@@ -25,7 +25,7 @@ from clusterio.builders import (
 )
 from clusterio.capacity import NodeInfo, Resources
 from clusterio.client import Cluster, ManagedKind
-from jobs import cluster, scheduling, services, tasks
+from jobs import cluster, scheduling, tasks
 from jobs.models import Job, JobEvent, LogLine, MetricSample
 from jobs.scheduling import CycleResult
 from jobs.services import job_cancel, job_submit, lifecycle
@@ -309,7 +309,8 @@ def test_max_runtime_is_enforced_with_deadline_exceeded(engine: KubeSim) -> None
 
 def test_two_scheduler_cycles_at_once_never_admit_a_job_twice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lifecycle, "enqueue", lambda *args, **kwargs: None)
-    monkeypatch.setattr(services, "enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr("jobs.services.submit.enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr("jobs.services.control.enqueue", lambda *args, **kwargs: None)
     jobs = [submit(spec(f"queued-{i}", "print(1)"))[0] for i in range(4)]
     node = Resources(gpus=0, cpu_millis=8000, memory_mib=32768)
     nodes = [NodeInfo(name="fake-0", ready=True, gpu_type=None, allocatable=node, free=node)]
@@ -363,7 +364,8 @@ def test_two_scheduler_cycles_at_once_never_admit_a_job_twice(monkeypatch: pytes
 
 def test_a_cordoned_node_gets_no_admission(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lifecycle, "enqueue", lambda *args, **kwargs: None)
-    monkeypatch.setattr(services, "enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr("jobs.services.submit.enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr("jobs.services.control.enqueue", lambda *args, **kwargs: None)
     job, _ = submit(spec("waits", "print(1)"))
     node = Resources(gpus=0, cpu_millis=8000, memory_mib=32768)
     cordoned = NodeInfo(

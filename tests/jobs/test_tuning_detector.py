@@ -12,7 +12,7 @@ import pytest
 
 from jobs.core.tuning.detector import BOTTLENECKS, Point, Thresholds, diagnose
 from jobs.models import TelemetrySample
-from jobs.tuning.service import window_points
+from jobs.tuning.selectors import window_points
 
 RECORDED_1CPU = Path(__file__).parent / "data" / "train_cpu_1cpu_telemetry.json"
 

@@ -13,9 +13,9 @@ import pytest
 from examples.train.localspec import example_spec
 from jobs.models import Job, JobEvent, LogLine, MetricSample, TelemetrySample
 from jobs.services import job_cancel, job_submit
+from jobs.services.tuning import autotune_running
 from jobs.states import JobStatus
 from jobs.telemetry import telemetry_record_running
-from jobs.tuning.service import autotune_running
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member
 from tests.jobs.engine import describe, wait_status, wait_until

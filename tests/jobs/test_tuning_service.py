@@ -13,8 +13,9 @@ from django.utils import timezone
 
 from jobs.models import Job, JobEvent, Learner, TelemetrySample
 from jobs.services import lifecycle
+from jobs.services.tuning import job_autotune
 from jobs.states import JobStatus
-from jobs.tuning.service import job_autotune, tuning_history
+from jobs.tuning.selectors import tuning_history
 from tests.factories import SPEC, make_job, make_tenant
 
 pytestmark = pytest.mark.django_db
