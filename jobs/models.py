@@ -125,6 +125,14 @@ class JobEvent(models.Model):
     reason = models.CharField(max_length=64, blank=True)
     message = models.TextField(blank=True)
     data: models.JSONField[Any] = models.JSONField(default=dict, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who did it, when a person did (submit, cancel, retry, requeue); empty for the platform.",
+    )
 
     class Meta:
         ordering = ["created_at", "id"]

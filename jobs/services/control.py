@@ -20,12 +20,18 @@ from tenants.scoping import Perm, can_manage_owned, has_perm
 
 
 def job_transition(
-    *, job_id: str, to: str, reason: str, message: str = "", data: Mapping[str, Any] | None = None
+    *,
+    job_id: str,
+    to: str,
+    reason: str,
+    message: str = "",
+    data: Mapping[str, Any] | None = None,
+    actor: User | None = None,
 ) -> Job:
     """Move a job to `to` with its row locked and record its JobEvent; IllegalTransition if not allowed."""
     with transaction.atomic():
         job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
-        return transition(job, to, reason=reason, message=message, data=data)
+        return transition(job, to, reason=reason, message=message, data=data, actor=actor)
 
 
 def job_cancel(*, job: Job, user: User) -> Job:
@@ -49,6 +55,7 @@ def job_cancel(*, job: Job, user: User) -> Job:
             to=target,
             reason=Reason.CANCELLED_BY_USER,
             message=f"cancelled by {user.get_username()}",
+            actor=user,
         )
 
 
@@ -68,6 +75,7 @@ def job_retry(*, job: Job, user: User) -> Job:
             kind=EventKind.RETRY,
             reason=Reason.RETRY_OF,
             message=f"retry of {job.pk}",
+            actor=user,
             data={"retry_of": job.pk},
         )
     return new
@@ -90,6 +98,7 @@ def job_requeue(*, job: Job, user: User) -> Job:
             reason=Reason.REQUEUED_BY_ADMIN,
             message=f"requeued by {user.get_username()}",
             counts=False,
+            actor=user,
         )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -42,9 +43,16 @@ def enqueue(task: str, *args: Any, countdown: float = 0) -> None:
 
 
 def transition(
-    job: Job, to: str, *, reason: str, message: str = "", data: Mapping[str, Any] | None = None
+    job: Job,
+    to: str,
+    *,
+    reason: str,
+    message: str = "",
+    data: Mapping[str, Any] | None = None,
+    actor: User | None = None,
 ) -> Job:
-    """Move a locked job row to `to`, save it, record the event and tell live viewers after commit."""
+    """Move a locked job row to `to`, save it, record the event (with the person who did it, if one did)
+    and tell live viewers after commit."""
     previous = job.status
     job.set_status(to)
     job.reason, job.message = reason, message
@@ -59,6 +67,7 @@ def transition(
         reason=reason,
         message=message,
         data=dict(data or {}),
+        actor=actor,
     )
     state = {"kind": "status", "job": job.pk, "status": to, "reason": reason, "message": message}
     send_after_commit(job_group(job.pk), state)
@@ -122,7 +131,9 @@ def job_launched(*, job_id: str, attempt: int, pod_names: Sequence[str]) -> None
         )
 
 
-def job_requeue_or_fail(job: Job, *, reason: str, message: str, counts: bool = True) -> Job:
+def job_requeue_or_fail(
+    job: Job, *, reason: str, message: str, counts: bool = True, actor: User | None = None
+) -> Job:
     """After an infrastructure fault: back to the queue while retries remain, else fail.
 
     `counts=False` (a pod stuck pending, a tuning restart) does not use up a retry.
@@ -137,7 +148,9 @@ def job_requeue_or_fail(job: Job, *, reason: str, message: str, counts: bool = T
             message=f"{message} (no retries left: {job.max_retries} used)",
             data={"last_reason": reason},
         )
-    return transition(job, JobStatus.REQUEUED, reason=reason, message=message, data={"counts": counts})
+    return transition(
+        job, JobStatus.REQUEUED, reason=reason, message=message, data={"counts": counts}, actor=actor
+    )
 
 
 def job_apply_verdict(

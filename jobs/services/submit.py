@@ -167,6 +167,7 @@ def job_submit(
             to_status=job.status,
             reason=Reason.SUBMITTED,
             message=f"submitted by {user.get_username()} ({parsed.source} spec)",
+            actor=user,
             data={"demand": demand.__dict__ | {"total_gpus": demand.total_gpus}},
         )
         enqueue("jobs.tasks.schedule")

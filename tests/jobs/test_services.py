@@ -235,3 +235,16 @@ def test_dry_run_matches_aliases_on_the_nodes_it_is_given_and_refuses_unknown_ty
         job_dry_run(tenant=tenant, user=user, document=typed("V100"), nodes=nodes)
     dry = job_dry_run(tenant=tenant, user=user, document=typed("V100"), nodes=(None, "connection refused"))
     assert not dry.starts and "cluster unreachable" in dry.reason
+
+
+def test_events_a_person_caused_name_them_and_the_platforms_own_name_nobody() -> None:
+    tenant = make_tenant()
+    user = member(tenant, "owner")
+    job = job_submit(tenant=tenant, user=user, document={"name": "a", "image": "b", "command": ["c"]})
+    job_cancel(job=job, user=user)
+    events = list(JobEvent.objects.filter(job=job).order_by("created_at", "id"))
+    assert [(e.reason, e.actor) for e in events] == [("Submitted", user), ("CancelledByUser", user)]
+    job_transition(
+        job_id=job_submit(tenant=tenant, user=user, document=job.spec).pk, to="cancelled", reason="X"
+    )
+    assert JobEvent.objects.filter(reason="X").get().actor is None
