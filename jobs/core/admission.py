@@ -40,14 +40,13 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Literal
 
+from jobs.core.nodepool import ANY as _ANY
+from jobs.core.nodepool import Key as _Key
+from jobs.core.nodepool import NodePool, Shape, slots_in
+
 Policy = Literal["trainyard", "fifo"]
-Shape = tuple[int, int, int]
 _INF = float("inf")
-_ANY = "\x00any"
 _NO_TAINTS: frozenset[str] = frozenset()
-# Which nodes a job may use: its gpu type (``_ANY`` for none) and the node taints it tolerates (only those
-# present on some node, so jobs that may use the same nodes share one key and one index).
-_Key = tuple[str, frozenset[str]]
 _INVALID = "invalid job: needs at least one learner and no negative amounts"
 
 
@@ -183,106 +182,6 @@ def _invalid(job: QueuedJob) -> bool:
     return job.learners < 1 or min(job.gpus, job.cpu_millis, job.memory_mib) < 0
 
 
-def _slots(free: Shape, need: Shape, cap: int) -> int:
-    """How many learners of ``need`` fit in ``free`` (at most ``cap``)."""
-    n = cap
-    for f, r in zip(free, need, strict=True):
-        if r > 0:
-            n = min(n, f // r)
-    return max(n, 0)
-
-
-class _Pool:
-    """Free resources per node, indexed by free GPU count per key (built on demand) for best-fit."""
-
-    __slots__ = ("buckets", "free", "member", "taints", "types")
-
-    def __init__(self, free: list[Shape], types: list[str | None], taints: list[frozenset[str]]) -> None:
-        self.types, self.free, self.taints = types, free, taints
-        self.buckets: dict[_Key, dict[int, list[int]]] = {}
-        self.member: list[list[_Key]] = [[] for _ in free]
-
-    def copy(self) -> _Pool:
-        new = object.__new__(_Pool)
-        new.types, new.free, new.taints = self.types, list(self.free), self.taints
-        new.buckets = {k: {g: list(s) for g, s in b.items()} for k, b in self.buckets.items()}
-        new.member = [list(m) for m in self.member]
-        return new
-
-    def _by_gpus(self, key: _Key) -> dict[int, list[int]]:
-        by_gpus = self.buckets.get(key)
-        if by_gpus is None:
-            by_gpus = {}
-            gpu_type, tolerated = key
-            for i, t in enumerate(self.types):
-                if (gpu_type == _ANY or t == gpu_type) and self.taints[i] <= tolerated:
-                    by_gpus.setdefault(self.free[i][0], []).append(i)
-                    self.member[i].append(key)
-            self.buckets[key] = by_gpus
-        return by_gpus
-
-    def set_free(self, i: int, free: Shape, cap: Sequence[int] | None = None) -> None:
-        if cap is not None:
-            free = (min(free[0], cap[0]), min(free[1], cap[1]), min(free[2], cap[2]))
-        old = self.free[i][0]
-        self.free[i] = free
-        if free[0] == old:
-            return
-        for key in self.member[i]:
-            by_gpus = self.buckets[key]
-            by_gpus[old].remove(i)
-            if not by_gpus[old]:
-                del by_gpus[old]
-            by_gpus.setdefault(free[0], []).append(i)
-
-    def shift(self, i: int, need: Shape, sign: int) -> None:
-        f = self.free[i]
-        self.set_free(i, (f[0] + sign * need[0], f[1] + sign * need[1], f[2] + sign * need[2]))
-
-    def max_free_gpus(self, key: _Key) -> int:
-        return max(self._by_gpus(key) or (0,))
-
-    def find(self, key: _Key, need: Shape) -> int:
-        """Best-fit node for one learner: fewest free GPUs, then least free CPU, then name; -1 if none."""
-        by_gpus = self._by_gpus(key)
-        g, c, m = need
-        free = self.free
-        for fg in sorted(k for k in by_gpus if k >= g):
-            best, best_c = -1, 0
-            for i in by_gpus[fg]:
-                fi = free[i]
-                if fi[1] >= c and fi[2] >= m and (best < 0 or (fi[1], i) < (best_c, best)):
-                    best, best_c = i, fi[1]
-            if best >= 0:
-                return best
-        return -1
-
-    def place_gang(self, key: _Key, need: Shape, learners: int) -> list[int] | None:
-        """Place every learner (taking the resources) or none; returns node indices or None."""
-        placed: list[int] = []
-        for _ in range(learners):
-            i = self.find(key, need)
-            if i < 0:
-                for j in placed:
-                    self.shift(j, need, +1)
-                return None
-            self.shift(i, need, -1)
-            placed.append(i)
-        return placed
-
-    def slots(self, key: _Key, need: Shape, cap: int) -> int:
-        """Learners of ``need`` that fit at once (stops counting at ``cap``)."""
-        total = 0
-        for fg, members in self._by_gpus(key).items():
-            if fg < need[0]:
-                continue
-            for i in members:
-                total += _slots(self.free[i], need, cap - total)
-                if total >= cap:
-                    return total
-        return total
-
-
 class _Cycle:
     """Mutable working state of one admission cycle (private to :func:`admit`)."""
 
@@ -298,8 +197,8 @@ class _Cycle:
         self.all_taints: frozenset[str] = frozenset().union(*self.taints)
         self.caps = [(n.capacity.gpus, n.capacity.cpu_millis, n.capacity.memory_mib) for n in nodes]
         free = [(n.free.gpus, n.free.cpu_millis, n.free.memory_mib) for n in nodes]
-        self.now_pool = _Pool(free, self.types, self.taints)
-        self.long_pool: _Pool | None = None
+        self.now_pool = NodePool(free, self.types, self.taints)
+        self.long_pool: NodePool | None = None
         self.surplus: dict[int, list[int]] = {}
         self.total = tuple(map(sum, zip(*self.caps, strict=True))) if nodes else (0, 0, 0)
         self.by_size: dict[_Key, list[Shape]] = {}
@@ -373,7 +272,7 @@ class _Cycle:
     def _fits_empty(self, key: _Key, job: QueuedJob) -> bool:
         total = 0
         for cap in self.sizes(key):
-            total += _slots(cap, _shape(job), job.learners - total)
+            total += slots_in(cap, _shape(job), job.learners - total)
             if total >= job.learners:
                 return True
         return False
@@ -411,7 +310,7 @@ class _Cycle:
         if not sizes:
             return f"{head}; the cluster has no {nodes}"
         largest = [max(s[d] for s in sizes) for d in range(3)]
-        if not any(_slots(cap, need, 1) for cap in sizes):
+        if not any(slots_in(cap, need, 1) for cap in sizes):
             over = [d for d in range(3) if need[d] > largest[d]]
             if over:
                 wants = " and ".join(_amount(d, need[d]) for d in over)
@@ -425,7 +324,7 @@ class _Cycle:
             wants = " and ".join(_amount(d, need[d] * job.learners) for d in over)
             has = " and ".join(_amount(d, total[d]) for d in over)
             return f"{head}; together they need {wants}, the cluster's {nodes} have {has} in total"
-        fit = sum(_slots(cap, need, job.learners) for cap in sizes)
+        fit = sum(slots_in(cap, need, job.learners) for cap in sizes)
         return f"{head}; the cluster's {nodes} hold at most {fit} of them at once"
 
     def capacity_reason(self, job: QueuedJob) -> str:
@@ -500,7 +399,7 @@ class _Cycle:
         need, learners = _shape(job), job.learners
         free = list(self.now_pool.free)
         match = self.eligible(self.key(job))
-        slots = [_slots(f, need, learners) if ok else 0 for f, ok in zip(free, match, strict=True)]
+        slots = [slots_in(f, need, learners) if ok else 0 for f, ok in zip(free, match, strict=True)]
         total, start, found = sum(slots), None, False
         events = self.releases()
         k = 0
@@ -511,7 +410,7 @@ class _Cycle:
                 free[i] = (free[i][0] + s[0], free[i][1] + s[1], free[i][2] + s[2])
                 if match[i]:
                     total -= slots[i]
-                    slots[i] = _slots(free[i], need, learners)
+                    slots[i] = slots_in(free[i], need, learners)
                     total += slots[i]
                 k += 1
             if total >= learners:
@@ -520,7 +419,7 @@ class _Cycle:
             free = list(self.caps)
         placed: list[int] = []
         for _ in range(learners):
-            fits = [i for i, ok in enumerate(match) if ok and _slots(free[i], need, 1)]
+            fits = [i for i, ok in enumerate(match) if ok and slots_in(free[i], need, 1)]
             i = min(fits, key=lambda i: (free[i][0], free[i][1], i))
             free[i] = (free[i][0] - need[0], free[i][1] - need[1], free[i][2] - need[2])
             placed.append(i)
