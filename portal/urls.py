@@ -5,7 +5,9 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from jobs import views as job_views
 from portal import views
+from tenants import pages as tenant_pages
 
 urlpatterns = [
     path("", views.dashboard, name="home"),
@@ -15,14 +17,14 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("tenant/switch/", views.tenant_switch, name="tenant-switch"),
-    path("jobs/", views.jobs_page, name="jobs"),
-    path("jobs/new/", views.job_new, name="job-new"),
-    path("jobs/<str:job_id>/", views.job_detail, name="job-detail"),
-    path("jobs/<str:job_id>/parts/", views.job_parts, name="job-parts"),
-    path("jobs/<str:job_id>/cancel/", views.job_cancel_view, name="job-cancel"),
-    path("jobs/<str:job_id>/retry/", views.job_retry_view, name="job-retry"),
-    path("jobs/<str:job_id>/log.txt", views.job_log_download, name="job-log"),
+    path("tenant/switch/", tenant_pages.tenant_switch, name="tenant-switch"),
+    path("jobs/", job_views.jobs_page, name="jobs"),
+    path("jobs/new/", job_views.job_new, name="job-new"),
+    path("jobs/<str:job_id>/", job_views.job_detail, name="job-detail"),
+    path("jobs/<str:job_id>/parts/", job_views.job_parts, name="job-parts"),
+    path("jobs/<str:job_id>/cancel/", job_views.job_cancel_view, name="job-cancel"),
+    path("jobs/<str:job_id>/retry/", job_views.job_retry_view, name="job-retry"),
+    path("jobs/<str:job_id>/log.txt", job_views.job_log_download, name="job-log"),
     path("tenants/<slug:slug>/", views.tenant_page, name="tenant"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api_urls")),

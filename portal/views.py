@@ -1,146 +1,21 @@
-"""Browser pages: server-rendered, thin views over the scoping helper, the selectors and the services.
-
-Every page needs a login and reads only through `tenants.scoping` and `jobs.selectors`, so another tenant's
-job or tenant answers 404 exactly like one that does not exist. The tenant the pages show is kept in the
-session (the header's switcher) and defaults to the user's first tenant.
-"""
+"""The pages that span the apps: the dashboard (my running and queued jobs, the current tenant's usage, the
+cluster's free room) and a tenant's page (members, quota and usage, GPU-hours per day, its queue). The job
+pages live in jobs/views.py; the page shell and the tenant switcher in tenants/pages.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
-
-import yaml
-from django.conf import settings
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
-from django.core.paginator import Paginator
 from django.db.models import F
-from django.http import (
-    Http404,
-    HttpRequest,
-    HttpResponse,
-    HttpResponseRedirect,
-    JsonResponse,
-    StreamingHttpResponse,
-)
-from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
-from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.http import Http404, HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
 
-from jobs import cluster
-from jobs.cluster import ClusterError, NodeInfo
-from jobs.core.choices import EventKind
-from jobs.models import Job
-from jobs.scheduling import job_dry_run
-from jobs.selectors import job_events, job_get, job_list, job_logs, job_results, tenant_gpu_hours_by_day
-from jobs.services import JobRejected, PermissionDenied, job_cancel, job_retry, job_submit
+from jobs.selectors import job_list, tenant_gpu_hours_by_day
 from jobs.states import ACTIVE, WAITING, JobStatus
-from portal.forms import JobFilterForm, SubmitForm, spec_templates
-from tenants.models import Tenant
-from tenants.scoping import Perm, can_manage_owned, tenants_for
-from tenants.usage import tenant_usage
+from jobs.views import cluster_nodes
+from tenants.pages import current_tenant, page_user, render_page, usage_meters
+from tenants.scoping import tenants_for
 
-SESSION_TENANT = "tenant"
-JOBS_PER_PAGE = 25
 GPU_HOURS_DAYS = 14
-LOG_PAGE = 5000
-
-
-# --- the page shell -------------------------------------------------------------------------------------
-
-
-def current_tenant(request: HttpRequest) -> Tenant | None:
-    """The tenant the pages show: the one chosen in the switcher if the user still sees it, else the first."""
-    tenants = tenants_for(request.user)
-    chosen = request.session.get(SESSION_TENANT)
-    if chosen:
-        tenant = tenants.filter(slug=chosen).first()
-        if tenant is not None:
-            return tenant
-    return tenants.first()
-
-
-def render_page(
-    request: HttpRequest, template: str, context: dict[str, Any] | None = None, *, status: int = 200
-) -> HttpResponse:
-    """Render a page inside the shell: the header needs the user's tenants and the current one."""
-    shell = {"my_tenants": list(tenants_for(request.user)), "tenant": current_tenant(request)}
-    return render(request, template, shell | (context or {}), status=status)
-
-
-def forbidden(request: HttpRequest, message: str) -> HttpResponse:
-    """The 403 page, for an action the user may see but not do."""
-    return render_page(request, "portal/403.html", {"message": message}, status=403)
-
-
-def _job_or_404(request: HttpRequest, job_id: str) -> Job:
-    try:
-        return job_get(user=request.user, job_id=job_id)
-    except Job.DoesNotExist as exc:
-        raise Http404("no such job") from exc
-
-
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)
-    return request.user
-
-
-@require_POST
-@login_required
-def tenant_switch(request: HttpRequest) -> HttpResponse:
-    """Choose the tenant the pages show (only one the user may see), then go back where they were."""
-    slug = request.POST.get("tenant", "")
-    if not tenants_for(request.user).filter(slug=slug).exists():
-        raise Http404("no such tenant")
-    request.session[SESSION_TENANT] = slug
-    back = request.POST.get("next", "/")
-    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
-        back = "/"
-    return HttpResponseRedirect(back)
-
-
-# --- dashboard ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Meter:
-    """One usage bar: how much of a quota is in use."""
-
-    label: str
-    used: int
-    limit: int
-    unit: str = ""
-
-    @property
-    def percent(self) -> int:
-        if self.limit <= 0:
-            return 100 if self.used else 0
-        return min(100, round(100 * self.used / self.limit))
-
-
-def usage_meters(tenant: Tenant) -> list[Meter]:
-    """The tenant's usage against each quota, as bars."""
-    usage, quota = tenant_usage(tenant), tenant.quota
-    return [
-        Meter("GPUs", usage.gpus, quota.gpus),
-        Meter("CPU", usage.cpu_millis // 1000, quota.cpu_millis // 1000, "cores"),
-        Meter("Memory", usage.memory_mib // 1024, quota.memory_mib // 1024, "GiB"),
-        Meter("Running jobs", usage.running_jobs, quota.max_running_jobs),
-        Meter("Queued jobs", usage.queued_jobs, quota.max_queued_jobs),
-    ]
-
-
-def cluster_nodes() -> tuple[list[NodeInfo] | None, str]:
-    """The cluster's nodes, or None and why when the cluster cannot be reached (pages still render)."""
-    try:
-        return cluster.nodes(), ""
-    except ClusterError as exc:
-        return None, str(exc)
 
 
 @require_GET
@@ -148,7 +23,7 @@ def cluster_nodes() -> tuple[list[NodeInfo] | None, str]:
 def dashboard(request: HttpRequest) -> HttpResponse:
     """My running and queued jobs, the current tenant's usage against its quota, the cluster's free room."""
     tenant = current_tenant(request)
-    mine = job_list(user=request.user, tenant=tenant, owner=_user(request)).filter(
+    mine = job_list(user=request.user, tenant=tenant, owner=page_user(request)).filter(
         status__in=ACTIVE | WAITING
     )
     nodes, cluster_error = cluster_nodes()
@@ -162,197 +37,6 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "cluster_error": cluster_error,
         },
     )
-
-
-# --- jobs -----------------------------------------------------------------------------------------------
-
-
-@require_GET
-@login_required
-def jobs_page(request: HttpRequest) -> HttpResponse:
-    """The current tenant's jobs with filters (status, owner, name) and pages."""
-    tenant = current_tenant(request)
-    form = JobFilterForm(request.GET)
-    filters = form.cleaned_data if form.is_valid() else {}
-    jobs = job_list(
-        user=request.user,
-        tenant=tenant,
-        status=filters.get("status") or None,
-        owner=_user(request) if filters.get("owner") == "me" else None,
-        search=filters.get("q") or None,
-    )
-    page = Paginator(jobs if tenant else Job.objects.none(), JOBS_PER_PAGE).get_page(request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
-    return render_page(request, "portal/jobs.html", {"form": form, "page": page, "query": query.urlencode()})
-
-
-def _read_code(upload: Any) -> bytes:
-    """The uploaded code ZIP's bytes, refusing one over CODE_MAX_BYTES before reading it into memory."""
-    if upload.size > settings.CODE_MAX_BYTES:
-        limit = settings.CODE_MAX_BYTES
-        raise JobRejected({"code": [f"the code archive is {upload.size} bytes; at most {limit}"]})
-    return bytes(upload.read())
-
-
-@login_required
-def job_new(request: HttpRequest) -> HttpResponse:
-    """The YAML editor: submit a job, or dry-run it; errors come back inline and the text is kept."""
-    user = _user(request)
-    allowed = tenants_for(user, Perm.SUBMIT)
-    templates = spec_templates()
-    tenant = current_tenant(request)
-    initial: dict[str, Any] = {"tenant": tenant if tenant and allowed.filter(pk=tenant.pk).exists() else None}
-    chosen = request.GET.get("template", "pytorch")
-    clone_of = None
-    if request.GET.get("clone"):
-        clone_of = _job_or_404(request, request.GET["clone"])
-        initial |= {"tenant": clone_of.tenant, "spec": yaml.safe_dump(clone_of.spec, sort_keys=False)}
-        chosen = ""
-    elif chosen in templates:
-        initial["spec"] = templates[chosen][1]
-    form = SubmitForm(request.POST or None, request.FILES or None, tenants=allowed, initial=initial)
-    errors: dict[str, list[str]] = {}
-    dry_run = None
-    if request.method == "POST":
-        if not allowed.exists():
-            return forbidden(request, "You may not submit jobs in any of your tenants.")
-        if form.is_valid():
-            target, document = form.cleaned_data["tenant"], form.cleaned_data["spec"]
-            try:
-                if "dry_run" in request.POST:
-                    dry_run = job_dry_run(tenant=target, user=user, document=document, nodes=cluster_nodes())
-                else:
-                    upload = form.cleaned_data.get("code")
-                    code = _read_code(upload) if upload is not None else None
-                    job = job_submit(tenant=target, user=user, document=document, code=code)
-                    messages.success(request, f"Job {job.name} ({job.pk}) submitted.")
-                    return redirect("job-detail", job_id=job.pk)
-            except PermissionDenied as exc:
-                return forbidden(request, str(exc))
-            except JobRejected as exc:
-                errors = exc.errors
-        else:
-            errors = {name: [str(e) for e in errs] for name, errs in form.errors.items()}
-    return render_page(
-        request,
-        "portal/job_new.html",
-        {
-            "form": form,
-            "can_submit": allowed.exists(),
-            "templates": templates,
-            "template_texts": {key: text for key, (_, text) in templates.items()},
-            "chosen": chosen,
-            "clone_of": clone_of,
-            "errors": sorted(errors.items()),
-            "dry_run": dry_run,
-        },
-        status=400 if errors else 200,
-    )
-
-
-JOB_PARTS = ("timeline", "learners", "times", "results")
-"""The parts of the job page that change with its state: `portal/_job_<part>.html`, re-rendered live."""
-
-
-def _job_history(job: Job) -> dict[str, Any]:
-    return {
-        "job": job,
-        "events": job_events(job=job),
-        "learners": job.learner_set.order_by("-attempt", "index"),
-        "results": job_results(job=job),
-    }
-
-
-@require_GET
-@login_required
-def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
-    """One job: status, events, learners, resources, actions, logs and metric charts."""
-    job = _job_or_404(request, job_id)
-    indexes = sorted(
-        set(range(job.learners)) | set(job.log_lines.values_list("learner", flat=True).distinct())
-    )
-    live = {
-        "job": job.pk,
-        "learners": indexes,
-        "terminal": job.is_terminal,
-        "parts": reverse("job-parts", args=[job.pk]),
-    }
-    return render_page(
-        request,
-        "portal/job_detail.html",
-        _job_history(job)
-        | {
-            "learner_indexes": indexes,
-            "can_manage": can_manage_owned(request.user, job),
-            "live": live,
-            "tuning_events": job_events(job=job).filter(kind=EventKind.TUNING),
-        },
-    )
-
-
-@require_GET
-@login_required
-def job_parts(request: HttpRequest, job_id: str) -> JsonResponse:
-    """The job page's timeline, learner rows and times as HTML, for its script to swap in when a state
-    change arrives over the WebSocket (the same templates as the page, so both always agree)."""
-    job = _job_or_404(request, job_id)
-    context = _job_history(job)
-    parts = {name: render_to_string(f"portal/_job_{name}.html", context, request) for name in JOB_PARTS}
-    return JsonResponse({"status": job.status, **parts})
-
-
-def _job_action(request: HttpRequest, job_id: str, action: str) -> HttpResponse:
-    job = _job_or_404(request, job_id)
-    try:
-        if action == "cancel":
-            job = job_cancel(job=job, user=_user(request))
-            messages.success(request, f"Job {job.pk} is {job.status}.")
-        else:
-            job = job_retry(job=job, user=_user(request))
-            messages.success(request, f"Submitted {job.pk} as a retry.")
-    except PermissionDenied as exc:
-        return forbidden(request, str(exc))
-    except JobRejected as exc:
-        messages.error(request, str(exc))
-    return redirect("job-detail", job_id=job.pk)
-
-
-@require_POST
-@login_required
-def job_cancel_view(request: HttpRequest, job_id: str) -> HttpResponse:
-    """Cancel a job (the service checks the permission again; 403 page otherwise)."""
-    return _job_action(request, job_id, "cancel")
-
-
-@require_POST
-@login_required
-def job_retry_view(request: HttpRequest, job_id: str) -> HttpResponse:
-    """Submit a finished job again (the service checks the permission again; 403 page otherwise)."""
-    return _job_action(request, job_id, "retry")
-
-
-def _log_text(job: Job, learners: list[int]) -> Iterator[str]:
-    for learner in learners:
-        after = 0
-        while True:
-            lines = job_logs(job=job, learner=learner, after=after, limit=LOG_PAGE)
-            for line in lines:
-                yield f"[learner {learner}] {line.text}\n"
-            if len(lines) < LOG_PAGE:
-                break
-            after = lines[-1].seq
-
-
-@require_GET
-@login_required
-def job_log_download(request: HttpRequest, job_id: str) -> StreamingHttpResponse:
-    """The whole log of a job as plain text, learner by learner, streamed page by page."""
-    job = _job_or_404(request, job_id)
-    learners = sorted(set(job.log_lines.values_list("learner", flat=True).distinct()))
-    response = StreamingHttpResponse(_log_text(job, learners), content_type="text/plain; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{job.pk}.log.txt"'
-    return response
 
 
 # --- tenants --------------------------------------------------------------------------------------------

@@ -15,10 +15,10 @@ from clusterio.capacity import NodeInfo, Resources
 from clusterio.errors import Unavailable
 from jobs.artifacts.code import zip_directory_bytes
 from jobs.core.spec import parse_spec
+from jobs.forms import TEMPLATES, spec_templates
 from jobs.models import Job, JobEvent, Learner, LogLine, ResultFile
 from jobs.selectors import tenant_gpu_hours_by_day
 from jobs.services import job_cancel, job_submit
-from portal.forms import TEMPLATES, spec_templates
 from tenants.models import Tenant
 from tests.conftest import ROOT
 from tests.factories import make_job, make_tenant, member

@@ -1,0 +1,236 @@
+"""The job pages: the jobs list, the submit editor (with dry run), a job's page with its live parts, the
+cancel and retry buttons, and the log download. Thin views over the scoping helper, the selectors and the
+services; another tenant's job answers 404 exactly like one that does not exist."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.shortcuts import redirect
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from jobs import cluster
+from jobs.cluster import ClusterError, NodeInfo
+from jobs.core.choices import EventKind
+from jobs.forms import JobFilterForm, SubmitForm, spec_templates
+from jobs.models import Job
+from jobs.scheduling import job_dry_run
+from jobs.selectors import job_events, job_get, job_list, job_logs, job_results
+from jobs.services import JobRejected, PermissionDenied, job_cancel, job_retry, job_submit
+from tenants.pages import current_tenant, forbidden, page_user, render_page
+from tenants.scoping import Perm, can_manage_owned, tenants_for
+
+JOBS_PER_PAGE = 25
+LOG_PAGE = 5000
+
+
+def cluster_nodes() -> tuple[list[NodeInfo] | None, str]:
+    """The cluster's nodes, or None and why when the cluster cannot be reached (pages still render)."""
+    try:
+        return cluster.nodes(), ""
+    except ClusterError as exc:
+        return None, str(exc)
+
+
+def _job_or_404(request: HttpRequest, job_id: str) -> Job:
+    try:
+        return job_get(user=request.user, job_id=job_id)
+    except Job.DoesNotExist as exc:
+        raise Http404("no such job") from exc
+
+
+@require_GET
+@login_required
+def jobs_page(request: HttpRequest) -> HttpResponse:
+    """The current tenant's jobs with filters (status, owner, name) and pages."""
+    tenant = current_tenant(request)
+    form = JobFilterForm(request.GET)
+    filters = form.cleaned_data if form.is_valid() else {}
+    jobs = job_list(
+        user=request.user,
+        tenant=tenant,
+        status=filters.get("status") or None,
+        owner=page_user(request) if filters.get("owner") == "me" else None,
+        search=filters.get("q") or None,
+    )
+    page = Paginator(jobs if tenant else Job.objects.none(), JOBS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render_page(request, "portal/jobs.html", {"form": form, "page": page, "query": query.urlencode()})
+
+
+def _read_code(upload: Any) -> bytes:
+    """The uploaded code ZIP's bytes, refusing one over CODE_MAX_BYTES before reading it into memory."""
+    if upload.size > settings.CODE_MAX_BYTES:
+        limit = settings.CODE_MAX_BYTES
+        raise JobRejected({"code": [f"the code archive is {upload.size} bytes; at most {limit}"]})
+    return bytes(upload.read())
+
+
+@login_required
+def job_new(request: HttpRequest) -> HttpResponse:
+    """The YAML editor: submit a job, or dry-run it; errors come back inline and the text is kept."""
+    user = page_user(request)
+    allowed = tenants_for(user, Perm.SUBMIT)
+    templates = spec_templates()
+    tenant = current_tenant(request)
+    initial: dict[str, Any] = {"tenant": tenant if tenant and allowed.filter(pk=tenant.pk).exists() else None}
+    chosen = request.GET.get("template", "pytorch")
+    clone_of = None
+    if request.GET.get("clone"):
+        clone_of = _job_or_404(request, request.GET["clone"])
+        initial |= {"tenant": clone_of.tenant, "spec": yaml.safe_dump(clone_of.spec, sort_keys=False)}
+        chosen = ""
+    elif chosen in templates:
+        initial["spec"] = templates[chosen][1]
+    form = SubmitForm(request.POST or None, request.FILES or None, tenants=allowed, initial=initial)
+    errors: dict[str, list[str]] = {}
+    dry_run = None
+    if request.method == "POST":
+        if not allowed.exists():
+            return forbidden(request, "You may not submit jobs in any of your tenants.")
+        if form.is_valid():
+            target, document = form.cleaned_data["tenant"], form.cleaned_data["spec"]
+            try:
+                if "dry_run" in request.POST:
+                    dry_run = job_dry_run(tenant=target, user=user, document=document, nodes=cluster_nodes())
+                else:
+                    upload = form.cleaned_data.get("code")
+                    code = _read_code(upload) if upload is not None else None
+                    job = job_submit(tenant=target, user=user, document=document, code=code)
+                    messages.success(request, f"Job {job.name} ({job.pk}) submitted.")
+                    return redirect("job-detail", job_id=job.pk)
+            except PermissionDenied as exc:
+                return forbidden(request, str(exc))
+            except JobRejected as exc:
+                errors = exc.errors
+        else:
+            errors = {name: [str(e) for e in errs] for name, errs in form.errors.items()}
+    return render_page(
+        request,
+        "portal/job_new.html",
+        {
+            "form": form,
+            "can_submit": allowed.exists(),
+            "templates": templates,
+            "template_texts": {key: text for key, (_, text) in templates.items()},
+            "chosen": chosen,
+            "clone_of": clone_of,
+            "errors": sorted(errors.items()),
+            "dry_run": dry_run,
+        },
+        status=400 if errors else 200,
+    )
+
+
+JOB_PARTS = ("timeline", "learners", "times", "results")
+"""The parts of the job page that change with its state: `portal/_job_<part>.html`, re-rendered live."""
+
+
+def _job_history(job: Job) -> dict[str, Any]:
+    return {
+        "job": job,
+        "events": job_events(job=job),
+        "learners": job.learner_set.order_by("-attempt", "index"),
+        "results": job_results(job=job),
+    }
+
+
+@require_GET
+@login_required
+def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
+    """One job: status, events, learners, resources, actions, logs and metric charts."""
+    job = _job_or_404(request, job_id)
+    indexes = sorted(
+        set(range(job.learners)) | set(job.log_lines.values_list("learner", flat=True).distinct())
+    )
+    live = {
+        "job": job.pk,
+        "learners": indexes,
+        "terminal": job.is_terminal,
+        "parts": reverse("job-parts", args=[job.pk]),
+    }
+    return render_page(
+        request,
+        "portal/job_detail.html",
+        _job_history(job)
+        | {
+            "learner_indexes": indexes,
+            "can_manage": can_manage_owned(request.user, job),
+            "live": live,
+            "tuning_events": job_events(job=job).filter(kind=EventKind.TUNING),
+        },
+    )
+
+
+@require_GET
+@login_required
+def job_parts(request: HttpRequest, job_id: str) -> JsonResponse:
+    """The job page's timeline, learner rows and times as HTML, for its script to swap in when a state
+    change arrives over the WebSocket (the same templates as the page, so both always agree)."""
+    job = _job_or_404(request, job_id)
+    context = _job_history(job)
+    parts = {name: render_to_string(f"portal/_job_{name}.html", context, request) for name in JOB_PARTS}
+    return JsonResponse({"status": job.status, **parts})
+
+
+def _job_action(request: HttpRequest, job_id: str, action: str) -> HttpResponse:
+    job = _job_or_404(request, job_id)
+    try:
+        if action == "cancel":
+            job = job_cancel(job=job, user=page_user(request))
+            messages.success(request, f"Job {job.pk} is {job.status}.")
+        else:
+            job = job_retry(job=job, user=page_user(request))
+            messages.success(request, f"Submitted {job.pk} as a retry.")
+    except PermissionDenied as exc:
+        return forbidden(request, str(exc))
+    except JobRejected as exc:
+        messages.error(request, str(exc))
+    return redirect("job-detail", job_id=job.pk)
+
+
+@require_POST
+@login_required
+def job_cancel_view(request: HttpRequest, job_id: str) -> HttpResponse:
+    """Cancel a job (the service checks the permission again; 403 page otherwise)."""
+    return _job_action(request, job_id, "cancel")
+
+
+@require_POST
+@login_required
+def job_retry_view(request: HttpRequest, job_id: str) -> HttpResponse:
+    """Submit a finished job again (the service checks the permission again; 403 page otherwise)."""
+    return _job_action(request, job_id, "retry")
+
+
+def _log_text(job: Job, learners: list[int]) -> Iterator[str]:
+    for learner in learners:
+        after = 0
+        while True:
+            lines = job_logs(job=job, learner=learner, after=after, limit=LOG_PAGE)
+            for line in lines:
+                yield f"[learner {learner}] {line.text}\n"
+            if len(lines) < LOG_PAGE:
+                break
+            after = lines[-1].seq
+
+
+@require_GET
+@login_required
+def job_log_download(request: HttpRequest, job_id: str) -> StreamingHttpResponse:
+    """The whole log of a job as plain text, learner by learner, streamed page by page."""
+    job = _job_or_404(request, job_id)
+    learners = sorted(set(job.log_lines.values_list("learner", flat=True).distinct()))
+    response = StreamingHttpResponse(_log_text(job, learners), content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{job.pk}.log.txt"'
+    return response
