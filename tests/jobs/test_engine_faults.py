@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -54,23 +53,6 @@ def attempt_pods(job: Job) -> list[dict[str, Any]]:
 
 
 # -- a launch retried after its worker died ---------------------------------------------------------------
-
-
-@pytest.fixture
-def held_launches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[Any, ...]]]:
-    """Launch tasks that admission queues are kept here instead of reaching the worker: as if the worker
-    that took them died before finishing. Other tasks pass through."""
-    held: list[tuple[Any, ...]] = []
-    send = lifecycle.enqueue
-
-    def enqueue(task: str, *args: Any, countdown: float = 0) -> None:
-        if task == "jobs.tasks.launch":
-            held.append(args)
-        else:
-            send(task, *args, countdown=countdown)
-
-    monkeypatch.setattr(lifecycle, "enqueue", enqueue)
-    yield held
 
 
 def test_launch_retried_after_a_worker_died_mid_launch_adopts_and_duplicates_no_pod(

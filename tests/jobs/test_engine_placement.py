@@ -12,7 +12,7 @@ import pytest
 
 from jobs import cluster, tasks
 from jobs.models import Job, JobEvent
-from jobs.services import job_submit, lifecycle
+from jobs.services import job_submit
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member
 from tests.jobs.engine import describe, python_spec, wait_status, wait_until
@@ -107,22 +107,6 @@ def test_every_learner_runs_on_the_node_admission_chose(engine: KubeSim) -> None
     placed = assert_on_chosen_nodes(job)
     assert JobEvent.objects.filter(job=job, reason="Admitted", message__contains=placed[0]).exists()
     wait_status(job, "succeeded", timeout=60)
-
-
-@pytest.fixture
-def held_launches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[Any, ...]]]:
-    """Launch tasks that admission queues are kept here instead of reaching the worker."""
-    held: list[tuple[Any, ...]] = []
-    send = lifecycle.enqueue
-
-    def enqueue(task: str, *args: Any, countdown: float = 0) -> None:
-        if task == "jobs.tasks.launch":
-            held.append(args)
-        else:
-            send(task, *args, countdown=countdown)
-
-    monkeypatch.setattr(lifecycle, "enqueue", enqueue)
-    yield held
 
 
 def test_a_learner_whose_chosen_node_went_away_before_launch_is_admitted_afresh_without_a_retry(
