@@ -47,6 +47,9 @@ def test_the_platform_picks_in_cluster_credentials_when_kubeconfig_is_empty(
     service_account: str, settings: Any
 ) -> None:
     settings.KUBECONFIG, settings.KUBE_CONTEXT = "", ""
+    settings.INSTALLATION_ID = (
+        "in-cluster-test"  # else derived from the database, which this test does not use
+    )
     client = jobs_cluster.cluster()
     assert client.api_client.configuration.host == "https://10.96.0.1:443"
 
