@@ -537,10 +537,15 @@ class Cluster:
         )
         return node_infos(nodes, pods)
 
+    def node_states(self) -> list[NodeInfo]:
+        """Every node's name, readiness, taints and allocatable resources, from one list of nodes and no
+        pods (so `free` is not counted: use `nodes` for that)."""
+        nodes, _ = self._list_all(self.core.list_node)
+        return node_infos(nodes, [])
+
     def ready_node_names(self) -> set[str]:
         """The names of the nodes whose Ready condition is True (one list of nodes, no pods)."""
-        nodes, _ = self._list_all(self.core.list_node)
-        return {info.name for info in node_infos(nodes, []) if info.ready}
+        return {info.name for info in self.node_states() if info.ready}
 
     def gpu_products(self) -> list[str]:
         """The GPU product label of every node that has one (`gpu_product`), sorted, once each. Lists nodes

@@ -298,11 +298,10 @@ def _checkpoints(job: Job) -> dict[str, Any]:
     return {**claims, "checkpoint_learner_claims": learner_claims}
 
 
-def pod_security_problem(*, tenant: Tenant) -> str | None:
-    """Why the tenant's learner pods cannot pass the Pod Security level its namespace enforces with this
+def pod_security_problem(*, tenant: Tenant, level: str) -> str | None:
+    """Why the tenant's learner pods cannot pass the Pod Security `level` its namespace enforces with this
     installation's settings (None when they can): a checkpoint folder on the node (CHECKPOINT_HOST_ROOT) is a
     hostPath volume, which baseline and restricted refuse, so every launch would be refused."""
-    level = policy_of(tenant).pod_security
     if settings.CHECKPOINT_HOST_ROOT and level != PodSecurity.PRIVILEGED:
         return (
             f"this installation keeps checkpoints in a folder on the node (CHECKPOINT_HOST_ROOT), a hostPath "
@@ -519,8 +518,8 @@ def nodes() -> list[NodeInfo]:
 
 
 def node_names() -> set[str]:
-    """The names of the nodes the cluster has now."""
-    return {node.name for node in cluster().nodes()}
+    """The names of the nodes the cluster has now (one list of nodes, no pods)."""
+    return {node.name for node in cluster().node_states()}
 
 
 def pod_owner(pod: dict[str, Any]) -> tuple[str, int] | None:

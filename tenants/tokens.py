@@ -86,12 +86,6 @@ def token_id_live(token_id: int, *, user_id: int) -> bool:
     )
 
 
-def token_user(secret: str) -> User | None:
-    """The active user a live token belongs to, or None (see `token_live`)."""
-    token = token_live(secret)
-    return token.user if token is not None else None
-
-
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     """DRF authentication by `Authorization: Bearer <token>`."""
 

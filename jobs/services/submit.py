@@ -91,7 +91,8 @@ def job_validate(
         raise PermissionDenied(f"you may not submit jobs to tenant {tenant.slug}")
     if not tenant.active:
         raise JobRejected({"": [f"tenant {tenant.slug} is inactive and accepts no jobs"]})
-    problem = cluster.pod_security_problem(tenant=tenant)
+    policy = effective_policy(tenant=tenant, user=user)
+    problem = cluster.pod_security_problem(tenant=tenant, level=policy.pod_security)
     if problem:
         raise JobRejected({"": [problem]})
     try:
@@ -102,9 +103,7 @@ def job_validate(
     if problems:
         raise JobRejected({"data_stores": problems})
     field_problems = cluster.spec_problems(tenant=tenant, spec=parsed.spec, credentials=parsed.secrets)
-    field_problems |= policy_problems(
-        parsed.spec, effective_policy(tenant=tenant, user=user), tenant=tenant.slug
-    )
+    field_problems |= policy_problems(parsed.spec, policy, tenant=tenant.slug)
     if field_problems:
         raise JobRejected({parsed.field_name(path): messages for path, messages in field_problems.items()})
     gpu_type = parsed.spec["resources"].get("gpu_type")
