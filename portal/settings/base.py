@@ -1,25 +1,21 @@
 """Settings shared by every environment; every value comes from the environment."""
 
-import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from environ.fileaware_mapping import FileAwareMapping
 
 from jobs.core.gputypes import DEFAULT_ALIASES as DEFAULT_GPU_TYPE_ALIASES
 from jobs.core.gputypes import merge_aliases, parse_aliases
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
-env = environ.Env()
-if (BASE_DIR / ".env").exists():
-    environ.Env.read_env(BASE_DIR / ".env")
-
 # Secrets from mounted files: `SECRET_KEY_FILE=/run/secrets/trainyard/SECRET_KEY` sets SECRET_KEY from
-# that file's content (a Secret mounted as a volume, Docker/compose secrets). Both set, and different,
-# is an error (a child process inherits both, the same).
+# that file's content (a Secret mounted as a volume, Docker/compose secrets), through django-environ's
+# FileAwareEnv. Only these names may come from a file.
 FILE_SECRETS = (
     "SECRET_KEY",
     "DATABASE_URL",
@@ -30,21 +26,35 @@ FILE_SECRETS = (
 )
 
 
-def _read_secret_files(names: tuple[str, ...]) -> None:
-    for name in names:
-        path = os.environ.get(f"{name}_FILE", "")
-        if not path:
-            continue
+class SecretFiles(FileAwareMapping):
+    """FileAwareEnv's `X_FILE` lookup made strict: only for FILE_SECRETS, the file's trailing newline
+    dropped (editors and `kubectl create secret --from-file` add one), an unreadable file named, and X set
+    as well as X_FILE refused unless both say the same (which of two values wins is not guessed)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        super().__init__()
+        self.names = frozenset(names)
+
+    def __getitem__(self, key: str) -> str:
+        path = self.env.get(f"{key}_FILE", "")
+        if key not in self.names or not path:
+            return str(self.env[key])
         try:
-            value = Path(path).read_text().strip()
+            value = str(super().__getitem__(key)).strip()
         except OSError as exc:
-            raise ImproperlyConfigured(f"{name}_FILE: cannot read {path}: {exc}") from exc
-        if os.environ.get(name, value) != value:
-            raise ImproperlyConfigured(f"set {name} or {name}_FILE, not both")
-        os.environ[name] = value
+            raise ImproperlyConfigured(f"{key}_FILE: cannot read {path}: {exc}") from exc
+        if self.env.get(key, value) != value:
+            raise ImproperlyConfigured(f"set {key} or {key}_FILE, not both")
+        return value
 
 
-_read_secret_files(FILE_SECRETS)
+class SecretFileEnv(environ.FileAwareEnv):
+    ENVIRON = SecretFiles(FILE_SECRETS)
+
+
+env = SecretFileEnv()
+if (BASE_DIR / ".env").exists():
+    SecretFileEnv.read_env(BASE_DIR / ".env")
 
 SECRET_KEY = env("SECRET_KEY", default="")
 DEBUG = env.bool("DEBUG", default=False)
