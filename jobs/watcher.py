@@ -21,7 +21,7 @@ from django.db import close_old_connections, connection
 from common import telemetry
 from jobs import cluster as jobs_cluster
 from jobs.cluster import Cluster, LogCursor, LogFollower, LogRecord, PodReflector
-from jobs.core.choices import Reason
+from jobs.core.choices import Reason, VerdictState
 from jobs.core.podstate import Verdict, judge, view_from_pod
 from jobs.models import Job, Learner, LogLine
 from jobs.services.lifecycle import (
@@ -139,9 +139,9 @@ class Watcher:
         if verdict.reason == Reason.UNSCHEDULABLE and job.reason != Reason.UNSCHEDULABLE:
             verdict = _with_claims(verdict, pods)
         tail: list[str] = []
-        if verdict.state in ("succeeded", "failed"):
+        if verdict.state in (VerdictState.SUCCEEDED, VerdictState.FAILED):
             self._drain(job_id, attempt)
-            if verdict.state == "failed" and verdict.learner is not None:
+            if verdict.state == VerdictState.FAILED and verdict.learner is not None:
                 tail = log_tail(job_id, verdict.learner)
         job_apply_verdict(job_id=job_id, attempt=attempt, verdict=verdict, log_tail=tail)
 

@@ -19,6 +19,16 @@ class EventKind(StrEnum):
     TUNING = "tuning"  # the tuner's evidence and decision
 
 
+class VerdictState(StrEnum):
+    """The job state a job's pods imply (`podstate.judge`); the write layer acts on it."""
+
+    STARTING = "starting"  # pods being created, pending or unschedulable
+    RUNNING = "running"  # every learner runs
+    SUCCEEDED = "succeeded"  # every learner exited 0
+    FAILED = "failed"  # the user's fault: a non-zero exit, a bad image, out of memory
+    REQUEUE = "requeue"  # the infrastructure's fault: run it again without using a retry
+
+
 class Reason(StrEnum):
     """Why a job is where it is, as the platform says it (JobEvent.reason, Job.reason)."""
 
@@ -46,6 +56,7 @@ class Reason(StrEnum):
     DEADLINE_EXCEEDED = "DeadlineExceeded"
     NODE_NOT_READY = "NodeNotReady"
     POD_LOST = "PodLost"
+    POD_DELETED = "PodDeleted"
     CONTAINER_LOST = "ContainerLost"
     RETRIES_EXHAUSTED = "RetriesExhausted"
     RESULTS_UPLOADED = "ResultsUploaded"

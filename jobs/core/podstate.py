@@ -10,7 +10,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.core.choices import Reason
+from jobs.core.choices import Reason, VerdictState
 
 # Waiting reasons that mean the user's image or spec is wrong: retrying will not help.
 USER_WAITING_REASONS = frozenset(
@@ -58,7 +58,7 @@ class LearnerView:
 class Verdict:
     """The job state the pods imply: one of starting, running, succeeded, failed, requeue."""
 
-    state: str
+    state: VerdictState
     reason: str
     message: str
     learner: int | None = None
@@ -83,47 +83,53 @@ def judge(
         if view.disrupted or view.pod_reason in INFRA_POD_REASONS:
             why = view.pod_reason or "DisruptionTarget"
             detail = view.pod_message or "the node or cluster took the pod away"
-            return Verdict("requeue", why, f"learner {view.index}: {detail}", view.index)
+            return Verdict(VerdictState.REQUEUE, why, f"learner {view.index}: {detail}", view.index)
         if view.container_lost and view.phase == "Failed":
             detail = f"its container was lost with the node's runtime ({view.container_lost})"
-            return Verdict("requeue", Reason.CONTAINER_LOST, f"learner {view.index}: {detail}", view.index)
+            return Verdict(
+                VerdictState.REQUEUE, Reason.CONTAINER_LOST, f"learner {view.index}: {detail}", view.index
+            )
         if view.deleted:
             # Deleted by someone else than the platform (which ignores verdicts about jobs it tears
             # down): its container is killed, and the exit code that follows is not the user's fault.
-            why, detail = "PodDeleted", "the pod was deleted before it finished"
-            return Verdict("requeue", why, f"learner {view.index}: {detail}", view.index)
+            why, detail = Reason.POD_DELETED, "the pod was deleted before it finished"
+            return Verdict(VerdictState.REQUEUE, why, f"learner {view.index}: {detail}", view.index)
     for view in sorted(by_index.values(), key=lambda v: v.index):
         if view.phase is None:
             continue
         if view.waiting_reason in USER_WAITING_REASONS:
             message = f"learner {view.index}: {view.waiting_reason}: {view.waiting_message}".rstrip(": ")
-            return Verdict("failed", view.waiting_reason, message, view.index)
+            return Verdict(VerdictState.FAILED, view.waiting_reason, message, view.index)
         if view.phase == "Failed":
             return _failed(view)
     if missing:
         all_pods_gone = len(missing) == expected
         if all_pods_gone:
-            return Verdict("starting", Reason.PODS_NOT_CREATED, "waiting for the learner pods to be created")
+            return Verdict(
+                VerdictState.STARTING, Reason.PODS_NOT_CREATED, "waiting for the learner pods to be created"
+            )
         if not lost:
             return Verdict(
-                "starting", Reason.PODS_NOT_CREATED, f"waiting for learner pod(s) {missing} to be created"
+                VerdictState.STARTING,
+                Reason.PODS_NOT_CREATED,
+                f"waiting for learner pod(s) {missing} to be created",
             )
-        return Verdict("requeue", Reason.POD_LOST, f"learner pod(s) {lost} disappeared", lost[0])
+        return Verdict(VerdictState.REQUEUE, Reason.POD_LOST, f"learner pod(s) {lost} disappeared", lost[0])
     views = [by_index[i] for i in range(expected)]
     if all(v.phase == "Succeeded" for v in views):
-        return Verdict("succeeded", Reason.COMPLETED, f"all {expected} learner(s) exited 0")
+        return Verdict(VerdictState.SUCCEEDED, Reason.COMPLETED, f"all {expected} learner(s) exited 0")
     if all(v.phase in ("Running", "Succeeded") for v in views):
-        return Verdict("running", Reason.RUNNING, f"{expected} learner(s) running")
+        return Verdict(VerdictState.RUNNING, Reason.RUNNING, f"{expected} learner(s) running")
     for view in views:
         if view.unschedulable_message is not None:
             return Verdict(
-                "starting",
+                VerdictState.STARTING,
                 Reason.UNSCHEDULABLE,
                 f"learner {view.index}: {view.unschedulable_message}",
                 view.index,
             )
     pending = [v.index for v in views if v.phase == "Pending"]
-    return Verdict("starting", Reason.PODS_PENDING, f"learner(s) {pending} pending")
+    return Verdict(VerdictState.STARTING, Reason.PODS_PENDING, f"learner(s) {pending} pending")
 
 
 def _failed(view: LearnerView) -> Verdict:
@@ -131,26 +137,29 @@ def _failed(view: LearnerView) -> Verdict:
         name, status, said = view.init_failure
         detail = f": {said}" if said else ""
         return Verdict(
-            "failed",
+            VerdictState.FAILED,
             Reason.FETCH_FAILED if name == "fetch" else Reason.INIT_CONTAINER_FAILED,
             f"learner {view.index}: init container {name} exited {status}{detail}",
             view.index,
         )
     if view.terminated_reason == "OOMKilled":
         return Verdict(
-            "failed",
+            VerdictState.FAILED,
             "OOMKilled",
             f"learner {view.index} ran out of memory (exit code {view.exit_code}); ask for more memory",
             view.index,
         )
     if view.terminated_reason == "DeadlineExceeded" or view.pod_reason == "DeadlineExceeded":
         return Verdict(
-            "failed", Reason.DEADLINE_EXCEEDED, f"learner {view.index} ran past max_runtime", view.index
+            VerdictState.FAILED,
+            Reason.DEADLINE_EXCEEDED,
+            f"learner {view.index} ran past max_runtime",
+            view.index,
         )
     code = view.exit_code
     detail = f"exited with code {code}" if code is not None else (view.pod_message or "failed")
     reason = f"ExitCode{code}" if code is not None else "Error"
-    return Verdict("failed", reason, f"learner {view.index} {detail}", view.index)
+    return Verdict(VerdictState.FAILED, reason, f"learner {view.index} {detail}", view.index)
 
 
 def view_from_pod(pod: dict[str, Any], index: int) -> LearnerView:
