@@ -141,38 +141,16 @@ def reconcile() -> dict[str, int]:
     pods, _ = cluster.cluster().managed_pods()
     forced = cluster.force_delete_stranded(pods)
     now = timezone.now()
-    live: dict[tuple[str, int], set[int]] = defaultdict(set)
-    overdue: dict[tuple[str, int], int] = {}
-    unbound: dict[tuple[str, int], list[int]] = defaultdict(list)
-    unowned = 0
-    for pod in pods:
-        key = cluster.pod_owner(pod)
-        if key is None:
-            unowned += cluster.delete_pod(pod)  # managed-by us, yet no job or attempt label: nobody's
-            continue
-        live[key].add(cluster.pod_learner(pod) or 0)
-        if not pod.get("spec", {}).get("nodeName") and not pod["metadata"].get("deletionTimestamp"):
-            unbound[key].append(cluster.pod_learner(pod) or 0)
-        if key not in overdue and _past_deadline(pod, now):
-            overdue[key] = cluster.pod_learner(pod) or 0
+    facts, unowned = _pod_facts(pods, now)
     active = {(j.pk, j.attempt): j for j in Job.objects.filter(status__in=ACTIVE).select_related("tenant")}
     counts = {
-        "orphans": unowned,
+        "orphans": unowned + _remove_orphans(pods, set(facts) - set(active)) + _remove_leftovers(),
         "forced": forced,
         "relaunched": 0,
         "requeued": 0,
         "cancelled": 0,
         "deadline": 0,
     }
-    for job_id, attempt in set(live) - set(active):
-        job = Job.objects.select_related("tenant").filter(pk=job_id).first()
-        if job is not None:
-            counts["orphans"] += cluster.teardown(job, attempt)
-        else:  # the job row is gone (deleted, or another installation's): its pods have no owner at all
-            counts["orphans"] += sum(
-                cluster.delete_pod(p) for p in pods if cluster.pod_owner(p) == (job_id, attempt)
-            )
-    counts["orphans"] += _remove_leftovers()
     views = [
         repair.ActiveJob(
             id=job.pk,
@@ -184,28 +162,66 @@ def reconcile() -> dict[str, int]:
         )
         for job in active.values()
     ]
+    clocks = repair.Clocks(settings.LAUNCH_GRACE_SECONDS, settings.PENDING_TIMEOUT_SECONDS)
+    nodes = cluster.node_names() if repair.needs_nodes(views, facts, clocks) else None
+    for decision in repair.decide(views, facts, clocks, nodes):
+        _carry_out(decision, active[decision.job.key], counts)
+    return counts
+
+
+def _pod_facts(pods: list[dict[str, Any]], now: datetime) -> tuple[dict[repair.Key, repair.PodFacts], int]:
+    """What the cluster holds per attempt (learners with a pod, those not on a node, one past its deadline),
+    and how many pods were deleted for carrying no job or attempt label (managed by us, yet nobody's)."""
+    live: dict[repair.Key, set[int]] = defaultdict(set)
+    overdue: dict[repair.Key, int] = {}
+    unbound: dict[repair.Key, list[int]] = defaultdict(list)
+    unowned = 0
+    for pod in pods:
+        key = cluster.pod_owner(pod)
+        if key is None:
+            unowned += cluster.delete_pod(pod)
+            continue
+        learner = cluster.pod_learner(pod) or 0
+        live[key].add(learner)
+        if not pod.get("spec", {}).get("nodeName") and not pod["metadata"].get("deletionTimestamp"):
+            unbound[key].append(learner)
+        if key not in overdue and _past_deadline(pod, now):
+            overdue[key] = learner
     facts = {
         key: repair.PodFacts(
             learners=frozenset(learners), unbound=tuple(unbound.get(key, ())), overdue=overdue.get(key)
         )
         for key, learners in live.items()
     }
-    clocks = repair.Clocks(settings.LAUNCH_GRACE_SECONDS, settings.PENDING_TIMEOUT_SECONDS)
-    nodes = cluster.node_names() if repair.needs_nodes(views, facts, clocks) else None
-    for decision in repair.decide(views, facts, clocks, nodes):
-        job = active[decision.job.key]
-        if decision.action == "deadline":
-            counts["deadline"] += deadline_exceeded(job, decision.learner or 0)
-        elif decision.action == "teardown":
-            teardown.delay(job.pk, job.attempt)  # again: a launch may have raced the first teardown
-        elif decision.action == "requeue":
-            counts["requeued"] += job_repair(job, decision.reason, decision.message)
-        elif decision.action == "launch":
-            launch.delay(job.pk, job.attempt)
-            counts["relaunched"] += 1
-        elif decision.action == "cancelled":
-            counts["cancelled"] += job_pods_gone(job_id=job.pk, attempt=job.attempt) is not None
-    return counts
+    return facts, unowned
+
+
+def _remove_orphans(pods: list[dict[str, Any]], attempts: set[repair.Key]) -> int:
+    """Delete the pods of attempts that are not admitted: through the job's teardown when its row exists,
+    pod by pod when it is gone (deleted, or another installation's)."""
+    removed = 0
+    for job_id, attempt in attempts:
+        job = Job.objects.select_related("tenant").filter(pk=job_id).first()
+        if job is not None:
+            removed += cluster.teardown(job, attempt)
+        else:
+            removed += sum(cluster.delete_pod(p) for p in pods if cluster.pod_owner(p) == (job_id, attempt))
+    return removed
+
+
+def _carry_out(decision: repair.Decision, job: Job, counts: dict[str, int]) -> None:
+    """Do what reconcile decided about one job, counting it."""
+    if decision.action == "deadline":
+        counts["deadline"] += deadline_exceeded(job, decision.learner or 0)
+    elif decision.action == "teardown":
+        teardown.delay(job.pk, job.attempt)  # again: a launch may have raced the first teardown
+    elif decision.action == "requeue":
+        counts["requeued"] += job_repair(job, decision.reason, decision.message)
+    elif decision.action == "launch":
+        launch.delay(job.pk, job.attempt)
+        counts["relaunched"] += 1
+    elif decision.action == "cancelled":
+        counts["cancelled"] += job_pods_gone(job_id=job.pk, attempt=job.attempt) is not None
 
 
 def _remove_leftovers() -> int:
