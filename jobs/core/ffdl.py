@@ -223,49 +223,64 @@ def _translate_data_stores(
             error(f"{path}.id", f"duplicate data store id '{store_id}'")
             continue
         seen_ids.add(store_id)
-        store_type = store.get("type")
-        if not isinstance(store_type, str) or store_type not in S3_STORE_TYPES:
-            error(
-                f"{path}.type", f"unsupported data store type; use one of {', '.join(sorted(S3_STORE_TYPES))}"
-            )
-        connection = _translate_connection(
-            store.get("connection"), f"{path}.connection", store_id, secrets, error
+        volumes.extend(_store_volumes(store, store_id, path, len(volumes), secrets, paths, error))
+    return volumes
+
+
+def _store_volumes(
+    store: Mapping[str, Any],
+    store_id: str,
+    path: str,
+    first: int,
+    secrets: dict[str, dict[str, str]],
+    paths: dict[str, str],
+    error: Any,
+) -> list[dict[str, Any]]:
+    """One S3 data store's volumes: its training data (read-only) and its results, if it names them.
+    `first` is the index the first of them gets among the spec's volumes (for `paths`, which maps a
+    volume's field back to the manifest's, so errors name what the user wrote)."""
+    store_type = store.get("type")
+    if not isinstance(store_type, str) or store_type not in S3_STORE_TYPES:
+        error(f"{path}.type", f"unsupported data store type; use one of {', '.join(sorted(S3_STORE_TYPES))}")
+    connection = _translate_connection(
+        store.get("connection"), f"{path}.connection", store_id, secrets, error
+    )
+    if "training_data" not in store and "training_results" not in store:
+        error(path, "needs training_data and/or training_results")
+    volumes: list[dict[str, Any]] = []
+    for part, kind, root in (
+        ("training_data", "data", DATA_MOUNT_ROOT),
+        ("training_results", "results", RESULTS_MOUNT_ROOT),
+    ):
+        if part not in store:
+            continue
+        target = store[part]
+        if not isinstance(target, Mapping) or set(target) != {"container"}:
+            error(f"{path}.{part}", "must be a mapping with just `container: <bucket name>`")
+            continue
+        volume_path = f"volumes[{first + len(volumes)}]"
+        paths.update(
+            {
+                volume_path: path,
+                f"{volume_path}.bucket": f"{path}.{part}.container",
+                f"{volume_path}.endpoint": f"{path}.connection.auth_url",
+                f"{volume_path}.mount_path": f"{path}.id",
+                f"{volume_path}.name": f"{path}.id",
+                f"{volume_path}.secret": f"{path}.id",
+            }
         )
-        if "training_data" not in store and "training_results" not in store:
-            error(path, "needs training_data and/or training_results")
-        for part, kind, root in (
-            ("training_data", "data", DATA_MOUNT_ROOT),
-            ("training_results", "results", RESULTS_MOUNT_ROOT),
-        ):
-            if part not in store:
-                continue
-            target = store[part]
-            if not isinstance(target, Mapping) or set(target) != {"container"}:
-                error(f"{path}.{part}", "must be a mapping with just `container: <bucket name>`")
-                continue
-            volume_path = f"volumes[{len(volumes)}]"
-            paths.update(
-                {
-                    volume_path: path,
-                    f"{volume_path}.bucket": f"{path}.{part}.container",
-                    f"{volume_path}.endpoint": f"{path}.connection.auth_url",
-                    f"{volume_path}.mount_path": f"{path}.id",
-                    f"{volume_path}.name": f"{path}.id",
-                    f"{volume_path}.secret": f"{path}.id",
-                }
-            )
-            volumes.append(
-                {
-                    "name": _volume_name(kind, store_id),
-                    "kind": kind,
-                    "type": "s3",
-                    "mount_path": f"{root}/{store_id}",
-                    "read_only": kind == "data",
-                    "bucket": target["container"],
-                    "endpoint": connection.get("auth_url"),
-                    "secret": store_id if store_id in secrets else None,
-                }
-            )
+        volumes.append(
+            {
+                "name": _volume_name(kind, store_id),
+                "kind": kind,
+                "type": "s3",
+                "mount_path": f"{root}/{store_id}",
+                "read_only": kind == "data",
+                "bucket": target["container"],
+                "endpoint": connection.get("auth_url"),
+                "secret": store_id if store_id in secrets else None,
+            }
+        )
     return volumes
 
 
