@@ -77,31 +77,9 @@ def judge(
     by_index = {view.index: view for view in learners}
     missing = [i for i in range(expected) if by_index.get(i) is None or by_index[i].phase is None]
     lost = [i for i in missing if existed is None or i in existed]
-    for view in sorted(by_index.values(), key=lambda v: v.index):
-        if view.phase is None:
-            continue
-        if view.disrupted or view.pod_reason in INFRA_POD_REASONS:
-            why = view.pod_reason or "DisruptionTarget"
-            detail = view.pod_message or "the node or cluster took the pod away"
-            return Verdict(VerdictState.REQUEUE, why, f"learner {view.index}: {detail}", view.index)
-        if view.container_lost and view.phase == "Failed":
-            detail = f"its container was lost with the node's runtime ({view.container_lost})"
-            return Verdict(
-                VerdictState.REQUEUE, Reason.CONTAINER_LOST, f"learner {view.index}: {detail}", view.index
-            )
-        if view.deleted:
-            # Deleted by someone else than the platform (which ignores verdicts about jobs it tears
-            # down): its container is killed, and the exit code that follows is not the user's fault.
-            why, detail = Reason.POD_DELETED, "the pod was deleted before it finished"
-            return Verdict(VerdictState.REQUEUE, why, f"learner {view.index}: {detail}", view.index)
-    for view in sorted(by_index.values(), key=lambda v: v.index):
-        if view.phase is None:
-            continue
-        if view.waiting_reason in USER_WAITING_REASONS:
-            message = f"learner {view.index}: {view.waiting_reason}: {view.waiting_message}".rstrip(": ")
-            return Verdict(VerdictState.FAILED, view.waiting_reason, message, view.index)
-        if view.phase == "Failed":
-            return _failed(view)
+    verdict = _infra_fault(by_index) or _user_fault(by_index)
+    if verdict is not None:
+        return verdict
     if missing:
         all_pods_gone = len(missing) == expected
         if all_pods_gone:
@@ -130,6 +108,42 @@ def judge(
             )
     pending = [v.index for v in views if v.phase == "Pending"]
     return Verdict(VerdictState.STARTING, Reason.PODS_PENDING, f"learner(s) {pending} pending")
+
+
+def _infra_fault(by_index: dict[int, LearnerView]) -> Verdict | None:
+    """The first learner the infrastructure took away (disrupted, evicted, container lost, pod deleted by
+    someone else): the job runs again without using a retry."""
+    for view in sorted(by_index.values(), key=lambda v: v.index):
+        if view.phase is None:
+            continue
+        if view.disrupted or view.pod_reason in INFRA_POD_REASONS:
+            why = view.pod_reason or "DisruptionTarget"
+            detail = view.pod_message or "the node or cluster took the pod away"
+            return Verdict(VerdictState.REQUEUE, why, f"learner {view.index}: {detail}", view.index)
+        if view.container_lost and view.phase == "Failed":
+            detail = f"its container was lost with the node's runtime ({view.container_lost})"
+            return Verdict(
+                VerdictState.REQUEUE, Reason.CONTAINER_LOST, f"learner {view.index}: {detail}", view.index
+            )
+        if view.deleted:
+            # Deleted by someone else than the platform (which ignores verdicts about jobs it tears
+            # down): its container is killed, and the exit code that follows is not the user's fault.
+            why, detail = Reason.POD_DELETED, "the pod was deleted before it finished"
+            return Verdict(VerdictState.REQUEUE, why, f"learner {view.index}: {detail}", view.index)
+    return None
+
+
+def _user_fault(by_index: dict[int, LearnerView]) -> Verdict | None:
+    """The first learner that failed by the user's doing (a bad image, a non-zero exit, out of memory)."""
+    for view in sorted(by_index.values(), key=lambda v: v.index):
+        if view.phase is None:
+            continue
+        if view.waiting_reason in USER_WAITING_REASONS:
+            message = f"learner {view.index}: {view.waiting_reason}: {view.waiting_message}".rstrip(": ")
+            return Verdict(VerdictState.FAILED, view.waiting_reason, message, view.index)
+        if view.phase == "Failed":
+            return _failed(view)
+    return None
 
 
 def _failed(view: LearnerView) -> Verdict:
