@@ -55,7 +55,8 @@ class JobAdmin(admin.ModelAdmin):
         return super().has_delete_permission(request, obj) and (obj is None or obj.status in TERMINAL)
 
     def delete_model(self, request: HttpRequest, obj: Job) -> None:
-        job_delete(job=obj, user=request.user)  # type: ignore[arg-type]
+        # The admin's delete view runs this inside its own transaction (with its log entry).
+        job_delete.nested(job=obj, user=request.user)  # type: ignore[arg-type]
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         for job in queryset:

@@ -182,7 +182,7 @@ def run_cycle(*, nodes: Sequence[NodeInfo]) -> CycleResult:
 
 
 def _admit(decision: admission.Admission) -> str:
-    job_admit(job_id=decision.job_id, placements=decision.placements)
+    job_admit.nested(job_id=decision.job_id, placements=decision.placements)
     return decision.job_id
 
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
 
+from common.transactions import durable_service
 from tenants.models import PRIORITY_RANGE, Membership, PodSecurity, Policy, Role, Tenant
 
 # Node folders no tenant may mount, nor any folder that holds one: the node's system, the kubelet's and the
@@ -137,15 +137,15 @@ def policy_clean(data: dict[str, Any]) -> dict[str, Any]:
     return clean
 
 
+@durable_service
 def policy_set(*, tenant: Tenant, **fields: Any) -> Policy:
     """Change some of the tenant's policy fields (validated as `policy_clean` does), all or none."""
     clean = policy_clean(fields)
-    with transaction.atomic():
-        policy, _ = Policy.objects.select_for_update().get_or_create(tenant=tenant)
-        for name, value in clean.items():
-            setattr(policy, name, value)
-        check_consistent(policy)
-        policy.save()
+    policy, _ = Policy.objects.select_for_update().get_or_create(tenant=tenant)
+    for name, value in clean.items():
+        setattr(policy, name, value)
+    check_consistent(policy)
+    policy.save()
     return policy
 
 

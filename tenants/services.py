@@ -3,38 +3,38 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import User
-from django.db import transaction
 from guardian.shortcuts import assign_perm, get_users_with_perms, remove_perm
 
+from common.transactions import durable_service
 from tenants.models import Membership, Quota, Role, Tenant
 from tenants.scoping import ROLE_PERMS, Perm
 
 
+@durable_service
 def tenant_create(
     *, slug: str, name: str, weight: float = 1.0, quota: dict[str, int] | None = None
 ) -> Tenant:
     """Create a tenant with its quota row (defaults unless given)."""
-    with transaction.atomic():
-        tenant = Tenant.objects.create(slug=slug, name=name, weight=weight)
-        Quota.objects.create(tenant=tenant, **(quota or {}))
+    tenant = Tenant.objects.create(slug=slug, name=name, weight=weight)
+    Quota.objects.create(tenant=tenant, **(quota or {}))
     return tenant
 
 
+@durable_service
 def membership_set(*, tenant: Tenant, user: User, role: str) -> Membership:
     """Give `user` the `role` in `tenant` (creating or changing the membership) and sync permissions."""
     if role not in Role.values:
         raise ValueError(f"unknown role {role!r}; use one of {', '.join(Role.values)}")
-    with transaction.atomic():
-        membership, _ = Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
-        tenant_sync_permissions(tenant=tenant)
+    membership, _ = Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
+    tenant_sync_permissions(tenant=tenant)
     return membership
 
 
+@durable_service
 def membership_remove(*, tenant: Tenant, user: User) -> None:
     """Take `user` out of `tenant`, with every permission the membership gave."""
-    with transaction.atomic():
-        Membership.objects.filter(tenant=tenant, user=user).delete()
-        tenant_sync_permissions(tenant=tenant)
+    Membership.objects.filter(tenant=tenant, user=user).delete()
+    tenant_sync_permissions(tenant=tenant)
 
 
 def tenant_sync_permissions(*, tenant: Tenant) -> None:

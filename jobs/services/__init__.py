@@ -4,6 +4,14 @@ requeue, delete), `lifecycle` (admission, launch outcomes, pod verdicts, requeue
 `logs` (log lines and their metrics), `results` (what learners report when they end), `tuning` (the tuner's
 decisions). Everything else reads (selectors) or calls these.
 
+Entry points (what pages, the API, the admin, tasks, the watcher and commands call) are `@durable_service`:
+each call is one durable transaction, so a caller that wraps one in a transaction of its own fails with
+RuntimeError instead of silently delaying the service's on-commit pushes and sharing its writes. A service
+(or an admin view, or the admission cycle) that composes another on purpose calls `service.nested(...)`,
+which runs it in the caller's transaction as a savepoint, as `job_retry` does with `job_submit`. The
+helpers that need their caller's transaction (`transition`, `job_requeue_or_fail`, `enqueue`,
+`queue_positions_record`) are not entry points; `learner_update` is one UPDATE and needs no transaction.
+
 The names below are the ones the pages, API, CLI commands and tasks use.
 """
 

@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from common.transactions import durable_service
 from jobs import cluster
 from jobs.artifacts.storage import artifacts_delete
 from jobs.cluster import ClusterError
@@ -19,6 +20,7 @@ from jobs.states import TERMINAL, WAITING, JobStatus
 from tenants.scoping import Perm, can_manage_owned, has_perm
 
 
+@durable_service
 def job_transition(
     *,
     job_id: str,
@@ -29,11 +31,11 @@ def job_transition(
     actor: User | None = None,
 ) -> Job:
     """Move a job to `to` with its row locked and record its JobEvent; IllegalTransition if not allowed."""
-    with transaction.atomic():
-        job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
-        return transition(job, to, reason=reason, message=message, data=data, actor=actor)
+    job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+    return transition(job, to, reason=reason, message=message, data=data, actor=actor)
 
 
+@durable_service
 def job_cancel(*, job: Job, user: User) -> Job:
     """Cancel a job: a waiting one ends at once; an admitted one goes to `cancelling` until its pods are gone.
 
@@ -41,67 +43,68 @@ def job_cancel(*, job: Job, user: User) -> Job:
     """
     if not can_manage_owned(user, job):
         raise PermissionDenied("you may not cancel this job")
-    with transaction.atomic():
-        current = Job.objects.select_for_update().get(pk=job.pk)
-        if current.status in TERMINAL:
-            raise JobRejected({"": [f"job {job.pk} has already finished ({current.status})"]}, status=409)
-        if current.status == JobStatus.CANCELLING:
-            return current
-        target = JobStatus.CANCELLED if current.status in WAITING else JobStatus.CANCELLING
-        if target == JobStatus.CANCELLING:
-            enqueue("jobs.tasks.teardown", current.pk, current.attempt)
-        return job_transition(
-            job_id=job.pk,
-            to=target,
-            reason=Reason.CANCELLED_BY_USER,
-            message=f"cancelled by {user.get_username()}",
-            actor=user,
-        )
+    current = Job.objects.select_for_update().get(pk=job.pk)
+    if current.status in TERMINAL:
+        raise JobRejected({"": [f"job {job.pk} has already finished ({current.status})"]}, status=409)
+    if current.status == JobStatus.CANCELLING:
+        return current
+    target = JobStatus.CANCELLED if current.status in WAITING else JobStatus.CANCELLING
+    if target == JobStatus.CANCELLING:
+        enqueue("jobs.tasks.teardown", current.pk, current.attempt)
+    return job_transition.nested(
+        job_id=job.pk,
+        to=target,
+        reason=Reason.CANCELLED_BY_USER,
+        message=f"cancelled by {user.get_username()}",
+        actor=user,
+    )
 
 
+@durable_service
 def job_retry(*, job: Job, user: User) -> Job:
-    """Submit a finished job's spec again as a new job (terminal states are final, so no job is reused)."""
+    """Submit a finished job's spec again as a new job (terminal states are final, so no job is reused):
+    the new job and the event saying what it retries, or neither."""
     if not can_manage_owned(user, job):
         raise PermissionDenied("you may not retry this job")
     if job.status not in TERMINAL:
         raise JobRejected({"": [f"job {job.pk} is still {job.status}; cancel it first"]}, status=409)
     credentials = cluster.job_credentials(job)
-    with transaction.atomic():  # the new job and the event saying what it retries, or neither
-        new = job_submit(
-            tenant=job.tenant, user=user, document=job.spec, credentials=credentials, code=job.code
-        )
-        JobEvent.objects.create(
-            job=new,
-            kind=EventKind.RETRY,
-            reason=Reason.RETRY_OF,
-            message=f"retry of {job.pk}",
-            actor=user,
-            data={"retry_of": job.pk},
-        )
+    new = job_submit.nested(
+        tenant=job.tenant, user=user, document=job.spec, credentials=credentials, code=job.code
+    )
+    JobEvent.objects.create(
+        job=new,
+        kind=EventKind.RETRY,
+        reason=Reason.RETRY_OF,
+        message=f"retry of {job.pk}",
+        actor=user,
+        data={"retry_of": job.pk},
+    )
     return new
 
 
+@durable_service
 def job_requeue(*, job: Job, user: User) -> Job:
     """Send an admitted job back to the queue (an operator's move, e.g. to drain a node): its pods are
     deleted and it resumes from its checkpoint on the next admission; it does not use up a retry."""
     if not has_perm(user, job.tenant, Perm.MANAGE_JOBS):
         raise PermissionDenied("you may not requeue this job")
-    with transaction.atomic():
-        current = Job.objects.select_for_update().select_related("tenant").get(pk=job.pk)
-        if current.status not in (JobStatus.STARTING, JobStatus.RUNNING):
-            raise JobRejected(
-                {"": [f"only a starting or running job can be requeued; {job.pk} is {current.status}"]},
-                status=409,
-            )
-        return job_requeue_or_fail(
-            current,
-            reason=Reason.REQUEUED_BY_ADMIN,
-            message=f"requeued by {user.get_username()}",
-            counts=False,
-            actor=user,
+    current = Job.objects.select_for_update().select_related("tenant").get(pk=job.pk)
+    if current.status not in (JobStatus.STARTING, JobStatus.RUNNING):
+        raise JobRejected(
+            {"": [f"only a starting or running job can be requeued; {job.pk} is {current.status}"]},
+            status=409,
         )
+    return job_requeue_or_fail(
+        current,
+        reason=Reason.REQUEUED_BY_ADMIN,
+        message=f"requeued by {user.get_username()}",
+        counts=False,
+        actor=user,
+    )
 
 
+@durable_service
 def job_delete(*, job: Job, user: User) -> None:
     """Delete a finished job and everything it left: its checkpoint claim on the cluster, its result
     files, its code archive when no other job runs that code, and its rows (events, logs, metrics).
@@ -119,12 +122,11 @@ def job_delete(*, job: Job, user: User) -> None:
         raise JobRejected(
             {"": [f"the cluster cannot delete the job's checkpoints now: {exc}"]}, status=503
         ) from exc
-    with transaction.atomic():
-        current = Job.objects.select_for_update().get(pk=job.pk)
-        files = [r.storage_name for r in ResultFile.objects.filter(job=current)]
-        archive = current.code
-        current.delete()
-        if archive is not None and not archive.jobs.exists():
-            files.append(archive.storage_name)
-            archive.delete()
-        transaction.on_commit(lambda: artifacts_delete(files))
+    current = Job.objects.select_for_update().get(pk=job.pk)
+    files = [r.storage_name for r in ResultFile.objects.filter(job=current)]
+    archive = current.code
+    current.delete()
+    if archive is not None and not archive.jobs.exists():
+        files.append(archive.storage_name)
+        archive.delete()
+    transaction.on_commit(lambda: artifacts_delete(files))

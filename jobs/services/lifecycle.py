@@ -16,6 +16,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from common.transactions import durable_service
 from jobs.core.admission import Pending
 from jobs.core.choices import EventKind, Reason
 from jobs.core.podstate import IMAGE_PULL_REASONS, LearnerView, Verdict
@@ -84,51 +85,51 @@ def _locked(job_id: str) -> Job:
     return Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=job_id)
 
 
+@durable_service
 def job_admit(*, job_id: str, placements: Sequence[str]) -> Job | None:
     """Start the next attempt of a waiting job on the planned nodes and queue its launch."""
-    with transaction.atomic():
-        job = _locked(job_id)
-        if job.status not in WAITING:
-            return None
-        job.attempt += 1
-        job.placements = list(placements)
-        Learner.objects.bulk_create(
-            [
-                Learner(job=job, attempt=job.attempt, index=i, pod_name="", node=node)
-                for i, node in enumerate(placements)
-            ],
-            ignore_conflicts=True,
-        )
-        transition(
-            job,
-            JobStatus.STARTING,
-            reason=Reason.ADMITTED,
-            message=f"attempt {job.attempt} admitted on {', '.join(sorted(set(placements)))}",
-            data={"attempt": job.attempt, "placements": list(placements)},
-        )
-        enqueue("jobs.tasks.launch", job.pk, job.attempt)
+    job = _locked(job_id)
+    if job.status not in WAITING:
+        return None
+    job.attempt += 1
+    job.placements = list(placements)
+    Learner.objects.bulk_create(
+        [
+            Learner(job=job, attempt=job.attempt, index=i, pod_name="", node=node)
+            for i, node in enumerate(placements)
+        ],
+        ignore_conflicts=True,
+    )
+    transition(
+        job,
+        JobStatus.STARTING,
+        reason=Reason.ADMITTED,
+        message=f"attempt {job.attempt} admitted on {', '.join(sorted(set(placements)))}",
+        data={"attempt": job.attempt, "placements": list(placements)},
+    )
+    enqueue("jobs.tasks.launch", job.pk, job.attempt)
     return job
 
 
+@durable_service
 def job_launched(*, job_id: str, attempt: int, pod_names: Sequence[str]) -> None:
     """Record the pods a launch created (or adopted) for the attempt.
 
     A launch that finished after the job moved on (cancelled, requeued, or a newer attempt) created pods
     nobody wants, possibly after their teardown had already run: they are torn down again.
     """
-    with transaction.atomic():
-        job = _locked(job_id)
-        if job.attempt != attempt or job.status not in (JobStatus.STARTING, JobStatus.RUNNING):
-            enqueue("jobs.tasks.teardown", job_id, attempt)
-            return
-        for index, name in enumerate(pod_names):
-            Learner.objects.filter(job=job, attempt=attempt, index=index).update(pod_name=name)
-        JobEvent.objects.create(
-            job=job,
-            kind=EventKind.POD,
-            reason=Reason.PODS_CREATED,
-            message=f"created {len(pod_names)} pod(s)",
-        )
+    job = _locked(job_id)
+    if job.attempt != attempt or job.status not in (JobStatus.STARTING, JobStatus.RUNNING):
+        enqueue("jobs.tasks.teardown", job_id, attempt)
+        return
+    for index, name in enumerate(pod_names):
+        Learner.objects.filter(job=job, attempt=attempt, index=index).update(pod_name=name)
+    JobEvent.objects.create(
+        job=job,
+        kind=EventKind.POD,
+        reason=Reason.PODS_CREATED,
+        message=f"created {len(pod_names)} pod(s)",
+    )
 
 
 def job_requeue_or_fail(
@@ -153,41 +154,41 @@ def job_requeue_or_fail(
     )
 
 
+@durable_service
 def job_apply_verdict(
     *, job_id: str, attempt: int, verdict: Verdict, log_tail: Sequence[str] = ()
 ) -> Job | None:
     """Move a job where its pods say it is; ignores verdicts about an older attempt or a final job."""
-    with transaction.atomic():
-        job = _locked(job_id)
-        if job.attempt != attempt or job.status not in ACTIVE:
-            return None
-        status = job.status
-        if verdict.state == "running" and status == JobStatus.STARTING:
-            return transition(job, JobStatus.RUNNING, reason=Reason.RUNNING, message=verdict.message)
-        if verdict.state == "succeeded":
-            transition(job, JobStatus.SUCCEEDED, reason=verdict.reason, message=verdict.message)
-            enqueue("jobs.tasks.teardown", job.pk, attempt)
-            return job
-        if verdict.state == "failed" and _pull_may_recover(job, verdict):
-            # Registries fail transiently; the kubelet keeps retrying, and so does the job for a while.
-            return _note_pod_reason(job, verdict)
-        if verdict.state == "failed":
-            if status == JobStatus.CANCELLING:
-                return transition(job, JobStatus.CANCELLED, reason=Reason.CANCELLED, message="pods stopped")
-            transition(
-                job,
-                JobStatus.FAILED,
-                reason=verdict.reason,
-                message=verdict.message,
-                data={"learner": verdict.learner, "log_tail": list(log_tail)},
-            )
-            enqueue("jobs.tasks.teardown", job.pk, attempt)
-            return job
-        if verdict.state == "requeue" and status != JobStatus.CANCELLING:
-            return job_requeue_or_fail(job, reason=verdict.reason, message=verdict.message)
-        if verdict.state == "starting" and verdict.reason == Reason.UNSCHEDULABLE:
-            return _note_pod_reason(job, verdict)
+    job = _locked(job_id)
+    if job.attempt != attempt or job.status not in ACTIVE:
+        return None
+    status = job.status
+    if verdict.state == "running" and status == JobStatus.STARTING:
+        return transition(job, JobStatus.RUNNING, reason=Reason.RUNNING, message=verdict.message)
+    if verdict.state == "succeeded":
+        transition(job, JobStatus.SUCCEEDED, reason=verdict.reason, message=verdict.message)
+        enqueue("jobs.tasks.teardown", job.pk, attempt)
         return job
+    if verdict.state == "failed" and _pull_may_recover(job, verdict):
+        # Registries fail transiently; the kubelet keeps retrying, and so does the job for a while.
+        return _note_pod_reason(job, verdict)
+    if verdict.state == "failed":
+        if status == JobStatus.CANCELLING:
+            return transition(job, JobStatus.CANCELLED, reason=Reason.CANCELLED, message="pods stopped")
+        transition(
+            job,
+            JobStatus.FAILED,
+            reason=verdict.reason,
+            message=verdict.message,
+            data={"learner": verdict.learner, "log_tail": list(log_tail)},
+        )
+        enqueue("jobs.tasks.teardown", job.pk, attempt)
+        return job
+    if verdict.state == "requeue" and status != JobStatus.CANCELLING:
+        return job_requeue_or_fail(job, reason=verdict.reason, message=verdict.message)
+    if verdict.state == "starting" and verdict.reason == Reason.UNSCHEDULABLE:
+        return _note_pod_reason(job, verdict)
+    return job
 
 
 def _pull_may_recover(job: Job, verdict: Verdict) -> bool:
@@ -210,32 +211,32 @@ def _note_pod_reason(job: Job, verdict: Verdict) -> Job:
     return job
 
 
+@durable_service
 def job_pods_gone(*, job_id: str, attempt: int) -> Job | None:
     """A cancelling job whose pods are all gone is cancelled."""
-    with transaction.atomic():
-        job = _locked(job_id)
-        if job.attempt == attempt and job.status == JobStatus.CANCELLING:
-            return transition(job, JobStatus.CANCELLED, reason=Reason.CANCELLED, message="all pods stopped")
+    job = _locked(job_id)
+    if job.attempt == attempt and job.status == JobStatus.CANCELLING:
+        return transition(job, JobStatus.CANCELLED, reason=Reason.CANCELLED, message="all pods stopped")
     return None
 
 
+@durable_service
 def learner_node_unready(*, job_id: str, attempt: int, view: LearnerView) -> JobEvent | None:
     """Record, once per learner and attempt, that a running learner's node stopped answering: the cluster
     replaces it after NODE_LOST_GRACE_SECONDS unless the node comes back."""
-    with transaction.atomic():
-        job = _locked(job_id)
-        if job.attempt != attempt or job.status not in ACTIVE:
-            return None
-        data = {"attempt": attempt, "learner": view.index, "node": view.node}
-        if JobEvent.objects.filter(job=job, reason=Reason.NODE_NOT_READY, data=data).exists():
-            return None
-        message = (
-            f"learner {view.index}: node {view.node or '?'} stopped answering; the job resumes elsewhere "
-            f"after {settings.NODE_LOST_GRACE_SECONDS} s unless it comes back"
-        )
-        return JobEvent.objects.create(
-            job=job, kind=EventKind.POD, reason=Reason.NODE_NOT_READY, message=message, data=data
-        )
+    job = _locked(job_id)
+    if job.attempt != attempt or job.status not in ACTIVE:
+        return None
+    data = {"attempt": attempt, "learner": view.index, "node": view.node}
+    if JobEvent.objects.filter(job=job, reason=Reason.NODE_NOT_READY, data=data).exists():
+        return None
+    message = (
+        f"learner {view.index}: node {view.node or '?'} stopped answering; the job resumes elsewhere "
+        f"after {settings.NODE_LOST_GRACE_SECONDS} s unless it comes back"
+    )
+    return JobEvent.objects.create(
+        job=job, kind=EventKind.POD, reason=Reason.NODE_NOT_READY, message=message, data=data
+    )
 
 
 def learner_update(*, job_id: str, attempt: int, view: LearnerView) -> None:
@@ -251,6 +252,7 @@ def learner_update(*, job_id: str, attempt: int, view: LearnerView) -> None:
     Learner.objects.filter(job_id=job_id, attempt=attempt, index=view.index).update(**fields)
 
 
+@durable_service
 def launch_refused(
     job_id: str,
     attempt: int,
@@ -260,65 +262,64 @@ def launch_refused(
     what: str = "the cluster refused",
 ) -> None:
     """Fail the job with the refusal's words, and tear down what the launch created before it."""
-    with transaction.atomic():
-        job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
-        if job.attempt == attempt and job.status == JobStatus.STARTING:
-            transition(job, JobStatus.FAILED, reason=reason, message=f"{what}: {exc}")
-            enqueue("jobs.tasks.teardown", job.pk, attempt)
+    job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+    if job.attempt == attempt and job.status == JobStatus.STARTING:
+        transition(job, JobStatus.FAILED, reason=reason, message=f"{what}: {exc}")
+        enqueue("jobs.tasks.teardown", job.pk, attempt)
 
 
+@durable_service
 def launch_requeued(job_id: str, attempt: int, reason: str, message: str, counts: bool = True) -> None:
     """Send the job back to the queue after a launch that kept failing for a reason that may pass."""
-    with transaction.atomic():
-        job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
-        if job.attempt == attempt and job.status == JobStatus.STARTING:
-            job_requeue_or_fail(job, reason=reason, message=message, counts=counts)
+    job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+    if job.attempt == attempt and job.status == JobStatus.STARTING:
+        job_requeue_or_fail(job, reason=reason, message=message, counts=counts)
 
 
+@durable_service
 def deadline_exceeded(stale: Job, learner: int) -> int:
     """Fail a job whose learner ran past max_runtime, as the kubelet would have (pods torn down)."""
-    with transaction.atomic():
-        job = Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=stale.pk)
-        if job.attempt != stale.attempt or job.status not in (JobStatus.STARTING, JobStatus.RUNNING):
-            return 0
-        runtime = job.spec.get("max_runtime_seconds")
-        transition(
-            job,
-            JobStatus.FAILED,
-            reason=Reason.DEADLINE_EXCEEDED,
-            message=f"learner {learner} ran past max_runtime ({runtime} s)",
-            data={"learner": learner},
-        )
-        enqueue("jobs.tasks.teardown", job.pk, job.attempt)
+    job = Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=stale.pk)
+    if job.attempt != stale.attempt or job.status not in (JobStatus.STARTING, JobStatus.RUNNING):
+        return 0
+    runtime = job.spec.get("max_runtime_seconds")
+    transition(
+        job,
+        JobStatus.FAILED,
+        reason=Reason.DEADLINE_EXCEEDED,
+        message=f"learner {learner} ran past max_runtime ({runtime} s)",
+        data={"learner": learner},
+    )
+    enqueue("jobs.tasks.teardown", job.pk, job.attempt)
     return 1
 
 
+@durable_service
 def job_repair(stale: Job, reason: str, message: str = "") -> int:
     """Requeue a job the reconcile loop found stuck (PendingTimeout), bound to a node that is gone
     (NodeGone: no retry used) or without its pods (PodLost)."""
-    with transaction.atomic():
-        job = Job.objects.select_for_update().select_related("tenant").get(pk=stale.pk)
-        if job.attempt != stale.attempt or job.status != stale.status:
-            return 0
-        if reason == Reason.NODE_GONE:
-            job_requeue_or_fail(job, reason=reason, message=message, counts=False)
-        elif reason == Reason.PENDING_TIMEOUT:
-            why = job.message if job.reason == Reason.UNSCHEDULABLE else "its pods did not start in time"
-            earlier = JobEvent.objects.filter(job=job, to_status=JobStatus.REQUEUED, reason=reason).count()
-            if earlier + 1 >= settings.PENDING_TIMEOUT_LIMIT:
-                # Pending for a reason admission cannot see (a taint, an unbound claim, affinity): another
-                # round would wait the same way, so the job fails with the scheduler's own words.
-                enqueue("jobs.tasks.teardown", job.pk, job.attempt)
-                transition(
-                    job,
-                    JobStatus.FAILED,
-                    reason=Reason.UNSCHEDULABLE if job.reason == Reason.UNSCHEDULABLE else reason,
-                    message=f"{why} (pending past PENDING_TIMEOUT_SECONDS {earlier + 1} times)",
-                )
-            else:
-                job_requeue_or_fail(job, reason=reason, message=why, counts=False)
+    job = Job.objects.select_for_update().select_related("tenant").get(pk=stale.pk)
+    if job.attempt != stale.attempt or job.status != stale.status:
+        return 0
+    if reason == Reason.NODE_GONE:
+        job_requeue_or_fail(job, reason=reason, message=message, counts=False)
+    elif reason == Reason.PENDING_TIMEOUT:
+        why = job.message if job.reason == Reason.UNSCHEDULABLE else "its pods did not start in time"
+        earlier = JobEvent.objects.filter(job=job, to_status=JobStatus.REQUEUED, reason=reason).count()
+        if earlier + 1 >= settings.PENDING_TIMEOUT_LIMIT:
+            # Pending for a reason admission cannot see (a taint, an unbound claim, affinity): another
+            # round would wait the same way, so the job fails with the scheduler's own words.
+            enqueue("jobs.tasks.teardown", job.pk, job.attempt)
+            transition(
+                job,
+                JobStatus.FAILED,
+                reason=Reason.UNSCHEDULABLE if job.reason == Reason.UNSCHEDULABLE else reason,
+                message=f"{why} (pending past PENDING_TIMEOUT_SECONDS {earlier + 1} times)",
+            )
         else:
-            job_requeue_or_fail(job, reason=reason, message="its pods disappeared from the cluster")
+            job_requeue_or_fail(job, reason=reason, message=why, counts=False)
+    else:
+        job_requeue_or_fail(job, reason=reason, message="its pods disappeared from the cluster")
     return 1
 
 

@@ -6,10 +6,10 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
-from django.db import transaction
 from django.db.models import Max
 
 from common.telemetry import count as metrics_count
+from common.transactions import durable_service
 from jobs.core.metricparse import extractors_for, parse_metric_line
 from jobs.models import Learner, LogLine, MetricSample
 from jobs.streams import job_group, send_after_commit
@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 MAX_LOG_LINE = 8192
 
 
+@durable_service
 def logs_append(
     *,
     job_id: str,
@@ -29,54 +30,51 @@ def logs_append(
 ) -> list[LogLine]:
     """Store a batch of log lines with the follower's cursor in one transaction, numbering them on from
     the learner's last sequence; extract metric lines; then push both to live viewers."""
-    with transaction.atomic():
-        row = (
-            Learner.objects.select_for_update()
-            .select_related("job")
-            .get(job_id=job_id, attempt=attempt, index=learner)
+    row = (
+        Learner.objects.select_for_update()
+        .select_related("job")
+        .get(job_id=job_id, attempt=attempt, index=learner)
+    )
+    extractors = extractors_for(row.job.spec.get("evaluation_metrics"))
+    seq = row.log_seq or _last_seq(job_id, learner)
+    lines = []
+    samples = []
+    for ts, raw in records:
+        seq += 1
+        # PostgreSQL text cannot hold NUL: show it as U+FFFD rather than lose the whole batch.
+        text = raw.replace("\x00", "\ufffd")
+        lines.append(
+            LogLine(job_id=job_id, learner=learner, attempt=attempt, seq=seq, ts=ts, text=text[:MAX_LOG_LINE])
         )
-        extractors = extractors_for(row.job.spec.get("evaluation_metrics"))
-        seq = row.log_seq or _last_seq(job_id, learner)
-        lines = []
-        samples = []
-        for ts, raw in records:
-            seq += 1
-            # PostgreSQL text cannot hold NUL: show it as U+FFFD rather than lose the whole batch.
-            text = raw.replace("\x00", "\ufffd")
-            lines.append(
-                LogLine(
-                    job_id=job_id, learner=learner, attempt=attempt, seq=seq, ts=ts, text=text[:MAX_LOG_LINE]
+        for point in parse_metric_line(text, extractors):
+            samples.append(
+                MetricSample(
+                    job_id=job_id,
+                    learner=learner,
+                    attempt=attempt,
+                    name=point.name,
+                    step=point.step,
+                    value=point.value,
+                    ts=ts,
+                    log_seq=seq,
                 )
             )
-            for point in parse_metric_line(text, extractors):
-                samples.append(
-                    MetricSample(
-                        job_id=job_id,
-                        learner=learner,
-                        attempt=attempt,
-                        name=point.name,
-                        step=point.step,
-                        value=point.value,
-                        ts=ts,
-                        log_seq=seq,
-                    )
-                )
-        LogLine.objects.bulk_create(lines)
-        MetricSample.objects.bulk_create(samples)
-        row.log_seq = seq
-        row.log_cursor_ts, row.log_cursor_seen = cursor
-        row.log_done = row.log_done or done
-        row.save(update_fields=["log_seq", "log_cursor_ts", "log_cursor_seen", "log_done", "updated_at"])
-        if lines:
-            send_after_commit(
-                job_group(job_id),
-                {
-                    "kind": "logs",
-                    "learner": learner,
-                    "lines": [[line.seq, line.text] for line in lines],
-                    "metrics": [[s.name, s.step, s.value, s.log_seq] for s in samples],
-                },
-            )
+    LogLine.objects.bulk_create(lines)
+    MetricSample.objects.bulk_create(samples)
+    row.log_seq = seq
+    row.log_cursor_ts, row.log_cursor_seen = cursor
+    row.log_done = row.log_done or done
+    row.save(update_fields=["log_seq", "log_cursor_ts", "log_cursor_seen", "log_done", "updated_at"])
+    if lines:
+        send_after_commit(
+            job_group(job_id),
+            {
+                "kind": "logs",
+                "learner": learner,
+                "lines": [[line.seq, line.text] for line in lines],
+                "metrics": [[s.name, s.step, s.value, s.log_seq] for s in samples],
+            },
+        )
     if lines:
         metrics_count("log_lines", len(lines))
     return lines

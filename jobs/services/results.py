@@ -4,23 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from django.db import transaction
-
+from common.transactions import durable_service
 from jobs.core.choices import EventKind, Reason
 from jobs.models import Job, JobEvent
 
 
+@durable_service
 def results_reported(*, job: Job, attempt: int, learner: int, report: Mapping[str, int | None]) -> JobEvent:
     """Record a learner's report (`exit_code`, `files`, `bytes`, `checkpoint_bytes`, each checked by the
     caller): the checkpoint size on the job, the rest as a `results` event."""
-    with transaction.atomic():
-        if report.get("checkpoint_bytes") is not None:
-            Job.objects.filter(pk=job.pk).update(checkpoint_bytes=report["checkpoint_bytes"])
-        return JobEvent.objects.create(
-            job=job,
-            kind=EventKind.RESULTS,
-            reason=Reason.RESULTS_UPLOADED,
-            message=f"learner {learner} uploaded {report.get('files') or 0} result file(s), "
-            f"{report.get('bytes') or 0} bytes",
-            data={"attempt": attempt, "learner": learner, **report},
-        )
+    if report.get("checkpoint_bytes") is not None:
+        Job.objects.filter(pk=job.pk).update(checkpoint_bytes=report["checkpoint_bytes"])
+    return JobEvent.objects.create(
+        job=job,
+        kind=EventKind.RESULTS,
+        reason=Reason.RESULTS_UPLOADED,
+        message=f"learner {learner} uploaded {report.get('files') or 0} result file(s), "
+        f"{report.get('bytes') or 0} bytes",
+        data={"attempt": attempt, "learner": learner, **report},
+    )

@@ -8,9 +8,9 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
 
 from common.errors import Refused
+from common.transactions import durable_service
 from jobs import cluster
 from jobs.artifacts.code import CodeRejected, code_archive_store, inspect_code_zip
 from jobs.cluster import ClusterError, NodeInfo
@@ -117,6 +117,7 @@ def job_validate(
     return parsed, demand
 
 
+@durable_service
 def job_submit(
     *,
     tenant: Tenant,
@@ -136,40 +137,39 @@ def job_submit(
     if isinstance(code, bytes):
         _check_code(code)
     secrets = {store: dict(fields) for store, fields in (credentials or parsed.secrets).items()}
-    with transaction.atomic():
-        quota = Quota.objects.select_for_update().get(tenant=tenant)
-        queued = tenant_usage(tenant).queued_jobs
-        if queued >= quota.max_queued_jobs:
-            full = f"tenant {tenant.slug} already has {queued} jobs waiting (limit {quota.max_queued_jobs})"
-            raise JobRejected({"": [full]}, status=429)
-        archive = code_archive_store(tenant=tenant, data=code) if isinstance(code, bytes) else code
-        spec = parsed.spec
-        job = Job.objects.create(
-            tenant=tenant,
-            owner=user,
-            name=spec["name"],
-            spec=spec,
-            source=parsed.source,
-            priority=spec["priority"],
-            max_retries=spec["retries"],
-            learners=demand.learners,
-            gpus=demand.gpus,
-            cpu_millis=demand.cpu_millis,
-            memory_mib=demand.memory_mib,
-            code=archive,
-        )
-        if secrets:
-            JobCredentials.objects.create(job=job, sealed=seal(secrets), stores=sorted(secrets))
-        JobEvent.objects.create(
-            job=job,
-            kind=EventKind.SUBMITTED,
-            to_status=job.status,
-            reason=Reason.SUBMITTED,
-            message=f"submitted by {user.get_username()} ({parsed.source} spec)",
-            actor=user,
-            data={"demand": demand.__dict__ | {"total_gpus": demand.total_gpus}},
-        )
-        enqueue("jobs.tasks.schedule")
+    quota = Quota.objects.select_for_update().get(tenant=tenant)
+    queued = tenant_usage(tenant).queued_jobs
+    if queued >= quota.max_queued_jobs:
+        full = f"tenant {tenant.slug} already has {queued} jobs waiting (limit {quota.max_queued_jobs})"
+        raise JobRejected({"": [full]}, status=429)
+    archive = code_archive_store(tenant=tenant, data=code) if isinstance(code, bytes) else code
+    spec = parsed.spec
+    job = Job.objects.create(
+        tenant=tenant,
+        owner=user,
+        name=spec["name"],
+        spec=spec,
+        source=parsed.source,
+        priority=spec["priority"],
+        max_retries=spec["retries"],
+        learners=demand.learners,
+        gpus=demand.gpus,
+        cpu_millis=demand.cpu_millis,
+        memory_mib=demand.memory_mib,
+        code=archive,
+    )
+    if secrets:
+        JobCredentials.objects.create(job=job, sealed=seal(secrets), stores=sorted(secrets))
+    JobEvent.objects.create(
+        job=job,
+        kind=EventKind.SUBMITTED,
+        to_status=job.status,
+        reason=Reason.SUBMITTED,
+        message=f"submitted by {user.get_username()} ({parsed.source} spec)",
+        actor=user,
+        data={"demand": demand.__dict__ | {"total_gpus": demand.total_gpus}},
+    )
+    enqueue("jobs.tasks.schedule")
     return job
 
 

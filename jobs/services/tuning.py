@@ -13,9 +13,9 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
+from common.transactions import durable_service
 from jobs import cluster
 from jobs.cluster import ClusterError
 from jobs.core.choices import EventKind, Reason
@@ -30,35 +30,35 @@ log = logging.getLogger(__name__)
 EVENT_REASONS = {"scale": "Scaled", "revert": "Reverted", "keep": "Kept", "hold": "Holding"}
 
 
+@durable_service
 def job_autotune(
     *, job_id: str, now: datetime | None = None, max_node_cpu_millis: int | None = None
 ) -> Decision | None:
     """Diagnose one running tunable job, decide, and apply the decision; None when the job is not
     running or declares no range."""
     now = now or timezone.now()
-    with transaction.atomic():
-        job = Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=job_id)
-        if job.status != JobStatus.RUNNING or not tunable(job):
-            return None
-        diagnosis = job_diagnose(job, now=now)
-        current = Allocation(job.cpu_millis, job.learners)
-        decision = decide(
-            diagnosis=diagnosis,
-            current=current,
-            history=tuning_history(job),
-            limits=job_limits(job, max_node_cpu_millis=max_node_cpu_millis),
-            now=now.timestamp(),
+    job = Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=job_id)
+    if job.status != JobStatus.RUNNING or not tunable(job):
+        return None
+    diagnosis = job_diagnose(job, now=now)
+    current = Allocation(job.cpu_millis, job.learners)
+    decision = decide(
+        diagnosis=diagnosis,
+        current=current,
+        history=tuning_history(job),
+        limits=job_limits(job, max_node_cpu_millis=max_node_cpu_millis),
+        now=now.timestamp(),
+    )
+    _record(job, decision, diagnosis, current)
+    if decision.target is not None and decision.action in ("scale", "revert"):
+        job.cpu_millis, job.learners = decision.target.cpu_millis, decision.target.learners
+        job_requeue_or_fail(
+            job,
+            reason=Reason.TUNED,
+            message=f"restarting from its checkpoint with {job.learners} x {job.cpu_millis}m CPU: "
+            f"{decision.reason}",
+            counts=False,
         )
-        _record(job, decision, diagnosis, current)
-        if decision.target is not None and decision.action in ("scale", "revert"):
-            job.cpu_millis, job.learners = decision.target.cpu_millis, decision.target.learners
-            job_requeue_or_fail(
-                job,
-                reason=Reason.TUNED,
-                message=f"restarting from its checkpoint with {job.learners} x {job.cpu_millis}m CPU: "
-                f"{decision.reason}",
-                counts=False,
-            )
     return decision
 
 

@@ -47,17 +47,16 @@ def setup() -> Iterator[tuple[Tenant, User, Job]]:
     yield tenant, user, job
 
 
-def store(job: Job, texts: list[str], learner: int = 0) -> None:
-    """Store one batch as the log follower does."""
-    logs_append(
-        job_id=job.pk, attempt=1, learner=learner, records=[(None, t) for t in texts], cursor=(None, 0)
-    )
+def store(job: Job, texts: list[str], learner: int = 0, *, nested: bool = False) -> None:
+    """Store one batch as the log follower does (`nested`: inside the caller's transaction)."""
+    append = logs_append.nested if nested else logs_append
+    append(job_id=job.pk, attempt=1, learner=learner, records=[(None, t) for t in texts], cursor=(None, 0))
 
 
-def store_batches(job: Job, batches: int, size: int, pause: float = 0.0) -> None:
+def store_batches(job: Job, batches: int, size: int, pause: float = 0.0, *, nested: bool = False) -> None:
     """Store `batches` batches of `size` numbered lines (from the line number the learner is at)."""
     for b in range(batches):
-        store(job, [f"line {b * size + i + 1}" for i in range(size)])
+        store(job, [f"line {b * size + i + 1}" for i in range(size)], nested=nested)
         if pause:
             time.sleep(pause)
 
@@ -66,7 +65,7 @@ def store_burst(job: Job, batches: int, size: int) -> None:
     """Store many batches in one transaction: their after-commit publishes then fire back to back, the
     way a follower catching up on a chatty pod sends them."""
     with transaction.atomic():
-        store_batches(job, batches, size)
+        store_batches(job, batches, size, nested=True)
 
 
 def in_thread(target: Callable[[], None]) -> threading.Thread:

@@ -38,5 +38,5 @@ class Command(BaseCommand):
                 demo_user.save()
             tenant, _ = Tenant.objects.get_or_create(slug="demo", defaults={"name": "Demo team"})
             Quota.objects.get_or_create(tenant=tenant, defaults=DEMO_QUOTA)
-            membership_set(tenant=tenant, user=demo_user, role=Role.MEMBER)
+            membership_set.nested(tenant=tenant, user=demo_user, role=Role.MEMBER)
         self.stdout.write("demo data ready: admin/admin (superuser), demo/demo (member of tenant 'demo')")
