@@ -15,8 +15,8 @@ API → the watcher's log follower (``jobs.watcher``, in this process, with a re
 watch loop, as ``bench/engine_bench.py`` runs them) stores it in PostgreSQL and publishes it to the
 Channels layer in Redis → ``jobs.consumers.LiveConsumer`` in a real daphne process (``portal.asgi``, a
 subprocess) → a WebSocket client (``websocket-client``, already a dependency of the Kubernetes client), in a
-process of its own, so that the clients' parsing does not share a GIL with the follower. All on one host,
-so the stamps and the receive times read one clock.
+process of its own (``bench/stream_clients.py``), so that the clients' parsing does not share a GIL with the
+follower. All on one host, so the stamps and the receive times read one clock.
 
 Figures:
 
@@ -66,7 +66,8 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings.test"
 for _name in ("REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
     os.environ[_name] = BENCH_REDIS
 
-TERMINAL = ("succeeded", "failed", "cancelled")
+from bench.stream_clients import TERMINAL, clients  # noqa: E402
+
 LATENCY_RATE, LATENCY_SECONDS = 50, 6
 STATE_JOBS = 10
 FAN_VIEWERS, FAN_RATE, FAN_SECONDS = 50, 1000, 10
@@ -116,127 +117,6 @@ def quantiles(values: list[float]) -> dict[str, object]:
         "max": round(max(values), 1),
         "n": len(values),
     }
-
-
-# ------------------------------------------------------------------------------------------ the clients
-# Run as `stream_bench.py --clients '<json>'` in a process of its own; prints one JSON result on stdout.
-
-
-def _client(config: dict[str, Any], ready: threading.Barrier, result: dict[str, Any]) -> None:
-    """One WebSocket viewer: send the subscriptions, read until the job's terminal status (or, for a tenant
-    watcher, until stdin closes), and keep what the figures need; an exception is kept as `error`."""
-    result.update(lat=[], seqs={}, statuses=[], gaps=0, gap_lines=0, frames=0)
-    try:
-        _view(config, ready, result)
-    except Exception as exc:
-        result["error"] = f"{type(exc).__name__}: {exc}"
-
-
-def _view(config: dict[str, Any], ready: threading.Barrier, result: dict[str, Any]) -> None:
-    import websocket
-
-    ws = websocket.create_connection(
-        config["url"], cookie=f"sessionid={config['session']}", origin=config["origin"], timeout=30
-    )
-    lat: list[float] = []
-    seqs: dict[int, int] = {}
-    statuses: list[tuple[str, str, float]] = []
-    gaps = gap_lines = frames = 0
-    try:
-        for message in config["subscribe"]:
-            ws.send(json.dumps(message))
-        answered = 0
-        while answered < len(config["subscribe"]):
-            frame = json.loads(ws.recv())
-            answered += frame.get("type") in ("subscribed", "subscribed_tenant")
-        ready.wait(timeout=60)
-        ws.settimeout(1)
-        deadline = time.monotonic() + config["timeout"]
-        while time.monotonic() < deadline and not result.get("stop"):
-            try:
-                raw = ws.recv()
-            except websocket.WebSocketTimeoutException:
-                continue
-            now = time.time()
-            frame = json.loads(raw)
-            frames += 1
-            kind = frame.get("type")
-            if kind == "logs":
-                for seq, text in frame["lines"]:
-                    seqs[seq] = seqs.get(seq, 0) + 1
-                    if text.startswith("L "):
-                        lat.append((now - float(text.split()[2])) * 1000)
-            elif kind == "gap":
-                gaps += 1
-                gap_lines += frame["to_seq"] - frame["from_seq"] + 1
-            elif kind == "status":
-                statuses.append((frame["job"], frame["status"], now))
-                if config.get("until_terminal") and frame["status"] in TERMINAL:
-                    break
-    finally:
-        ws.close()
-    result.update(lat=lat, seqs=seqs, statuses=statuses, gaps=gaps, gap_lines=gap_lines, frames=frames)
-
-
-def run_clients(config: dict[str, Any]) -> None:
-    """`count` viewers with the same subscriptions, in threads; prints 'ready' once all are subscribed,
-    then their results as one JSON line. A tenant watcher stops when stdin closes."""
-    count = int(config["count"])
-    ready = threading.Barrier(count + 1)
-    results: list[dict[str, Any]] = [{} for _ in range(count)]
-    threads = [
-        threading.Thread(target=_client, args=(config, ready, results[i]), daemon=True) for i in range(count)
-    ]
-    for thread in threads:
-        thread.start()
-    ready.wait(timeout=60)
-    print("ready", flush=True)
-    if not config.get("until_terminal"):
-        sys.stdin.read()
-        for result in results:
-            result["stop"] = True
-    for thread in threads:
-        thread.join(timeout=config["timeout"] + 35)
-    viewers = [{**r, "seqs": list(r["seqs"].items())} for r in results]
-    print(json.dumps({"cpu_s": time.process_time(), "viewers": viewers}), flush=True)
-
-
-@contextmanager
-def clients(
-    server: str, session: str, count: int, subscribe: list[dict[str, Any]], **options: Any
-) -> Iterator[dict[str, Any]]:
-    """Start the client process and wait until every viewer is subscribed; on exit, read the results into
-    the yielded dict: `viewers` and the process's `cpu_s` (closing stdin first, which stops a tenant
-    watcher)."""
-    config = {
-        "url": server.replace("http://", "ws://") + "/ws/",
-        "origin": server,
-        "session": session,
-        "count": count,
-        "subscribe": subscribe,
-        "timeout": 90,
-        **options,
-    }
-    process = subprocess.Popen(
-        [sys.executable, __file__, "--clients", json.dumps(config)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdin is not None and process.stdout is not None
-    outcome: dict[str, Any] = {}
-    try:
-        if process.stdout.readline().strip() != "ready":
-            raise RuntimeError("the WebSocket clients did not all subscribe")
-        yield outcome
-        out, _ = process.communicate(timeout=150)  # closes stdin first
-        found = json.loads(out)
-        outcome["cpu_s"] = found["cpu_s"]
-        outcome["viewers"] = [{**r, "seqs": {int(k): n for k, n in r["seqs"]}} for r in found["viewers"]]
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 # ---------------------------------------------------------------------------------------------- database
@@ -583,7 +463,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--clients":
-        run_clients(json.loads(sys.argv[2]))
-    else:
-        main()
+    main()

@@ -1,278 +1,52 @@
 """The one place Trainyard talks to the Kubernetes API: tenant fences, job launch/teardown, reads.
 
-Every call goes through `Cluster._retry` (its callers apply the request timeout), which retries
-transient failures (5xx, 429, timeouts, broken connections) with exponential backoff and jitter,
-and turns every failure into a typed `clusterio.errors` exception. Objects come back as plain dicts in the
-API's own JSON shape (camelCase), so callers never depend on the client's model classes.
-Creation is idempotent: names are deterministic (`clusterio.names`), so a retried launch adopts
-what a previous try created instead of duplicating it.
+`Cluster` joins the topics: the call path with its retries and typed errors (`clusterio.connection`),
+the tenant fences (`clusterio.tenancy`), and, here, a job's objects and the reads the engine watches by.
+Objects come back as plain dicts in the API's own JSON shape (camelCase), so callers never depend on the
+client's model classes. Creation is idempotent: names are deterministic (`clusterio.names`), so a
+retried launch adopts what a previous try created instead of duplicating it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import random
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-import urllib3
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from clusterio import names
 from clusterio.builders import (
     JobPodsSpec,
-    TenantLimits,
     attempt_secret_name,
     make_datastore_secret,
     make_headless_service,
     make_job_checkpoint_pvcs,
     make_learner_pod,
-    make_limit_range,
-    make_namespace,
-    make_network_policy,
-    make_resource_quota,
-    make_service_account,
-    to_dict,
 )
 from clusterio.builders.job import gpu_product
-from clusterio.builders.tenant import PodSecurityLevel
-from clusterio.capacity import NodeInfo, Resources, covers, node_infos, same_quota_hard
-from clusterio.errors import (
-    BadRequest,
-    Conflict,
-    NotFound,
-    Unavailable,
-    error_from_api_exception,
-)
+from clusterio.capacity import NodeInfo, Resources, node_infos
+from clusterio.connection import Obj, labels_of
+from clusterio.errors import BadRequest, Conflict, NotFound, Unavailable
 from clusterio.logs import Stream
+from clusterio.tenancy import TenantFences
 
-__all__ = ["Cluster", "NodeInfo", "Resources", "Stream"]
+__all__ = ["Cluster", "ManagedKind", "NodeInfo", "Resources", "Stream"]
 
-T = TypeVar("T")
-Obj = dict[str, Any]
 ManagedKind = Literal["services", "secrets", "persistentvolumeclaims"]
-_LIST_PAGE = 500
-_RETRY_AFTER_MAX = 10.0
-_UPDATE_ATTEMPTS = 3
 
 
 def _rfc3339_seconds(ts: datetime) -> str:
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _labels(obj: Obj) -> dict[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
+class Cluster(TenantFences):
+    """A connection to one Kubernetes cluster (see `Connection` for its arguments) and all Trainyard asks of it.
 
-
-class Cluster:
-    """A connection to one Kubernetes cluster, with its own `ApiClient` (the global config is untouched).
-
-    `kubeconfig` is a kubeconfig file (with an optional `context`); without one, the pod's in-cluster
-    service-account credentials are used. `retries` is how many times a transient failure is retried
-    (so up to `retries + 1` tries), sleeping `backoff * 2**n` seconds (with jitter) before retry n.
+    Tenant fences come from `TenantFences`; a job's objects (launch, adopt, teardown, claims) and the reads
+    (pods, watches, logs, nodes, metrics) are here.
     """
-
-    def __init__(
-        self,
-        *,
-        kubeconfig: str | None = None,
-        context: str | None = None,
-        request_timeout: float = 10.0,
-        retries: int = 3,
-        backoff: float = 0.2,
-        installation: str | None = None,
-    ) -> None:
-        configuration = client.Configuration()
-        try:
-            if kubeconfig:
-                config.load_kube_config(
-                    config_file=kubeconfig,
-                    context=context,
-                    client_configuration=configuration,
-                    persist_config=False,
-                )
-            else:
-                config.load_incluster_config(client_configuration=configuration)
-        except (config.ConfigException, OSError, ValueError) as exc:
-            where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster service account"
-            raise Unavailable(f"no usable cluster configuration ({where}): {exc}") from exc
-        configuration.retries = False
-        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
-        self.request_timeout = request_timeout
-        self.retries = retries
-        self.backoff = backoff
-        # Every job object this client creates carries the installation's label, and every selector it
-        # lists, watches or tears down by is narrowed to it: two installations can share a cluster.
-        self.installation = names.label_value(installation) if installation else None
-        self.api_client = client.ApiClient(configuration)
-        self.core = client.CoreV1Api(self.api_client)
-        self.networking = client.NetworkingV1Api(self.api_client)
-        self.custom = client.CustomObjectsApi(self.api_client)
-
-    def close(self) -> None:
-        """Close the connection pool."""
-        self.api_client.close()
-
-    def ping(self, timeout: float = 3.0) -> str:
-        """The API server's version: a cheap reachability check for readiness probes (one try, no retry)."""
-        try:
-            info = client.VersionApi(self.api_client).get_code(_request_timeout=timeout)
-        except ApiException as exc:
-            raise error_from_api_exception(exc) from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise Unavailable(f"{type(exc).__name__}: {exc}") from exc
-        return str(info.git_version)
-
-    # -- the one call path -------------------------------------------------------------------------
-
-    def _retry(self, operation: Callable[[], T]) -> T:
-        """Run one API operation, retrying transient failures with backoff; raise typed errors.
-
-        The only path to the API server: 5xx, 429 (honouring Retry-After, capped), timeouts and
-        connection errors are retried `self.retries` times, anything else is raised at once.
-        """
-        attempt = 0
-        while True:
-            delay = self.backoff * (2**attempt) * random.uniform(0.8, 1.2)
-            try:
-                return operation()
-            except ApiException as exc:
-                error = error_from_api_exception(exc)
-                headers = getattr(exc, "headers", None) or {}
-                with contextlib.suppress(TypeError, ValueError):
-                    delay = min(max(delay, float(headers.get("Retry-After") or "")), _RETRY_AFTER_MAX)
-                cause: BaseException = exc
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                error = Unavailable(f"{type(exc).__name__}: {exc}")
-                cause = exc
-            if not isinstance(error, Unavailable) or attempt >= self.retries:
-                raise error from cause
-            time.sleep(delay)
-            attempt += 1
-
-    def _json(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call an API method and return its body parsed as JSON (None when empty), reading included."""
-        kwargs.setdefault("_request_timeout", self.request_timeout)
-
-        def call() -> Any:
-            data = fn(*args, _preload_content=False, **kwargs).data
-            return json.loads(data) if data else None
-
-        return self._retry(call)
-
-    def _open_stream(self, fn: Callable[..., Any], *args: Any, read_timeout: float, **kwargs: Any) -> Stream:
-        timeout = (self.request_timeout, read_timeout)
-        return Stream(
-            self._retry(lambda: fn(*args, _preload_content=False, _request_timeout=timeout, **kwargs))
-        )
-
-    def _list_all(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[list[Obj], str]:
-        """List every page of a collection; returns the items and the list's resourceVersion."""
-        items: list[Obj] = []
-        token: str | None = None
-        while True:
-            page = self._json(fn, *args, limit=_LIST_PAGE, _continue=token, **kwargs)
-            items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            token = meta.get("continue")
-            if not token:
-                return items, str(meta.get("resourceVersion") or "")
-
-    # -- tenants -----------------------------------------------------------------------------------
-
-    def ensure_tenant(
-        self,
-        *,
-        namespace: str,
-        tenant_slug: str,
-        limits: TenantLimits,
-        default_cpu_millis: int = 1000,
-        default_memory_mib: int = 1024,
-        labels: dict[str, str] | None = None,
-        egress_cidrs: Sequence[str] = (),
-        pod_security: PodSecurityLevel | None = None,
-    ) -> None:
-        """Create (or bring up to date) a tenant's namespace and the objects that fence it in.
-
-        Idempotent: existing objects are kept when they already say what is wanted and replaced
-        (optimistically, by resourceVersion) when not, e.g. after the tenant's quota changed. `labels` are
-        extra namespace labels (the operator's; the platform's own win); `egress_cidrs` are the addresses
-        learners may reach beyond their namespace and DNS (the platform's artifact endpoint, S3);
-        `pod_security` is the Pod Security Admission level enforced on the namespace.
-        """
-        ns_body = make_namespace(namespace, tenant_slug, labels, pod_security=pod_security)
-        try:
-            self._json(self.core.create_namespace, ns_body)
-        except Conflict:
-            current = self._json(self.core.read_namespace, namespace)
-            wanted = to_dict(ns_body)["metadata"]["labels"]
-            if not covers(wanted, _labels(current)):
-                self._json(self.core.patch_namespace, namespace, {"metadata": {"labels": wanted}})
-        core, net = self.core, self.networking
-        self._ensure(
-            lambda: make_resource_quota(namespace, limits),
-            core.create_namespaced_resource_quota,
-            core.read_namespaced_resource_quota,
-            core.replace_namespaced_resource_quota,
-            same_quota_hard,
-        )
-        self._ensure(
-            lambda: make_limit_range(
-                namespace, default_cpu_millis=default_cpu_millis, default_memory_mib=default_memory_mib
-            ),
-            core.create_namespaced_limit_range,
-            core.read_namespaced_limit_range,
-            core.replace_namespaced_limit_range,
-            lambda want, have: covers(want.get("spec"), have.get("spec")),
-        )
-        self._ensure(
-            lambda: make_network_policy(namespace, egress_cidrs=egress_cidrs),
-            net.create_namespaced_network_policy,
-            net.read_namespaced_network_policy,
-            net.replace_namespaced_network_policy,
-            lambda want, have: covers(want.get("spec"), have.get("spec")),
-        )
-        self._ensure(
-            lambda: make_service_account(namespace),
-            core.create_namespaced_service_account,
-            core.read_namespaced_service_account,
-            core.replace_namespaced_service_account,
-            lambda want, have: (
-                want.get("automountServiceAccountToken") == have.get("automountServiceAccountToken")
-            ),
-        )
-
-    def _ensure(
-        self,
-        build: Callable[[], Any],
-        create: Callable[..., Any],
-        read: Callable[..., Any],
-        replace: Callable[..., Any],
-        same: Callable[[Obj, Obj], bool],
-    ) -> None:
-        body = build()
-        name, namespace = body.metadata.name, body.metadata.namespace
-        try:
-            self._json(create, namespace, body)
-            return
-        except Conflict:
-            pass
-        for attempt in range(_UPDATE_ATTEMPTS):
-            current = self._json(read, name, namespace)
-            if same(to_dict(body), current):
-                return
-            body = build()
-            body.metadata.resource_version = current["metadata"]["resourceVersion"]
-            try:
-                self._json(replace, name, namespace, body)
-                return
-            except Conflict:
-                if attempt == _UPDATE_ATTEMPTS - 1:
-                    raise
 
     # -- jobs --------------------------------------------------------------------------------------
 
@@ -343,7 +117,7 @@ class Cluster:
             return
         except Conflict:
             pass
-        labels = _labels(self._json(read, name, namespace))
+        labels = labels_of(self._json(read, name, namespace))
         if (
             labels.get(names.LABEL_MANAGED_BY) != names.MANAGED_BY
             or labels.get(names.LABEL_INSTALLATION) != self.installation
@@ -432,7 +206,7 @@ class Cluster:
         )
 
         def key(pod: Obj) -> tuple[int, int, str]:
-            labels = _labels(pod)
+            labels = labels_of(pod)
             attempt_ = labels.get(names.LABEL_ATTEMPT, "")
             learner = labels.get(names.LABEL_LEARNER, "")
             return (
@@ -462,10 +236,6 @@ class Cluster:
         }[kind]
         items, _ = self._list_all(list_fn, label_selector=self.selector(names.managed_selector()))
         return items
-
-    def selector(self, base: str) -> str:
-        """`base` narrowed to this client's installation (unchanged without one)."""
-        return names.installation_selector(base, self.installation)
 
     def watch_pods(self, *, label_selector: str, resource_version: str, timeout_seconds: int) -> Stream:
         """Open a pod watch (with bookmarks) across namespaces; the server ends it after `timeout_seconds`."""
@@ -551,7 +321,7 @@ class Cluster:
         """The GPU product label of every node that has one (`gpu_product`), sorted, once each. Lists nodes
         only (no pods): cheap enough for every submit and launch."""
         nodes, _ = self._list_all(self.core.list_node)
-        return sorted({p for node in nodes if (p := gpu_product(_labels(node)))})
+        return sorted({p for node in nodes if (p := gpu_product(labels_of(node)))})
 
     def pod_log_tail(
         self, *, namespace: str, pod: str, lines: int = 20, container: str = "learner"

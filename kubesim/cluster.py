@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kubesim import persist, resources, runtime, storageclasses
-from kubesim.api import Api, now_iso
+from kubesim.api import Api
 from kubesim.cgroups import CgroupManager
 from kubesim.controllers import GarbageCollector, JobController, NamespaceController, QuotaController
 from kubesim.disruption import (
@@ -24,6 +24,7 @@ from kubesim.disruption import (
 )
 from kubesim.faults import Faults, ImagePullRule
 from kubesim.kubelet import Kubelet
+from kubesim.meta import now_iso
 from kubesim.restart import reboot_node, recover_pods
 from kubesim.sandbox import Sandbox
 from kubesim.scheduler import Scheduler

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kubesim import admission, resources
-from kubesim.api import FOREGROUND, random_suffix
+from kubesim.deletion import FOREGROUND
 from kubesim.errors import ApiError
+from kubesim.meta import random_suffix
 from kubesim.podstatus import set_condition as _set_condition
 from kubesim.quantity import format_amount
 from kubesim.runtime import now_rfc3339

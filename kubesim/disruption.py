@@ -16,8 +16,8 @@ import time
 from typing import TYPE_CHECKING
 
 from kubesim import resources
-from kubesim.api import now_iso
 from kubesim.errors import ApiError, bad_request, conflict, not_found
+from kubesim.meta import now_iso
 from kubesim.podstatus import set_condition
 from kubesim.scheduler import matching_toleration
 from kubesim.store import Obj

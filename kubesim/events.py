@@ -6,6 +6,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from kubesim.meta import now_iso
 from kubesim.store import Obj, clone
 
 if TYPE_CHECKING:
@@ -14,8 +15,6 @@ if TYPE_CHECKING:
 
 def record_event(api: Api, involved: Obj, type_: str, reason: str, message: str, component: str) -> None:
     """Create a core/v1 Event about ``involved``, or bump the count of the same (object, reason, message)."""
-    from kubesim.api import now_iso
-
     meta = involved["metadata"]
     ns = meta.get("namespace") or "default"
     stamp = now_iso()

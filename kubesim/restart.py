@@ -15,9 +15,9 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from kubesim.api import now_iso
 from kubesim.disruption import UNREACHABLE
 from kubesim.kubelet import GPU, Kubelet, PodRuntime
+from kubesim.meta import now_iso
 from kubesim.podstatus import set_condition
 from kubesim.quantity import parse_quantity
 from kubesim.runtime import ContainerProcess, now_rfc3339

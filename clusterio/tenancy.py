@@ -1,0 +1,121 @@
+"""A tenant's fences in the cluster: its namespace, ResourceQuota, LimitRange, NetworkPolicy and service account.
+
+Brought up to date idempotently on every launch: an object that already says what is wanted is kept,
+one that does not (the tenant's quota changed, an operator edited it) is replaced optimistically by
+resourceVersion, so two launches racing for one tenant never undo each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from clusterio.builders import (
+    TenantLimits,
+    make_limit_range,
+    make_namespace,
+    make_network_policy,
+    make_resource_quota,
+    make_service_account,
+    to_dict,
+)
+from clusterio.builders.tenant import PodSecurityLevel
+from clusterio.capacity import covers, same_quota_hard
+from clusterio.connection import Connection, Obj, labels_of
+from clusterio.errors import Conflict
+
+_UPDATE_ATTEMPTS = 3
+
+
+class TenantFences(Connection):
+    """The tenant half of `Cluster`: `ensure_tenant` and the create-or-replace step it repeats."""
+
+    def ensure_tenant(
+        self,
+        *,
+        namespace: str,
+        tenant_slug: str,
+        limits: TenantLimits,
+        default_cpu_millis: int = 1000,
+        default_memory_mib: int = 1024,
+        labels: dict[str, str] | None = None,
+        egress_cidrs: Sequence[str] = (),
+        pod_security: PodSecurityLevel | None = None,
+    ) -> None:
+        """Create (or bring up to date) a tenant's namespace and the objects that fence it in.
+
+        Idempotent: existing objects are kept when they already say what is wanted and replaced
+        (optimistically, by resourceVersion) when not, e.g. after the tenant's quota changed. `labels` are
+        extra namespace labels (the operator's; the platform's own win); `egress_cidrs` are the addresses
+        learners may reach beyond their namespace and DNS (the platform's artifact endpoint, S3);
+        `pod_security` is the Pod Security Admission level enforced on the namespace.
+        """
+        ns_body = make_namespace(namespace, tenant_slug, labels, pod_security=pod_security)
+        try:
+            self._json(self.core.create_namespace, ns_body)
+        except Conflict:
+            current = self._json(self.core.read_namespace, namespace)
+            wanted = to_dict(ns_body)["metadata"]["labels"]
+            if not covers(wanted, labels_of(current)):
+                self._json(self.core.patch_namespace, namespace, {"metadata": {"labels": wanted}})
+        core, net = self.core, self.networking
+        self._ensure(
+            lambda: make_resource_quota(namespace, limits),
+            core.create_namespaced_resource_quota,
+            core.read_namespaced_resource_quota,
+            core.replace_namespaced_resource_quota,
+            same_quota_hard,
+        )
+        self._ensure(
+            lambda: make_limit_range(
+                namespace, default_cpu_millis=default_cpu_millis, default_memory_mib=default_memory_mib
+            ),
+            core.create_namespaced_limit_range,
+            core.read_namespaced_limit_range,
+            core.replace_namespaced_limit_range,
+            lambda want, have: covers(want.get("spec"), have.get("spec")),
+        )
+        self._ensure(
+            lambda: make_network_policy(namespace, egress_cidrs=egress_cidrs),
+            net.create_namespaced_network_policy,
+            net.read_namespaced_network_policy,
+            net.replace_namespaced_network_policy,
+            lambda want, have: covers(want.get("spec"), have.get("spec")),
+        )
+        self._ensure(
+            lambda: make_service_account(namespace),
+            core.create_namespaced_service_account,
+            core.read_namespaced_service_account,
+            core.replace_namespaced_service_account,
+            lambda want, have: (
+                want.get("automountServiceAccountToken") == have.get("automountServiceAccountToken")
+            ),
+        )
+
+    def _ensure(
+        self,
+        build: Callable[[], Any],
+        create: Callable[..., Any],
+        read: Callable[..., Any],
+        replace: Callable[..., Any],
+        same: Callable[[Obj, Obj], bool],
+    ) -> None:
+        body = build()
+        name, namespace = body.metadata.name, body.metadata.namespace
+        try:
+            self._json(create, namespace, body)
+            return
+        except Conflict:
+            pass
+        for attempt in range(_UPDATE_ATTEMPTS):
+            current = self._json(read, name, namespace)
+            if same(to_dict(body), current):
+                return
+            body = build()
+            body.metadata.resource_version = current["metadata"]["resourceVersion"]
+            try:
+                self._json(replace, name, namespace, body)
+                return
+            except Conflict:
+                if attempt == _UPDATE_ATTEMPTS - 1:
+                    raise

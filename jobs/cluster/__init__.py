@@ -1,0 +1,304 @@
+"""The one door from jobs to Kubernetes: turns jobs and tenants into clusterio inputs and calls clusterio.
+
+Everything the platform asks of a cluster passes through the functions here, so the whole Kubernetes
+surface of the jobs app can be read in one place: the calls (the client, launch, teardown, claims, reads)
+in this module, what a job's pods are made of in `jobs.cluster.podspec`, re-exported here. Every function
+that talks to the cluster lives in this module and gets its client from `cluster()` at call time, so one
+replacement of `jobs.cluster.cluster` (tests, a recorder) reaches them all.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+
+from clusterio import names, telemetry
+from clusterio.client import Cluster, ManagedKind, NodeInfo
+from clusterio.errors import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
+from clusterio.logs import LogCursor, LogFollower, LogRecord
+from clusterio.reflector import PodReflector
+from clusterio.telemetry import PodUsage
+from jobs.artifacts.tokens import mint_token
+from jobs.cluster.podspec import (
+    RENDEZVOUS_PORT_BASE,
+    RENDEZVOUS_PORT_SPAN,
+    credential_problems,
+    gpu_tolerations,
+    gpu_types,
+    job_credentials,
+    namespace_for,
+    pod_security_problem,
+    pods_spec,
+    rendezvous_port,
+    spec_problems,
+    tenant_limits,
+    tolerated_taints,
+)
+from jobs.models import Job
+from tenants.policy import policy_of
+
+# What the rest of the jobs app (and the pages above it) uses of clusterio, taken from here: this package is
+# the one door to the cluster, so everything Kubernetes the app touches is visible in one place. The pod
+# spec's names are listed too: they are this door's, defined in `jobs.cluster.podspec`.
+__all__ = [
+    "RENDEZVOUS_PORT_BASE",
+    "RENDEZVOUS_PORT_SPAN",
+    "Cluster",
+    "ClusterError",
+    "Conflict",
+    "Forbidden",
+    "Invalid",
+    "LogCursor",
+    "LogFollower",
+    "LogRecord",
+    "NodeInfo",
+    "PodReflector",
+    "QuotaExceeded",
+    "Unavailable",
+    "credential_problems",
+    "gpu_tolerations",
+    "gpu_types",
+    "job_credentials",
+    "namespace_for",
+    "pod_security_problem",
+    "pods_spec",
+    "rendezvous_port",
+    "spec_problems",
+    "tenant_limits",
+    "tolerated_taints",
+]
+
+_local = threading.local()
+
+
+def cluster() -> Cluster:
+    """This thread's client for the configured cluster (kubeconfig from settings, else in-cluster), scoped
+    to this installation's objects."""
+    client: Cluster | None = getattr(_local, "cluster", None)
+    config = (settings.KUBECONFIG, settings.KUBE_CONTEXT, installation_id())
+    if client is None or getattr(_local, "config", None) != config:
+        client = Cluster(
+            kubeconfig=settings.KUBECONFIG or None,
+            context=settings.KUBE_CONTEXT or None,
+            installation=config[2],
+        )
+        _local.cluster, _local.config = client, config
+    return client
+
+
+@functools.cache
+def _database_installation_id(alias: str, name: str) -> str:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT system_identifier FROM pg_control_system()")
+        system = cursor.fetchone()[0]
+    return f"db-{names.short_hash(f'{system}/{name}')}"
+
+
+def installation_id() -> str:
+    """The label value that marks this installation's objects: INSTALLATION_ID, else derived from the
+    database (its server's system identifier and its name), so every process of one installation agrees
+    and a staging copy on another database differs."""
+    if settings.INSTALLATION_ID:
+        return str(settings.INSTALLATION_ID)
+    return _database_installation_id("default", str(connections["default"].settings_dict["NAME"]))
+
+
+def gpu_products() -> list[str]:
+    """The GPU product labels the cluster's nodes carry (one list of nodes, no pods)."""
+    return cluster().gpu_products()
+
+
+def launch(job: Job) -> list[str]:
+    """Create (or adopt) the tenant's namespace objects, the attempt's data-store Secret and the job's pods;
+    returns the pod names. A job with a GPU type gets the product labels it matches on the nodes now."""
+    client = cluster()
+    client.ensure_tenant(
+        namespace=namespace_for(job.tenant),
+        tenant_slug=job.tenant.slug,
+        limits=tenant_limits(job.tenant),
+        labels=settings.TENANT_NAMESPACE_LABELS,
+        egress_cidrs=settings.TENANT_EGRESS_CIDRS,
+        pod_security=policy_of(job.tenant).pod_security,  # type: ignore[arg-type]
+    )
+    credentials = job_credentials(job)
+    # An alias (`A100`) is no label value: the pods require one of the product labels of the cluster's
+    # nodes that it stands for now, so the kube-scheduler enforces the type (on a node added later with a
+    # new product label, a later attempt may run too).
+    gpu_type = job.spec["resources"].get("gpu_type")
+    products = gpu_types().matching(gpu_type, client.gpu_products()) if gpu_type else []
+    spec = pods_spec(job, credentials, products)
+    token = mint_token(job_id=job.pk, attempt=job.attempt) if spec.artifacts is not None else None
+    return client.launch(spec=spec, credentials=credentials or None, artifact_token=token)
+
+
+def delete_checkpoints(job: Job) -> int:
+    """Delete the job's checkpoint claims (with the job: attempts share them), found by the job's label so
+    that the shared and the per-learner layouts both go; returns how many were deleted."""
+    if settings.CHECKPOINT_HOST_ROOT or not settings.CHECKPOINT_CLAIM_SIZE:
+        return 0
+    return cluster().delete_checkpoint_claims(namespace=namespace_for(job.tenant), job_id=job.pk)
+
+
+def teardown(job: Job, attempt: int | None = None) -> int:
+    """Delete the job's pods and services (of one attempt, or all of them)."""
+    return cluster().teardown(namespace=namespace_for(job.tenant), job_id=job.pk, attempt=attempt)
+
+
+def leftover_attempts() -> dict[tuple[str, int], str]:
+    """(job id, attempt) -> namespace of every attempt that still has a Service or Secret."""
+    found: dict[tuple[str, int], str] = {}
+    kinds: tuple[ManagedKind, ...] = ("services", "secrets")
+    for kind in kinds:
+        for obj in cluster().managed_objects(kind):
+            key = pod_owner(obj)
+            if key is not None:
+                found[key] = obj["metadata"]["namespace"]
+    return found
+
+
+def teardown_in(namespace: str, job_id: str, attempt: int) -> int:
+    """Delete one attempt's pods, Services and Secrets by namespace (its job row may be gone)."""
+    return cluster().teardown(namespace=namespace, job_id=job_id, attempt=attempt)
+
+
+def checkpoint_claims() -> list[tuple[str, str, str]]:
+    """(namespace, name, job id) of every checkpoint claim of this installation not already going."""
+    found = []
+    for claim in cluster().managed_objects("persistentvolumeclaims"):
+        meta = claim["metadata"]
+        if not meta.get("deletionTimestamp"):
+            found.append(
+                (meta["namespace"], meta["name"], (meta.get("labels") or {}).get(names.LABEL_JOB, ""))
+            )
+    return found
+
+
+def delete_claim(namespace: str, name: str) -> bool:
+    """Delete one checkpoint claim (of a job that no longer exists)."""
+    return cluster().delete_checkpoint_claim(namespace=namespace, name=name)
+
+
+def unbound_claims(pod: dict[str, Any]) -> list[str]:
+    """What is wrong with the claims a pending pod mounts, one phrase per claim that is missing or not
+    Bound (its phase, access modes and class: a class that lacks a mode leaves the claim Pending, and
+    StorageClasses do not say which modes they offer); [] when all are bound or the cluster cannot say."""
+    namespace = pod["metadata"]["namespace"]
+    found = []
+    try:
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            name = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if not name:
+                continue
+            claim = cluster().get_claim(namespace=namespace, name=name)
+            if claim is None:
+                found.append(f"claim {name} does not exist")
+                continue
+            phase = (claim.get("status") or {}).get("phase") or "Pending"
+            if phase == "Bound":
+                continue
+            spec = claim.get("spec") or {}
+            modes = ",".join(spec.get("accessModes") or []) or "no access mode"
+            where = f"class {spec['storageClassName']}" if spec.get("storageClassName") else "no class"
+            found.append(f"claim {name} is {phase} ({modes} in {where})")
+    except ClusterError:
+        return []
+    return found
+
+
+def delete_pod(pod: dict[str, Any]) -> bool:
+    """Delete one pod, as listed (True when this call deleted it; False when it was gone or going)."""
+    meta = pod.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return False
+    return cluster().delete_pod(namespace=meta["namespace"], pod=meta["name"])
+
+
+def earlier_attempt_pods(job: Job) -> list[dict[str, Any]]:
+    """Pods of the job's earlier attempts that still exist (running, or terminating)."""
+    pods = cluster().job_pods(namespace=namespace_for(job.tenant), job_id=job.pk)
+    return [p for p in pods if (pod_owner(p) or ("", job.attempt))[1] < job.attempt]
+
+
+def force_delete_stranded(pods: list[dict[str, Any]]) -> int:
+    """Force-delete (grace 0) the pods among `pods` that are past their deletion deadline on a node that
+    is gone, NotReady or unreachable: no kubelet will confirm their deletion, and until they are gone they
+    hold their namespace's quota (and cancels wait on them). Returns how many were deleted."""
+    now = datetime.now(UTC)
+    stranded = [
+        p
+        for p in pods
+        if _past(p["metadata"].get("deletionTimestamp"), now) and p.get("spec", {}).get("nodeName")
+    ]
+    if not stranded:
+        return 0
+    healthy = cluster().ready_node_names()
+    deleted = 0
+    for pod in stranded:
+        if pod["spec"]["nodeName"] not in healthy:
+            meta = pod["metadata"]
+            deleted += cluster().delete_pod(namespace=meta["namespace"], pod=meta["name"], grace_seconds=0)
+    return deleted
+
+
+def _past(stamp: str | None, now: datetime) -> bool:
+    if not stamp:
+        return False
+    try:
+        return datetime.fromisoformat(stamp) < now
+    except ValueError:
+        return False
+
+
+def job_pods(job: Job) -> list[dict[str, Any]]:
+    """The pods of the job's current attempt, as the API returns them."""
+    return cluster().job_pods(namespace=namespace_for(job.tenant), job_id=job.pk, attempt=job.attempt)
+
+
+def log_tail(job: Job, index: int, lines: int = 20) -> list[str]:
+    """The last lines a learner of the current attempt printed ([] when its pod is gone)."""
+    pod = names.learner_pod_name(job.pk, job.attempt, index)
+    return cluster().pod_log_tail(namespace=namespace_for(job.tenant), pod=pod, lines=lines)
+
+
+def nodes() -> list[NodeInfo]:
+    """The cluster's nodes with their free capacity, for admission."""
+    return cluster().nodes()
+
+
+def node_names() -> set[str]:
+    """The names of the nodes the cluster has now (one list of nodes, no pods)."""
+    return {node.name for node in cluster().node_states()}
+
+
+def pod_owner(pod: dict[str, Any]) -> tuple[str, int] | None:
+    """The (job id, attempt) a managed pod belongs to, from its labels (None if not one of ours)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    try:
+        return labels[names.LABEL_JOB], int(labels[names.LABEL_ATTEMPT])
+    except (KeyError, ValueError):
+        return None
+
+
+def pod_learner(pod: dict[str, Any]) -> int | None:
+    """The learner index of a managed pod, from its labels."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    try:
+        return int(labels[names.LABEL_LEARNER])
+    except (KeyError, ValueError):
+        return None
+
+
+def learner_usage(job: Job) -> dict[int, PodUsage | None]:
+    """CPU, memory (and GPU, where exposed) each learner of the current attempt uses, from metrics.k8s.io."""
+    return telemetry.learner_usage(
+        cluster(),
+        namespace=namespace_for(job.tenant),
+        job_id=job.pk,
+        attempt=job.attempt,
+        learners=job.learners,
+    )
