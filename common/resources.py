@@ -31,27 +31,12 @@ class Resources:
             self.gpus + other.gpus, self.cpu_millis + other.cpu_millis, self.memory_mib + other.memory_mib
         )
 
-    def __sub__(self, other: Resources) -> Resources:
-        return Resources(
-            self.gpus - other.gpus, self.cpu_millis - other.cpu_millis, self.memory_mib - other.memory_mib
-        )
-
     def __neg__(self) -> Resources:
         return Resources(-self.gpus, -self.cpu_millis, -self.memory_mib)
 
     def __mul__(self, times: int) -> Resources:
         """``times`` of this amount: a per-learner demand scaled by the learner count."""
         return Resources(self.gpus * times, self.cpu_millis * times, self.memory_mib * times)
-
-    __rmul__ = __mul__
-
-    def fits(self, limit: Resources) -> bool:
-        """Whether this amount is within ``limit`` in every one of the three dimensions."""
-        return (
-            self.gpus <= limit.gpus
-            and self.cpu_millis <= limit.cpu_millis
-            and self.memory_mib <= limit.memory_mib
-        )
 
     def as_shape(self) -> Shape:
         return (self.gpus, self.cpu_millis, self.memory_mib)
