@@ -1,5 +1,6 @@
 """The API's plumbing, shared by every app's API views: the base view, the error shape and its schema, the
-bearer scheme as the schema shows it, the exception handler, and the authenticated user."""
+bearer scheme as the schema shows it, the exception handler, the authenticated user, and the shape of an
+amount of resources (common.resources.Resources)."""
 
 from __future__ import annotations
 
@@ -131,3 +132,11 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
         503: "The cluster cannot be reached.",
     }
     return {code: OpenApiResponse(ErrorSerializer, description=described[code]) for code in codes}
+
+
+class ResourcesSerializer(serializers.Serializer):
+    """An amount of GPUs, CPU and memory (a `Resources`); quotas, usage and job demands extend it."""
+
+    gpus = serializers.IntegerField(help_text="Whole GPUs.")
+    cpu_millis = serializers.IntegerField(help_text="CPU in millicores (1000 = one core).")
+    memory_mib = serializers.IntegerField(help_text="Memory in MiB.")

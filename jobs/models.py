@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from common.resources import Resources
 from jobs.states import ACTIVE, TERMINAL, WAITING, JobStatus, check_transition
 from tenants.models import Tenant
 
@@ -85,6 +86,10 @@ class Job(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL
+
+    @property
+    def per_learner(self) -> Resources:
+        return Resources(self.gpus, self.cpu_millis, self.memory_mib)
 
     @property
     def total_gpus(self) -> int:

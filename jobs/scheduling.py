@@ -16,14 +16,16 @@ from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils import timezone
 
+from common.resources import Resources
 from jobs import cluster
 from jobs.cluster import NodeInfo
 from jobs.core import admission
 from jobs.models import Job
 from jobs.services import job_validate
 from jobs.services.lifecycle import job_admit, queue_positions_record
-from jobs.states import ACTIVE, JobStatus
+from jobs.states import JobStatus
 from tenants.models import Tenant
+from tenants.usage import Usage, usage_by_tenant
 
 log = logging.getLogger(__name__)
 LOCK_KEY = zlib.crc32(b"trainyard-scheduler-cycle")
@@ -43,25 +45,19 @@ def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapsh
 
     Jobs that are `starting` may not have pods bound yet, so their planned placement is taken off the
     nodes' free capacity as well (counting them twice for a moment errs on the safe side). Each queued job
-    carries the node taints its pods will tolerate, so admission offers it only nodes it may run on.
+    carries the node taints its pods will tolerate, so admission offers it only nodes it may run on. What
+    each tenant holds comes from `usage_by_tenant`, as on its page.
     """
-    tenants = {t.slug: t for t in Tenant.objects.filter(active=True).select_related("quota")}
-    active = list(Job.objects.filter(status__in=ACTIVE).select_related("tenant"))
-    waiting = Job.objects.waiting().filter(tenant__slug__in=tenants).select_related("tenant")
-    used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-    planned: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    tenants = list(Tenant.objects.filter(active=True).select_related("quota"))
+    usage = usage_by_tenant(tenants)
+    active = Job.objects.holding_resources()
+    waiting = Job.objects.waiting().filter(tenant__in=tenants).select_related("tenant")
+    planned: dict[str, Resources] = defaultdict(lambda: Resources.ZERO)
     running = []
     for job in active:
-        usage = used[job.tenant.slug]
-        usage[0] += job.total_gpus
-        usage[1] += job.total_cpu_millis
-        usage[2] += job.total_memory_mib
-        usage[3] += 1
         if job.status == JobStatus.STARTING:
             for node in job.placements:
-                planned[node][0] += job.gpus
-                planned[node][1] += job.cpu_millis
-                planned[node][2] += job.memory_mib
+                planned[node] += job.per_learner
         runtime = job.spec.get("max_runtime_seconds")
         started = job.started_at or job.admitted_at
         running.append(
@@ -69,14 +65,14 @@ def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapsh
                 job_id=job.pk,
                 ends_at=started.timestamp() + runtime if runtime and started else None,
                 placements=tuple(job.placements),
-                per_learner=admission.Resources(job.gpus, job.cpu_millis, job.memory_mib),
+                per_learner=job.per_learner,
             )
         )
     open_nodes = [n for n in nodes if n.ready and not n.unschedulable]
     tolerated = _Tolerated(open_nodes)
     snapshot = admission.Snapshot(
         jobs=[_queued(job, tolerated(job.gpus)) for job in waiting],
-        tenants=[_tenant_state(t, used[slug]) for slug, t in tenants.items()],
+        tenants=[_tenant_state(t, usage[t.pk]) for t in tenants],
         nodes=[_node(n, planned[n.name]) for n in open_nodes],
         now=now,
         running=running,
@@ -136,30 +132,29 @@ def _queued(job: Job, tolerated: frozenset[str]) -> admission.QueuedJob:
     )
 
 
-def _tenant_state(tenant: Tenant, used: list[int]) -> admission.TenantState:
+def _tenant_state(tenant: Tenant, usage: Usage) -> admission.TenantState:
     quota = tenant.quota
     return admission.TenantState(
         name=tenant.slug,
         weight=tenant.weight,
-        quota=admission.Resources(quota.gpus, quota.cpu_millis, quota.memory_mib),
+        quota=quota.resources,
         max_running_jobs=quota.max_running_jobs,
-        used=admission.Resources(used[0], used[1], used[2]),
-        running_jobs=used[3],
+        used=usage.held,
+        running_jobs=usage.running_jobs,
     )
 
 
-def _node(node: NodeInfo, planned: list[int]) -> admission.Node:
-    free = node.free
+def _node(node: NodeInfo, planned: Resources) -> admission.Node:
+    """A node as admission sees it (clusterio keeps its own triple, converted here at the boundary)."""
+    free, allocatable = node.free, node.allocatable
     return admission.Node(
         name=node.name,
-        free=admission.Resources(
-            max(0, free.gpus - planned[0]),
-            max(0, free.cpu_millis - planned[1]),
-            max(0, free.memory_mib - planned[2]),
+        free=Resources(
+            max(0, free.gpus - planned.gpus),
+            max(0, free.cpu_millis - planned.cpu_millis),
+            max(0, free.memory_mib - planned.memory_mib),
         ),
-        capacity=admission.Resources(
-            node.allocatable.gpus, node.allocatable.cpu_millis, node.allocatable.memory_mib
-        ),
+        capacity=Resources(allocatable.gpus, allocatable.cpu_millis, allocatable.memory_mib),
         gpu_type=node.gpu_type,
         taints=tuple(str(t) for t in node.taints),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
+from common.api import ResourcesSerializer
 from jobs.models import Job, JobEvent, Learner, LogLine, MetricSample
 
 
@@ -12,6 +13,12 @@ class LearnerSerializer(serializers.ModelSerializer):
     class Meta:
         model = Learner
         fields = ["attempt", "index", "pod_name", "node", "phase", "exit_code", "reason"]
+
+
+class JobResourcesSerializer(ResourcesSerializer):
+    """What each learner of a job holds (GPUs, CPU, memory), and how many learners it runs."""
+
+    learners = serializers.IntegerField(help_text="Learner pods the job runs; the amounts are per learner.")
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -31,17 +38,7 @@ class JobSerializer(serializers.ModelSerializer):
             "started_at", "finished_at",
         ]  # fmt: skip
 
-    @extend_schema_field(
-        inline_serializer(
-            "JobResources",
-            {
-                "learners": serializers.IntegerField(help_text="Learner pods the job runs."),
-                "gpus": serializers.IntegerField(help_text="GPUs per learner."),
-                "cpu_millis": serializers.IntegerField(help_text="CPU per learner, in millicores."),
-                "memory_mib": serializers.IntegerField(help_text="Memory per learner, in MiB."),
-            },
-        )
-    )
+    @extend_schema_field(JobResourcesSerializer)
     def get_resources(self, job: Job) -> dict[str, int]:
         return {
             "learners": job.learners,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -13,7 +12,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from common.api import ApiView, api_user, errors
+from common.api import ApiView, ResourcesSerializer, api_user, errors
 from tenants.models import ApiToken, Membership, PodSecurity, Role, Tenant
 from tenants.policy import policy_of, policy_set
 from tenants.scoping import Perm, has_perm, tenants_for
@@ -21,18 +20,16 @@ from tenants.tokens import TokenRefused, token_create, token_revoke
 from tenants.usage import tenant_usage
 
 
-class QuotaSerializer(serializers.Serializer):
-    gpus = serializers.IntegerField()
-    cpu_millis = serializers.IntegerField()
-    memory_mib = serializers.IntegerField()
+class QuotaSerializer(ResourcesSerializer):
+    """The most a tenant's running jobs may hold together, and how many jobs it may run and keep waiting."""
+
     max_running_jobs = serializers.IntegerField()
     max_queued_jobs = serializers.IntegerField()
 
 
-class UsageSerializer(serializers.Serializer):
-    gpus = serializers.IntegerField()
-    cpu_millis = serializers.IntegerField()
-    memory_mib = serializers.IntegerField()
+class UsageSerializer(ResourcesSerializer):
+    """What a tenant's admitted jobs hold now (a `tenants.usage.Usage`), and how many jobs wait."""
+
     running_jobs = serializers.IntegerField()
     queued_jobs = serializers.IntegerField()
 
@@ -69,14 +66,8 @@ def tenant_data(tenant: Tenant, user: Any) -> dict[str, Any]:
         "weight": tenant.weight,
         "active": tenant.active,
         "role": role or ("admin" if getattr(user, "is_superuser", False) else None),
-        "quota": {
-            "gpus": quota.gpus,
-            "cpu_millis": quota.cpu_millis,
-            "memory_mib": quota.memory_mib,
-            "max_running_jobs": quota.max_running_jobs,
-            "max_queued_jobs": quota.max_queued_jobs,
-        },
-        "usage": asdict(tenant_usage(tenant)),
+        "quota": QuotaSerializer(quota).data,
+        "usage": UsageSerializer(tenant_usage(tenant)).data,
     }
 
 

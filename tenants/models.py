@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from common.resources import Resources
+
 
 class Tenant(models.Model):
     """A team that owns jobs; everything a user sees is scoped to the tenants they belong to."""
@@ -74,6 +76,11 @@ class Quota(models.Model):
 
     def __str__(self) -> str:
         return f"quota of {self.tenant}"
+
+    @property
+    def resources(self) -> Resources:
+        """The GPUs, CPU and memory the tenant's running jobs may hold together."""
+        return Resources(self.gpus, self.cpu_millis, self.memory_mib)
 
 
 class PodSecurity(models.TextChoices):

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Literal
 
+from common.resources import Resources
 from jobs.core.nodepool import ANY as _ANY
 from jobs.core.nodepool import Key as _Key
 from jobs.core.nodepool import NodePool, Shape, slots_in
@@ -48,15 +49,6 @@ Policy = Literal["trainyard", "fifo"]
 _INF = float("inf")
 _NO_TAINTS: frozenset[str] = frozenset()
 _INVALID = "invalid job: needs at least one learner and no negative amounts"
-
-
-@dataclass(frozen=True, slots=True)
-class Resources:
-    """An amount of GPUs (whole), CPU (millicores) and memory (MiB)."""
-
-    gpus: int = 0
-    cpu_millis: int = 0
-    memory_mib: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +69,10 @@ class QueuedJob:
     gpu_type: str | None = None
     expected_duration: float | None = None
     tolerated: frozenset[str] = _NO_TAINTS
+
+    @property
+    def per_learner(self) -> Resources:
+        return Resources(self.gpus, self.cpu_millis, self.memory_mib)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,15 +191,15 @@ class _Cycle:
         self.types = [n.gpu_type for n in nodes]
         self.taints = [frozenset(n.taints) if n.taints else _NO_TAINTS for n in nodes]
         self.all_taints: frozenset[str] = frozenset().union(*self.taints)
-        self.caps = [(n.capacity.gpus, n.capacity.cpu_millis, n.capacity.memory_mib) for n in nodes]
-        free = [(n.free.gpus, n.free.cpu_millis, n.free.memory_mib) for n in nodes]
+        self.caps = [n.capacity.as_shape() for n in nodes]
+        free = [n.free.as_shape() for n in nodes]
         self.now_pool = NodePool(free, self.types, self.taints)
         self.long_pool: NodePool | None = None
         self.surplus: dict[int, list[int]] = {}
         self.total = tuple(map(sum, zip(*self.caps, strict=True))) if nodes else (0, 0, 0)
         self.by_size: dict[_Key, list[Shape]] = {}
         self.tenants = {t.name: t for t in snapshot.tenants}
-        self.used = {t.name: [t.used.gpus, t.used.cpu_millis, t.used.memory_mib] for t in snapshot.tenants}
+        self.used = {t.name: list(t.used.as_shape()) for t in snapshot.tenants}
         self.running = {t.name: t.running_jobs for t in snapshot.tenants}
         self.held: dict[str, Shape] = {}
         self.admitted: list[Admission] = []
@@ -252,7 +248,7 @@ class _Cycle:
         if running >= t.max_running_jobs:
             return f"tenant running-job limit {running}/{t.max_running_jobs} reached", False
         need = (job.gpus * job.learners, job.cpu_millis * job.learners, job.memory_mib * job.learners)
-        quota = (t.quota.gpus, t.quota.cpu_millis, t.quota.memory_mib)
+        quota = t.quota.as_shape()
         used = self.used[job.tenant]
         for d, (label, unit) in enumerate((("GPU", ""), ("CPU", "m"), ("memory", " MiB"))):
             n, q, u, h = need[d], quota[d], used[d], held[d] if held else 0
@@ -386,7 +382,7 @@ class _Cycle:
         index = {n.name: i for i, n in enumerate(self.nodes)}
         out: list[tuple[float, int, Shape]] = []
         for r in self.snap.running:
-            shape = (r.per_learner.gpus, r.per_learner.cpu_millis, r.per_learner.memory_mib)
+            shape = r.per_learner.as_shape()
             end = _INF if r.ends_at is None else r.ends_at
             out.extend((end, index[n], shape) for n in r.placements if n in index)
         for end, placed, shape in self.admitted_ends:

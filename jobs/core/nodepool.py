@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-Shape = tuple[int, int, int]
+from common.resources import Shape
+
 ANY = "\x00any"
 # Which nodes a job may use: its gpu type (``ANY`` for none) and the node taints it tolerates (only those
 # present on some node, so jobs that may use the same nodes share one key and one index).

@@ -139,12 +139,8 @@ def _percentile(sorted_values: Sequence[float], p: float) -> float:
 
 def _fits_empty(jobs: Sequence[TraceJob], nodes: Sequence[Node]) -> list[TraceJob]:
     """Jobs that fit the empty cluster, asked of the admission function once per distinct shape."""
-    total = Resources(
-        sum(n.capacity.gpus for n in nodes),
-        sum(n.capacity.cpu_millis for n in nodes),
-        sum(n.capacity.memory_mib for n in nodes),
-    )
-    probe = TenantState("probe", 1.0, total, 1, Resources(), 0)
+    total = Resources.total(n.capacity for n in nodes)
+    probe = TenantState("probe", 1.0, total, 1, Resources.ZERO, 0)
     verdict: dict[tuple[int, int, int, str | None], bool] = {}
     for j in jobs:
         key = (j.gpus, j.cpu_millis, j.memory_mib, j.gpu_type)
@@ -169,63 +165,178 @@ def simulate(
     runnable = _fits_empty(jobs, nodes)
     names = [f"tenant-{k}" for k in range(tenants)]
     names += sorted({j.tenant for j in runnable} - set(names))
-    cap_g = sum(n.capacity.gpus for n in nodes)
-    quota = Resources(
-        int(cap_g * quota_share),
-        int(sum(n.capacity.cpu_millis for n in nodes) * quota_share),
-        int(sum(n.capacity.memory_mib for n in nodes) * quota_share),
+    replay = _Replay(
+        runnable, nodes, names, policy=policy, quota_share=quota_share, estimates=estimates, tuning=tuning
     )
-    max_node_cpu = max((n.capacity.cpu_millis for n in nodes), default=0)
-    node_list = list(nodes)
-    where = {n.name: k for k, n in enumerate(node_list)}
-    used = {t: [0, 0, 0] for t in names}
-    running_count = dict.fromkeys(names, 0)
-    by_id = {j.id: j for j in runnable}
-    queue: dict[str, QueuedJob] = {}
-    running: dict[str, RunningJob] = {}
-    started: dict[str, float] = {}
-    ended: dict[str, float] = {}
-    completions: list[tuple[float, str, int]] = []
-    looks: list[tuple[float, str, int]] = []
-    tuned: dict[str, TunedJob] = {}
-    stats = TuningStats(min_node_free_cpu_millis=max_node_cpu) if tuning else None
-    start_speeds: list[float] = []
-    final_speeds: list[float] = []
-    cycles, a = 0, 0
+    replay.run()
+    stats = replay.stats
+    if stats is not None:
+        starts, finals = replay.start_speeds, replay.final_speeds
+        stats.mean_start_speed = sum(starts) / len(starts) if starts else 0.0
+        stats.mean_final_speed = sum(finals) / len(finals) if finals else 0.0
+    started, ended = replay.started, replay.ended
+    run_time = {jid: ended[jid] - started[jid] for jid in ended} if tuning else None
+    cap_g = sum(n.capacity.gpus for n in nodes)
+    return _summarise(policy, jobs, runnable, started, ended, replay.cycles, cap_g, names, run_time, stats)
 
-    def change(name: str, sign: int, per: Resources) -> None:
-        k = where[name]
-        n, f = node_list[k], node_list[k].free
-        free = Resources(
-            f.gpus + sign * per.gpus,
-            f.cpu_millis + sign * per.cpu_millis,
-            f.memory_mib + sign * per.memory_mib,
+
+_Entry = tuple[float, str, int]
+"""A heap entry: when, which job, and the version of the job's allocation it was pushed for."""
+
+
+class _Replay:
+    """The virtual cluster of one replay (private to :func:`simulate`): nodes' free resources, tenants'
+    usage, the queue, running jobs and the heaps of completions and tuner looks, advanced event by event."""
+
+    def __init__(
+        self,
+        runnable: Sequence[TraceJob],
+        nodes: Sequence[Node],
+        names: list[str],
+        *,
+        policy: Policy,
+        quota_share: float,
+        estimates: bool,
+        tuning: SpeedModel | None,
+    ) -> None:
+        self.runnable, self.names, self.policy, self.estimates = runnable, names, policy, estimates
+        total = Resources.total(n.capacity for n in nodes)
+        self.quota = Resources(
+            int(total.gpus * quota_share),
+            int(total.cpu_millis * quota_share),
+            int(total.memory_mib * quota_share),
         )
-        node_list[k] = Node(n.name, free, n.capacity, n.gpu_type)
+        self.max_node_cpu = max((n.capacity.cpu_millis for n in nodes), default=0)
+        self.nodes = list(nodes)
+        self.where = {n.name: k for k, n in enumerate(self.nodes)}
+        self.used = dict.fromkeys(names, Resources.ZERO)
+        self.running_count = dict.fromkeys(names, 0)
+        self.by_id = {j.id: j for j in runnable}
+        self.queue: dict[str, QueuedJob] = {}
+        self.running: dict[str, RunningJob] = {}
+        self.started: dict[str, float] = {}
+        self.ended: dict[str, float] = {}
+        self.completions: list[_Entry] = []
+        self.looks: list[_Entry] = []
+        self.tuned: dict[str, TunedJob] = {}
+        self.tuning = tuning
+        self.stats = TuningStats(min_node_free_cpu_millis=self.max_node_cpu) if tuning else None
+        self.start_speeds: list[float] = []
+        self.final_speeds: list[float] = []
+        self.cycles = 0
+        self.arrived = 0
 
-    def charge(tenant: str, sign: int, per: Resources, count: int = 1) -> None:
-        u = used[tenant]
-        u[0] += sign * per.gpus
-        u[1] += sign * per.cpu_millis
-        u[2] += sign * per.memory_mib
-        running_count[tenant] += sign * count
+    def run(self) -> None:
+        """Advance the clock from event to event: completions, then tuner looks, then arrivals, then one
+        admission cycle if anything is queued; until every job has arrived and completed."""
+        runnable = self.runnable
+        while self.arrived < len(runnable) or self.completions:
+            now = min(
+                runnable[self.arrived].arrival if self.arrived < len(runnable) else math.inf,
+                self.live(self.completions, look=False),
+                self.live(self.looks, look=True),
+            )
+            if now == math.inf:
+                break
+            self.complete(now)
+            while self.looks and self.looks[0][0] == now:
+                entry = heapq.heappop(self.looks)
+                if self.current(entry, look=True):
+                    self.look(entry[1], now)
+            self.arrive(now)
+            if self.queue:
+                self.cycle(now)
 
-    def current(entry: tuple[float, str, int], *, look: bool) -> bool:
+    def change(self, name: str, delta: Resources) -> None:
+        """Add ``delta`` (negative to take) to node ``name``'s free resources."""
+        k = self.where[name]
+        n = self.nodes[k]
+        self.nodes[k] = Node(n.name, n.free + delta, n.capacity, n.gpu_type)
+
+    def charge(self, tenant: str, delta: Resources, count: int) -> None:
+        """Add ``delta`` to what ``tenant`` holds and ``count`` to its running jobs."""
+        self.used[tenant] += delta
+        self.running_count[tenant] += count
+
+    def current(self, entry: _Entry, *, look: bool) -> bool:
         """Whether a heap entry still stands (not superseded by a later change of its job's allocation)."""
-        t = tuned.get(entry[1])
+        t = self.tuned.get(entry[1])
         return t.version == entry[2] if t is not None else not look
 
-    def live(heap: list[tuple[float, str, int]], *, look: bool) -> float:
-        while heap and not current(heap[0], look=look):
+    def live(self, heap: list[_Entry], *, look: bool) -> float:
+        """The time of the first standing entry of ``heap`` (dropping stale ones), or infinity."""
+        while heap and not self.current(heap[0], look=look):
             heapq.heappop(heap)
         return heap[0][0] if heap else math.inf
 
-    def look(jid: str, now: float) -> None:
+    def complete(self, now: float) -> None:
+        """Release the jobs that end at ``now``."""
+        while self.completions and self.completions[0][0] == now:
+            entry = heapq.heappop(self.completions)
+            if not self.current(entry, look=False):
+                continue
+            jid = entry[1]
+            r = self.running.pop(jid)
+            for name in r.placements:
+                self.change(name, r.per_learner)
+            self.charge(self.by_id[jid].tenant, -r.per_learner, -1)
+            self.ended[jid] = now
+            if jid in self.tuned and self.tuning is not None:
+                self.final_speeds.append(self.tuned[jid].speed(self.tuning))
+                self.tuned[jid].version = -1  # done: its remaining heap entries are stale
+
+    def arrive(self, now: float) -> None:
+        """Queue the jobs that arrive at ``now``."""
+        runnable = self.runnable
+        while self.arrived < len(runnable) and runnable[self.arrived].arrival == now:
+            j = runnable[self.arrived]
+            self.queue[j.id] = QueuedJob(
+                j.id, j.tenant, 0, j.arrival, 1, j.gpus, j.cpu_millis, j.memory_mib, j.gpu_type,
+                j.duration if self.estimates else None,
+            )  # fmt: skip
+            self.arrived += 1
+
+    def cycle(self, now: float) -> None:
+        """One admission cycle over the queue; start what it admits."""
+        tenant_states = [
+            TenantState(t, 1.0, self.quota, 10**9, self.used[t], self.running_count[t]) for t in self.names
+        ]
+        snap = Snapshot(
+            list(self.queue.values()), tenant_states, self.nodes, now, list(self.running.values())
+        )
+        self.cycles += 1
+        for adm in admit(snap, policy=self.policy).admitted:
+            self.start(adm.job_id, tuple(adm.placements), now)
+
+    def start(self, jid: str, placements: tuple[str, ...], now: float) -> None:
+        """Start an admitted job on ``placements``: take its resources, schedule its end (and, when tuning
+        and the job is tunable, the tuner's first look)."""
+        j, per = self.by_id[jid], self.queue.pop(jid).per_learner
+        for name in placements:
+            self.change(name, -per)
+        self.charge(j.tenant, per, 1)
+        end = now + j.duration
+        tuning, stats = self.tuning, self.stats
+        span = tuning.cpu_range(j.gpus, j.cpu_millis, self.max_node_cpu) if tuning else None
+        if tuning is not None and stats is not None and span is not None:
+            t = TunedJob(j.gpus, j.memory_mib, span, j.cpu_millis, 0.0, now)
+            t.work_left = j.duration * t.speed(tuning)
+            self.tuned[jid] = t
+            stats.tunable_jobs += 1
+            self.start_speeds.append(t.speed(tuning))
+            heapq.heappush(self.looks, (now + tuning.window_seconds, jid, 0))
+        self.running[jid] = RunningJob(jid, end if self.estimates else None, placements, per)
+        self.started[jid] = now
+        heapq.heappush(self.completions, (end, jid, 0))
+
+    def look(self, jid: str, now: float) -> None:
+        """The tuner looks at a running job: record its decision, apply a change of CPU, plan the next look."""
+        tuning, stats = self.tuning, self.stats
         assert tuning is not None and stats is not None
-        t, r, j = tuned[jid], running[jid], by_id[jid]
+        t, r, j = self.tuned[jid], self.running[jid], self.by_id[jid]
         stats.looks += 1
-        node_free = min(node_list[where[name]].free.cpu_millis for name in r.placements)
-        free = min(quota.cpu_millis - used[j.tenant][1], node_free)
+        node_free = min(self.nodes[self.where[name]].free.cpu_millis for name in r.placements)
+        free = min(self.quota.cpu_millis - self.used[j.tenant].cpu_millis, node_free)
         diagnosis, decision = tuner_look(tuning, t, now=now, free_cpu_millis=free)
         target = decision.target.cpu_millis if decision.target is not None else t.cpu_millis
         if decision.action in ("scale", "revert") and target - t.cpu_millis > free:
@@ -239,90 +350,35 @@ def simulate(
         stats.holds += decision.action == "hold"
         if decision.action in ("scale", "revert"):
             stats.jobs_scaled += decision.action == "scale" and t.history.changes == 1
-            t.advance(tuning, now)
-            delta = Resources(0, target - t.cpu_millis, 0)
-            for name in r.placements:
-                change(name, -1, delta)
-            charge(j.tenant, +1, delta, count=0)
-            t.cpu_millis, t.since, t.version = target, now + tuning.restart_seconds, t.version + 1
-            per = Resources(r.per_learner.gpus, target, r.per_learner.memory_mib)
-            end = t.end(tuning)
-            running[jid] = RunningJob(jid, end if estimates else None, r.placements, per)
-            heapq.heappush(completions, (end, jid, t.version))
-            stats.peak_tenant_cpu_over_quota = max(
-                stats.peak_tenant_cpu_over_quota,
-                used[j.tenant][1] / quota.cpu_millis if quota.cpu_millis else 0,
-            )
-            stats.min_node_free_cpu_millis = min(
-                stats.min_node_free_cpu_millis, *(node_list[where[n]].free.cpu_millis for n in r.placements)
-            )
-            stats.max_cpu_over_range_top = max(stats.max_cpu_over_range_top, target / t.cpu_range[1])
+            self.resize(jid, target, now)
         when = next_look(tuning, t, decision, now=now)
         if when is not None:
-            heapq.heappush(looks, (when, jid, t.version))
+            heapq.heappush(self.looks, (when, jid, t.version))
 
-    while a < len(runnable) or completions:
-        now = min(
-            runnable[a].arrival if a < len(runnable) else math.inf,
-            live(completions, look=False),
-            live(looks, look=True),
+    def resize(self, jid: str, target: int, now: float) -> None:
+        """Restart a tuned job with ``target`` CPU per learner: move the difference on its nodes and its
+        tenant, reschedule its end, and check the bounds the tuner must stay within."""
+        tuning, stats = self.tuning, self.stats
+        assert tuning is not None and stats is not None
+        t, r, tenant = self.tuned[jid], self.running[jid], self.by_id[jid].tenant
+        t.advance(tuning, now)
+        delta = Resources(0, target - t.cpu_millis, 0)
+        for name in r.placements:
+            self.change(name, -delta)
+        self.charge(tenant, delta, 0)
+        t.cpu_millis, t.since, t.version = target, now + tuning.restart_seconds, t.version + 1
+        per = replace(r.per_learner, cpu_millis=target)
+        end = t.end(tuning)
+        self.running[jid] = RunningJob(jid, end if self.estimates else None, r.placements, per)
+        heapq.heappush(self.completions, (end, jid, t.version))
+        quota_cpu = self.quota.cpu_millis
+        stats.peak_tenant_cpu_over_quota = max(
+            stats.peak_tenant_cpu_over_quota, self.used[tenant].cpu_millis / quota_cpu if quota_cpu else 0
         )
-        if now == math.inf:
-            break
-        while completions and completions[0][0] == now:
-            entry = heapq.heappop(completions)
-            if not current(entry, look=False):
-                continue
-            jid = entry[1]
-            r = running.pop(jid)
-            for name in r.placements:
-                change(name, +1, r.per_learner)
-            charge(by_id[jid].tenant, -1, r.per_learner)
-            ended[jid] = now
-            if jid in tuned and tuning is not None:
-                final_speeds.append(tuned[jid].speed(tuning))
-                tuned[jid].version = -1  # done: its remaining heap entries are stale
-        while looks and looks[0][0] == now:
-            entry = heapq.heappop(looks)
-            if current(entry, look=True):
-                look(entry[1], now)
-        while a < len(runnable) and runnable[a].arrival == now:
-            j = runnable[a]
-            queue[j.id] = QueuedJob(
-                j.id, j.tenant, 0, j.arrival, 1, j.gpus, j.cpu_millis, j.memory_mib, j.gpu_type,
-                j.duration if estimates else None,
-            )  # fmt: skip
-            a += 1
-        if not queue:
-            continue
-        tenant_states = [
-            TenantState(t, 1.0, quota, 10**9, Resources(*used[t]), running_count[t]) for t in names
-        ]
-        snap = Snapshot(list(queue.values()), tenant_states, node_list, now, list(running.values()))
-        cycles += 1
-        for adm in admit(snap, policy=policy).admitted:
-            j, q = by_id[adm.job_id], queue.pop(adm.job_id)
-            per = Resources(q.gpus, q.cpu_millis, q.memory_mib)
-            for name in adm.placements:
-                change(name, -1, per)
-            charge(j.tenant, +1, per)
-            end = now + j.duration
-            span = tuning.cpu_range(j.gpus, j.cpu_millis, max_node_cpu) if tuning else None
-            if tuning is not None and stats is not None and span is not None:
-                t = TunedJob(j.gpus, j.memory_mib, span, j.cpu_millis, 0.0, now)
-                t.work_left = j.duration * t.speed(tuning)
-                tuned[j.id] = t
-                stats.tunable_jobs += 1
-                start_speeds.append(t.speed(tuning))
-                heapq.heappush(looks, (now + tuning.window_seconds, j.id, 0))
-            running[j.id] = RunningJob(j.id, end if estimates else None, tuple(adm.placements), per)
-            started[j.id] = now
-            heapq.heappush(completions, (end, j.id, 0))
-    if stats is not None:
-        stats.mean_start_speed = sum(start_speeds) / len(start_speeds) if start_speeds else 0.0
-        stats.mean_final_speed = sum(final_speeds) / len(final_speeds) if final_speeds else 0.0
-    run_time = {jid: ended[jid] - started[jid] for jid in ended} if tuning else None
-    return _summarise(policy, jobs, runnable, started, ended, cycles, cap_g, names, run_time, stats)
+        stats.min_node_free_cpu_millis = min(
+            stats.min_node_free_cpu_millis, *(self.nodes[self.where[n]].free.cpu_millis for n in r.placements)
+        )
+        stats.max_cpu_over_range_top = max(stats.max_cpu_over_range_top, target / t.cpu_range[1])
 
 
 def _summarise(

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from common.resources import Resources
 from jobs.core import ffdl
 from jobs.core.spec.fields import validate
 from jobs.core.spec.values import (
@@ -69,7 +70,11 @@ class ParsedSpec:
 
 @dataclass(frozen=True)
 class Demand:
-    """What one learner of a job asks for, and how many learners: the scheduler's unit of admission."""
+    """What one learner of a job asks for, and how many learners: the scheduler's unit of admission.
+
+    The per-learner amount is kept as three plain fields (``per_learner`` gives it as a ``Resources``): they
+    are what a job's submit event records as its demand.
+    """
 
     learners: int
     gpus: int
@@ -77,16 +82,25 @@ class Demand:
     memory_mib: int
 
     @property
+    def per_learner(self) -> Resources:
+        return Resources(self.gpus, self.cpu_millis, self.memory_mib)
+
+    @property
+    def total(self) -> Resources:
+        """What the whole gang holds once admitted: what a tenant's quota is checked against."""
+        return self.per_learner * self.learners
+
+    @property
     def total_gpus(self) -> int:
-        return self.learners * self.gpus
+        return self.total.gpus
 
     @property
     def total_cpu_millis(self) -> int:
-        return self.learners * self.cpu_millis
+        return self.total.cpu_millis
 
     @property
     def total_memory_mib(self) -> int:
-        return self.learners * self.memory_mib
+        return self.total.memory_mib
 
 
 def spec_demand(spec: Mapping[str, Any]) -> Demand:
