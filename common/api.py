@@ -119,6 +119,29 @@ class ErrorSerializer(serializers.Serializer):
         }
 
 
+def nullable_objects(result: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """A drf-spectacular postprocessing hook: every nullable nested object says plainly that it may be null.
+
+    drf-spectacular writes a nullable nested serializer as `{"allOf": [{"$ref": ...}], "nullable": true}`;
+    OpenAPI 3.0.3 gives `nullable` meaning only beside a `type`, so to a strict validator (and to client
+    generators that follow it) that schema refuses null. This rewrites it the way drf-spectacular already
+    writes a nullable choice: one of the object or null.
+    """
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("nullable") is True and "type" not in node and len(node.get("allOf", ())) == 1:
+                node["oneOf"] = [node.pop("allOf")[0], {"enum": [None]}]
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(result)
+    return result
+
+
 def errors(*codes: int) -> dict[int, OpenApiResponse]:
     """Schema responses in the error shape for these status codes."""
     described = {

@@ -365,7 +365,7 @@ class JobLogsView(ApiView):
 class JobMetricsView(ApiView):
     @extend_schema(
         parameters=[JOB_ID, _query("name", OpenApiTypes.STR, "Only this metric (e.g. loss).")],
-        responses={200: MetricSampleSerializer(many=True), **errors(401, 404, 429)},
+        responses={200: MetricSampleSerializer(many=True), **errors(400, 401, 404, 429)},
     )
     def get(self, request: Request, job_id: str) -> Response:
         samples = job_metrics(job=_job(request, job_id), name=_text(request, "name"))
