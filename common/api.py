@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse
-from rest_framework import serializers
-from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
+from rest_framework import serializers, status
+from rest_framework.exceptions import APIException, AuthenticationFailed, NotAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -32,7 +32,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """DRF's handler, with every error in one shape: `{"detail": "...", "errors": {field: [msgs]}}`."""
     if isinstance(exc, Refused):
         message = "; ".join(m for msgs in exc.errors.values() for m in msgs)
-        return Response({"detail": message, "errors": exc.errors}, status=exc.status)
+        return Response(_error(message, exc.errors), status=exc.status)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -40,12 +40,24 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(data, dict) and "errors" in data and "detail" in data:
         return response
     if isinstance(data, dict) and set(data) == {"detail"}:
-        response.data = {"detail": str(data["detail"]), "errors": {}}
+        response.data = _error(str(data["detail"]), {})
         return response
     errors = _flatten(data)
     detail = "; ".join(f"{field}: {m}" if field else m for field, msgs in errors.items() for m in msgs)
-    response.data = {"detail": detail, "errors": errors}
+    response.data = _error(detail, errors)
     return response
+
+
+def _error(detail: str, errors: dict[str, list[str]]) -> dict[str, Any]:
+    return dict(ErrorSerializer({"detail": detail, "errors": errors}).data)
+
+
+class ServiceUnavailable(APIException):
+    """A service the request needs (the cluster) cannot be reached: a 503 in the one error shape."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "a service this request needs cannot be reached"
+    default_code = "service_unavailable"
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, list[str]]:
@@ -103,11 +115,8 @@ class ApiView(APIView):
         super().permission_denied(request, message, code)
 
 
-# Shapes built by hand in the views below, written out as serializers for the schema only.
-
-
 class ErrorSerializer(serializers.Serializer):
-    """Every API error (see common.api.exception_handler)."""
+    """Every API error (common.api.exception_handler renders each with this serializer)."""
 
     def get_fields(self) -> dict[str, serializers.Field]:
         # Declared here, not as class attributes: a field named `errors` would hide Serializer.errors.
@@ -118,6 +127,29 @@ class ErrorSerializer(serializers.Serializer):
                 help_text='Messages per field ("" for the request as a whole); may be empty.',
             ),
         }
+
+
+def nullable_objects(result: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """A drf-spectacular postprocessing hook: every nullable nested object says plainly that it may be null.
+
+    drf-spectacular writes a nullable nested serializer as `{"allOf": [{"$ref": ...}], "nullable": true}`;
+    OpenAPI 3.0.3 gives `nullable` meaning only beside a `type`, so to a strict validator (and to client
+    generators that follow it) that schema refuses null. This rewrites it the way drf-spectacular already
+    writes a nullable choice: one of the object or null.
+    """
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("nullable") is True and "type" not in node and len(node.get("allOf", ())) == 1:
+                node["oneOf"] = [node.pop("allOf")[0], {"enum": [None]}]
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(result)
+    return result
 
 
 def errors(*codes: int) -> dict[int, OpenApiResponse]:

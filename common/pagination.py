@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from django.core.paginator import Page
 from django.db.models import QuerySet
+from rest_framework import serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.serializers import BaseSerializer
 
 
 class Pages(PageNumberPagination):
@@ -17,8 +18,19 @@ class Pages(PageNumberPagination):
     max_page_size = 500
 
 
-def paginate(request: Request, queryset: QuerySet[Any], serializer: type[BaseSerializer[Any]]) -> Response:
-    """A page of `queryset` rendered with `serializer`."""
+class PageSerializer(serializers.Serializer[Any]):
+    """The page envelope; a subclass adds `results`, the serializer of one item, and renders whole pages,
+    so the schema of a list is the serializer its view renders with."""
+
+    count = serializers.IntegerField(help_text="Items on every page together.")
+    next = serializers.URLField(allow_null=True, help_text="The next page, or null on the last.")
+    previous = serializers.URLField(allow_null=True, help_text="The previous page, or null on the first.")
+
+
+def paginate(request: Request, queryset: QuerySet[Any], page_serializer: type[PageSerializer]) -> Response:
+    """A page of `queryset` rendered with `page_serializer`."""
     pager = Pages()
     page = pager.paginate_queryset(queryset, request)
-    return pager.get_paginated_response(serializer(page, many=True).data)
+    count = cast(Page[Any], pager.page).paginator.count  # set by paginate_queryset: Pages always has a size
+    links = {"next": pager.get_next_link(), "previous": pager.get_previous_link()}
+    return Response(page_serializer({"count": count, **links, "results": page}).data)

@@ -6,7 +6,6 @@ Bodies may be JSON (`{"tenant": "demo", "spec": {...} or "yaml text"}`) or a raw
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from django.conf import settings
@@ -24,8 +23,8 @@ from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from common.api import ApiView, api_user, errors
-from common.pagination import paginate
+from common.api import ApiView, ServiceUnavailable, api_user, errors
+from common.pagination import PageSerializer, paginate
 from common.parsers import BoundedJSONParser
 from jobs import cluster
 from jobs.cluster import ClusterError
@@ -107,9 +106,6 @@ def _submit_tenant(request: Request, named: object) -> Tenant:
     return choices[0]
 
 
-# Shapes built by hand in the views below, written out as serializers for the schema only.
-
-
 @extend_schema_field(
     {
         "oneOf": [
@@ -129,14 +125,15 @@ class JobSubmitSerializer(serializers.Serializer):
     spec = SpecField(help_text="The job spec (docs/spec.md), as an object or as YAML/JSON text.")
 
 
-class JobPageSerializer(serializers.Serializer):
-    count = serializers.IntegerField()
-    next = serializers.URLField(allow_null=True)
-    previous = serializers.URLField(allow_null=True)
+class JobPageSerializer(PageSerializer):
+    """A page of the jobs list."""
+
     results = JobSerializer(many=True)
 
 
 class LogPageSerializer(serializers.Serializer):
+    """A page of log lines, with the sequence number to page on from."""
+
     lines = LogLineSerializer(many=True)
     last_seq = serializers.IntegerField(
         help_text="The sequence number of the last line; pass it as `after` for the next page."
@@ -144,12 +141,16 @@ class LogPageSerializer(serializers.Serializer):
 
 
 class NodeResourcesSerializer(serializers.Serializer):
+    """An amount of GPUs, CPU (millicores) and memory (MiB)."""
+
     gpus = serializers.IntegerField()
     cpu_millis = serializers.IntegerField()
     memory_mib = serializers.IntegerField()
 
 
 class NodeSerializer(serializers.Serializer):
+    """A node as the scheduler sees it: readiness, GPU type, allocatable and free room."""
+
     name = serializers.CharField()
     ready = serializers.BooleanField()
     gpu_type = serializers.CharField(allow_null=True)
@@ -158,6 +159,8 @@ class NodeSerializer(serializers.Serializer):
 
 
 class ClusterSerializer(serializers.Serializer):
+    """The cluster's nodes, each with its allocatable and free room."""
+
     nodes = NodeSerializer(many=True)
 
 
@@ -207,7 +210,7 @@ class JobListView(ApiView):
             jobs = jobs.filter(tenant__slug=tenant)
         if owner:
             jobs = jobs.filter(owner__username=request.user.get_username() if owner == "me" else owner)
-        return paginate(request, jobs, JobSerializer)
+        return paginate(request, jobs, JobPageSerializer)
 
     @extend_schema(
         parameters=[
@@ -359,13 +362,13 @@ class JobLogsView(ApiView):
             tail=_int(request, "tail", None, 1, 10000),
         )
         last = lines[-1].seq if lines else _int(request, "after", 0, 0, 2**62)
-        return Response({"lines": LogLineSerializer(lines, many=True).data, "last_seq": last})
+        return Response(LogPageSerializer({"lines": lines, "last_seq": last}).data)
 
 
 class JobMetricsView(ApiView):
     @extend_schema(
         parameters=[JOB_ID, _query("name", OpenApiTypes.STR, "Only this metric (e.g. loss).")],
-        responses={200: MetricSampleSerializer(many=True), **errors(401, 404, 429)},
+        responses={200: MetricSampleSerializer(many=True), **errors(400, 401, 404, 429)},
     )
     def get(self, request: Request, job_id: str) -> Response:
         samples = job_metrics(job=_job(request, job_id), name=_text(request, "name"))
@@ -380,27 +383,13 @@ class ClusterView(ApiView):
         try:
             nodes = cluster.nodes()
         except ClusterError as exc:
-            return Response(
-                {"detail": f"cluster unreachable: {exc}", "errors": {}},
-                status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            )
-        return Response(
-            {
-                "nodes": [
-                    {
-                        "name": n.name,
-                        "ready": n.ready,
-                        "gpu_type": n.gpu_type,
-                        "allocatable": asdict(n.allocatable),
-                        "free": asdict(n.free),
-                    }
-                    for n in nodes
-                ]
-            }
-        )
+            raise ServiceUnavailable(f"cluster unreachable: {exc}") from exc
+        return Response(ClusterSerializer({"nodes": nodes}).data)
 
 
 class TelemetrySampleSerializer(serializers.ModelSerializer):
+    """One recorded sample of a learner's use, limits and speed."""
+
     class Meta:
         model = TelemetrySample
         fields = [
@@ -410,6 +399,8 @@ class TelemetrySampleSerializer(serializers.ModelSerializer):
 
 
 class TelemetryPageSerializer(serializers.Serializer):
+    """A job's telemetry samples with the tuner's decisions, which the samples explain."""
+
     samples = TelemetrySampleSerializer(many=True)
     decisions = JobEventSerializer(many=True, help_text="The tuner's decisions (events of kind tuning).")
 
@@ -433,9 +424,4 @@ class JobTelemetryView(ApiView):
             limit=_int(request, "limit", 2000, 1, 10000) or 2000,
         )
         decisions = job_events(job=job).filter(kind=EventKind.TUNING)
-        return Response(
-            {
-                "samples": TelemetrySampleSerializer(samples, many=True).data,
-                "decisions": JobEventSerializer(decisions, many=True).data,
-            }
-        )
+        return Response(TelemetryPageSerializer({"samples": samples, "decisions": decisions}).data)

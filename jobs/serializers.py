@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema_field, inline_serializer
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from common.api import ResourcesSerializer
-from jobs.models import Job, JobEvent, Learner, LogLine, MetricSample
+from jobs.models import CodeArchive, Job, JobEvent, Learner, LogLine, MetricSample
 
 
 class LearnerSerializer(serializers.ModelSerializer):
@@ -48,28 +48,20 @@ class JobSerializer(serializers.ModelSerializer):
         }
 
 
+class JobCodeSerializer(serializers.ModelSerializer):
+    """The code ZIP a job was submitted with (its bytes: GET the job's code/)."""
+
+    class Meta:
+        model = CodeArchive
+        fields = ["sha256", "size", "entries"]
+
+
 class JobDetailSerializer(JobSerializer):
     learners = serializers.SerializerMethodField()
-    code = serializers.SerializerMethodField()
+    code = JobCodeSerializer(read_only=True, allow_null=True)
 
     class Meta(JobSerializer.Meta):
         fields = [*JobSerializer.Meta.fields, "spec", "placements", "learners", "code", "checkpoint_bytes"]
-
-    @extend_schema_field(
-        inline_serializer(
-            "JobCode",
-            {
-                "sha256": serializers.CharField(),
-                "size": serializers.IntegerField(help_text="Bytes of the ZIP."),
-                "entries": serializers.IntegerField(),
-            },
-            allow_null=True,
-        )
-    )
-    def get_code(self, job: Job) -> dict[str, object] | None:
-        if job.code is None:
-            return None
-        return {"sha256": job.code.sha256, "size": job.code.size, "entries": job.code.entries}
 
     @extend_schema_field(LearnerSerializer(many=True))
     def get_learners(self, job: Job) -> list[dict[str, object]]:

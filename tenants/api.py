@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
@@ -35,40 +35,49 @@ class UsageSerializer(ResourcesSerializer):
 
 
 class TenantDataSerializer(serializers.Serializer):
-    """A tenant as `tenant_data` builds it."""
+    """A tenant with its quota, its current usage and your role in it."""
 
     slug = serializers.SlugField()
     name = serializers.CharField()
     weight = serializers.FloatField()
     active = serializers.BooleanField()
-    role = serializers.ChoiceField(
-        choices=[*Role.values, "admin"],
-        allow_null=True,
-        help_text="Your role in the tenant; admin for a superuser who is not a member.",
-    )
+    role = serializers.SerializerMethodField()
     quota = QuotaSerializer()
-    usage = UsageSerializer()
+    usage = serializers.SerializerMethodField()
+
+    @extend_schema_field(
+        serializers.ChoiceField(
+            choices=[*Role.values, "admin"],
+            allow_null=True,
+            help_text="Your role in the tenant; admin for a superuser who is not a member.",
+        )
+    )
+    def get_role(self, tenant: Tenant) -> str | None:
+        """The role of the context's `user`: the views pass the requester, so one serializer serves all."""
+        user = self.context["user"]
+        role = Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True).first()
+        return role or ("admin" if getattr(user, "is_superuser", False) else None)
+
+    @extend_schema_field(UsageSerializer)
+    def get_usage(self, tenant: Tenant) -> dict[str, Any]:
+        return dict(UsageSerializer(tenant_usage(tenant)).data)
 
 
 class MemberSerializer(serializers.Serializer):
-    username = serializers.CharField()
+    """A member of the tenant and their role; the tenant's owners see e-mail addresses too."""
+
+    username = serializers.CharField(source="user.username")
     role = serializers.ChoiceField(choices=Role.values)
-    email = serializers.CharField(required=False, help_text="Shown to the tenant's owners only.")
+    email = serializers.CharField(
+        source="user.email", required=False, help_text="Shown to the tenant's owners only."
+    )
 
-
-def tenant_data(tenant: Tenant, user: Any) -> dict[str, Any]:
-    """A tenant as the API shows it to `user`: quota, current usage and the user's role."""
-    quota = tenant.quota
-    role = Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True).first()
-    return {
-        "slug": tenant.slug,
-        "name": tenant.name,
-        "weight": tenant.weight,
-        "active": tenant.active,
-        "role": role or ("admin" if getattr(user, "is_superuser", False) else None),
-        "quota": QuotaSerializer(quota).data,
-        "usage": UsageSerializer(tenant_usage(tenant)).data,
-    }
+    def to_representation(self, instance: Membership) -> dict[str, Any]:
+        """Leaves the address out unless the context's `show_email` says the requester owns the tenant."""
+        data = dict(super().to_representation(instance))
+        if not self.context.get("show_email"):
+            del data["email"]
+        return data
 
 
 def _tenant(request: Request, slug: str) -> Tenant:
@@ -84,13 +93,14 @@ class TenantListView(ApiView):
     @extend_schema(responses={200: TenantDataSerializer(many=True), **errors(401, 429)})
     def get(self, request: Request) -> Response:
         tenants = tenants_for(request.user).select_related("quota")
-        return Response([tenant_data(t, request.user) for t in tenants])
+        return Response(TenantDataSerializer(tenants, many=True, context={"user": request.user}).data)
 
 
 class TenantDetailView(ApiView):
     @extend_schema(responses={200: TenantDataSerializer, **errors(401, 404, 429)})
     def get(self, request: Request, slug: str) -> Response:
-        return Response(tenant_data(_tenant(request, slug), request.user))
+        tenant = _tenant(request, slug)
+        return Response(TenantDataSerializer(tenant, context={"user": request.user}).data)
 
 
 class TenantMembersView(ApiView):
@@ -101,12 +111,7 @@ class TenantMembersView(ApiView):
         tenant = _tenant(request, slug)
         owner = has_perm(request.user, tenant, Perm.MANAGE_TENANT)
         rows = Membership.objects.filter(tenant=tenant).select_related("user")
-        return Response(
-            [
-                {"username": m.user.username, "role": m.role, **({"email": m.user.email} if owner else {})}
-                for m in rows
-            ]
-        )
+        return Response(MemberSerializer(rows, many=True, context={"show_email": owner}).data)
 
 
 class PolicySerializer(serializers.Serializer):
@@ -137,17 +142,12 @@ POLICY_FIELDS = (
 )
 
 
-def _policy_data(tenant: Tenant) -> dict[str, Any]:
-    policy = policy_of(tenant)
-    return {name: getattr(policy, name) for name in POLICY_FIELDS}
-
-
 class TenantPolicyView(ApiView):
     """GET: what the tenant's jobs may reach (any member). PATCH: change it (platform admins only)."""
 
     @extend_schema(responses={200: PolicySerializer, **errors(401, 404, 429)})
     def get(self, request: Request, slug: str) -> Response:
-        return Response(_policy_data(_tenant(request, slug)))
+        return Response(PolicySerializer(policy_of(_tenant(request, slug))).data)
 
     @extend_schema(
         request=PolicySerializer(partial=True),
@@ -166,10 +166,12 @@ class TenantPolicyView(ApiView):
             policy_set(tenant=tenant, **request.data)
         except DjangoValidationError as exc:
             raise serializers.ValidationError(exc.message_dict) from None
-        return Response(_policy_data(tenant))
+        return Response(PolicySerializer(policy_of(tenant)).data)
 
 
 class TokenSerializer(serializers.ModelSerializer):
+    """A token as its owner sees it: never its secret."""
+
     class Meta:
         model = ApiToken
         fields = ["id", "name", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at"]
@@ -181,12 +183,18 @@ class TokenCreateSerializer(serializers.Serializer):
 
 
 class TokenWithSecretSerializer(TokenSerializer):
-    """A new token as POST returns it: the secret, shown this once (schema only)."""
+    """A new token as POST returns it: with its secret, shown this once."""
 
-    token = serializers.CharField(help_text="The secret: send it as `Authorization: Bearer <token>`.")
+    token = serializers.SerializerMethodField(
+        help_text="The secret: send it as `Authorization: Bearer <token>`."
+    )
 
     class Meta(TokenSerializer.Meta):
         fields = [*TokenSerializer.Meta.fields, "token"]
+
+    def get_token(self, token: ApiToken) -> str:
+        """The secret the view passes in the context: only its hash is stored, so the token cannot give it."""
+        return str(self.context["secret"])
 
 
 class TokenListView(ApiView):
@@ -208,7 +216,8 @@ class TokenListView(ApiView):
             token, secret = token_create(user=api_user(request), parent=parent, **form.validated_data)
         except TokenRefused as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from None
-        return Response({**TokenSerializer(token).data, "token": secret}, status=status.HTTP_201_CREATED)
+        body = TokenWithSecretSerializer(token, context={"secret": secret}).data
+        return Response(body, status=status.HTTP_201_CREATED)
 
 
 class TokenDetailView(ApiView):

@@ -33,6 +33,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=KUBESIM_ONLY_REASON))
 
 
+@pytest.fixture(autouse=True)
+def _api_responses_match_the_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every response the in-process test clients (Django's Client, DRF's APIClient) get from `/api/v1/` is
+    checked against the OpenAPI schema (tests/api_schema.py), so a test of any API view also proves that the
+    schema describes what the view returned. Live-server tests talk HTTP and are not wrapped."""
+    from django.test.client import Client
+
+    from tests.api_schema import check_response
+
+    request = Client.request
+
+    def checked(self: Client, **kwargs: Any) -> Any:
+        response = request(self, **kwargs)
+        environ = response.request
+        if environ["PATH_INFO"].startswith("/api/v1/"):
+            check_response(environ["REQUEST_METHOD"], environ["PATH_INFO"], response)
+        return response
+
+    monkeypatch.setattr(Client, "request", checked)
+
+
 @pytest.fixture(scope="session")
 def kubesim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeSim]:
     """One embedded cluster for every end-to-end test of the session (one CPU node, one 4-GPU node), or the

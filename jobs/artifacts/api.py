@@ -63,7 +63,7 @@ class JobResultsView(ApiView):
 
     @extend_schema(
         parameters=[JOB_ID, ATTEMPT],
-        responses={200: ResultFileSerializer(many=True), **errors(401, 404, 429)},
+        responses={200: ResultFileSerializer(many=True), **errors(400, 401, 404, 429)},
     )
     def get(self, request: Request, job_id: str) -> Response:
         files = job_results(job=_job(request, job_id), attempt=_int_param(request, "attempt"))
