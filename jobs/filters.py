@@ -119,10 +119,14 @@ class TextField(serializers.CharField):
 
 
 class SubmitQuery(serializers.Serializer):
+    """The `?tenant=` of a submission whose body names no tenant (a bare YAML spec, say)."""
+
     tenant = TextField(required=False)
 
 
 class LogQuery(serializers.Serializer):
+    """job_logs' keyword arguments: a page forward from a sequence number, or the last `tail` lines."""
+
     learner = WholeNumberField(low=0, high=1024, required=False)
     after = WholeNumberField(low=0, high=2**62, default=0)
     limit = WholeNumberField(low=1, high=10000, default=1000)
@@ -130,15 +134,21 @@ class LogQuery(serializers.Serializer):
 
 
 class MetricQuery(serializers.Serializer):
+    """job_metrics' keyword argument: one metric's points only."""
+
     name = TextField(required=False)
 
 
 class TelemetryQuery(serializers.Serializer):
+    """telemetry_list's keyword arguments: one attempt's samples, the newest `limit`."""
+
     attempt = WholeNumberField(low=0, high=2**31, required=False)
     limit = WholeNumberField(low=1, high=10000, default=2000)
 
 
 class ResultQuery(serializers.Serializer):
+    """Which attempt's and learner's result files; ASCII digits only (other digits were a 500, issue 14.4)."""
+
     attempt = DigitsField(required=False)
     learner = DigitsField(default=0)
 
