@@ -29,6 +29,7 @@ from common.parsers import BoundedJSONParser
 from jobs import cluster
 from jobs.cluster import ClusterError
 from jobs.core.choices import EventKind
+from jobs.filters import LogQuery, MetricQuery, SubmitQuery, TelemetryQuery, filtered_jobs, query_params
 from jobs.models import Job, TelemetrySample
 from jobs.selectors import job_events, job_get, job_list, job_logs, job_metrics
 from jobs.serializers import (
@@ -67,28 +68,9 @@ def _job(request: Request, job_id: str) -> Job:
         raise Http404("no such job") from exc
 
 
-def _text(request: Request, name: str) -> str | None:
-    """A text query parameter, or None when absent or empty; NUL characters are a 400 (PostgreSQL text
-    cannot hold them, so the query would fail with a 500)."""
-    raw = request.query_params.get(name)
-    if not raw:
-        return None
-    if "\x00" in raw:
-        raise ValidationError({name: ["must not contain NUL characters"]})
-    return raw
-
-
-def _int(request: Request, name: str, default: int | None, low: int = 0, high: int = 100000) -> int | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ValidationError({name: [f"must be a whole number, got {raw!r}"]}) from exc
-    if not low <= value <= high:
-        raise ValidationError({name: [f"must be between {low} and {high}"]})
-    return value
+def _query_tenant(request: Request) -> str | None:
+    """The `?tenant=` a submission may name its tenant with."""
+    return query_params(request, SubmitQuery).get("tenant")
 
 
 def _submit_tenant(request: Request, named: object) -> Tenant:
@@ -201,16 +183,7 @@ class JobListView(ApiView):
         responses={200: JobPageSerializer, **errors(400, 401, 404, 429)},
     )
     def get(self, request: Request) -> Response:
-        status_, search = _text(request, "status"), _text(request, "search")
-        tenant, owner = _text(request, "tenant"), _text(request, "owner")
-        if status_ and status_ not in JobStatus.values:
-            raise ValidationError({"status": [f"unknown status; use one of {', '.join(JobStatus.values)}"]})
-        jobs = job_list(user=api_user(request), status=status_, search=search)
-        if tenant:
-            jobs = jobs.filter(tenant__slug=tenant)
-        if owner:
-            jobs = jobs.filter(owner__username=request.user.get_username() if owner == "me" else owner)
-        return paginate(request, jobs, JobPageSerializer)
+        return paginate(request, filtered_jobs(request, job_list(user=api_user(request))), JobPageSerializer)
 
     @extend_schema(
         parameters=[
@@ -263,10 +236,10 @@ class JobListView(ApiView):
             unknown = set(data) - {"tenant", "spec"}
             if unknown:
                 raise ValidationError({key: ["unknown field; send 'tenant' and 'spec'"] for key in unknown})
-            tenant = _submit_tenant(request, data.get("tenant") or _text(request, "tenant"))
+            tenant = _submit_tenant(request, data.get("tenant") or _query_tenant(request))
             document = data["spec"]
         else:
-            tenant = _submit_tenant(request, _text(request, "tenant"))
+            tenant = _submit_tenant(request, _query_tenant(request))
             document = data
         if not isinstance(document, str | dict):
             raise ValidationError({"spec": ["must be a YAML/JSON text or an object"]})
@@ -286,7 +259,7 @@ class JobListView(ApiView):
         if code_file is not None and code_file.size > settings.CODE_MAX_BYTES:
             limit = settings.CODE_MAX_BYTES
             raise ValidationError({"code": [f"the code archive is {code_file.size} bytes; at most {limit}"]})
-        tenant = _submit_tenant(request, form.get("tenant") or _text(request, "tenant"))
+        tenant = _submit_tenant(request, form.get("tenant") or _query_tenant(request))
         code = code_file.read() if code_file is not None else None
         job = job_submit(tenant=tenant, user=api_user(request), document=document, code=code)
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
@@ -354,14 +327,9 @@ class JobLogsView(ApiView):
     )
     def get(self, request: Request, job_id: str) -> Response:
         job = _job(request, job_id)
-        lines = job_logs(
-            job=job,
-            learner=_int(request, "learner", None, 0, 1024),
-            after=_int(request, "after", 0, 0, 2**62) or 0,
-            limit=_int(request, "limit", 1000, 1, 10000) or 1000,
-            tail=_int(request, "tail", None, 1, 10000),
-        )
-        last = lines[-1].seq if lines else _int(request, "after", 0, 0, 2**62)
+        query = query_params(request, LogQuery)
+        lines = job_logs(job=job, **query)
+        last = lines[-1].seq if lines else query["after"]
         return Response(LogPageSerializer({"lines": lines, "last_seq": last}).data)
 
 
@@ -371,7 +339,8 @@ class JobMetricsView(ApiView):
         responses={200: MetricSampleSerializer(many=True), **errors(400, 401, 404, 429)},
     )
     def get(self, request: Request, job_id: str) -> Response:
-        samples = job_metrics(job=_job(request, job_id), name=_text(request, "name"))
+        job = _job(request, job_id)
+        samples = job_metrics(job=job, **query_params(request, MetricQuery))
         return Response(MetricSampleSerializer(samples, many=True).data)
 
 
@@ -418,10 +387,6 @@ class JobTelemetryView(ApiView):
     )
     def get(self, request: Request, job_id: str) -> Response:
         job = _job(request, job_id)
-        samples = telemetry_list(
-            job=job,
-            attempt=_int(request, "attempt", None, 0, 2**31),
-            limit=_int(request, "limit", 2000, 1, 10000) or 2000,
-        )
+        samples = telemetry_list(job=job, **query_params(request, TelemetryQuery))
         decisions = job_events(job=job).filter(kind=EventKind.TUNING)
         return Response(TelemetryPageSerializer({"samples": samples, "decisions": decisions}).data)

@@ -1,4 +1,5 @@
-"""Forms of the browser pages: the jobs-list filters and the submit editor, with its example templates."""
+"""Forms of the browser pages: the submit editor, with its example templates (the jobs list's filters are a
+FilterSet, jobs/filters.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from django import forms
 from django.conf import settings
 from django.db.models import QuerySet
 
-from jobs.states import JobStatus
 from tenants.models import Tenant
 
 ROOT = Path(settings.BASE_DIR)
@@ -52,14 +52,6 @@ def spec_templates() -> dict[str, tuple[str, str]]:
         if text is not None:
             found[template.key] = (template.label, text)
     return found
-
-
-class JobFilterForm(forms.Form):
-    """The jobs list's filters; every field is optional and a bad value is simply ignored."""
-
-    status = forms.ChoiceField(required=False, choices=[("", "Any status"), *JobStatus.choices])
-    owner = forms.ChoiceField(required=False, choices=[("", "Anyone"), ("me", "Me")])
-    q = forms.CharField(required=False, max_length=100, label="Name")
 
 
 class SubmitForm(forms.Form):

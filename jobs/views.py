@@ -21,7 +21,8 @@ from django.views.decorators.http import require_GET, require_POST
 from jobs import cluster
 from jobs.cluster import ClusterError, NodeInfo
 from jobs.core.choices import EventKind
-from jobs.forms import JobFilterForm, SubmitForm, spec_templates
+from jobs.filters import JobPageFilter
+from jobs.forms import SubmitForm, spec_templates
 from jobs.models import Job
 from jobs.scheduling import job_dry_run
 from jobs.selectors import job_events, job_get, job_list, job_logs, job_results
@@ -53,19 +54,13 @@ def _job_or_404(request: HttpRequest, job_id: str) -> Job:
 def jobs_page(request: HttpRequest) -> HttpResponse:
     """The current tenant's jobs with filters (status, owner, name) and pages."""
     tenant = current_tenant(request)
-    form = JobFilterForm(request.GET)
-    filters = form.cleaned_data if form.is_valid() else {}
-    jobs = job_list(
-        user=request.user,
-        tenant=tenant,
-        status=filters.get("status") or None,
-        owner=page_user(request) if filters.get("owner") == "me" else None,
-        search=filters.get("q") or None,
-    )
+    filters = JobPageFilter(request.GET, queryset=job_list(user=request.user, tenant=tenant), request=request)
+    jobs = filters.qs if filters.is_valid() else filters.queryset
     page = Paginator(jobs if tenant else Job.objects.none(), JOBS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render_page(request, "portal/jobs.html", {"form": form, "page": page, "query": query.urlencode()})
+    context = {"form": filters.form, "page": page, "query": query.urlencode()}
+    return render_page(request, "portal/jobs.html", context)
 
 
 def _read_code(upload: Any) -> bytes:

@@ -13,7 +13,6 @@ from django.http.response import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -21,6 +20,7 @@ from common.api import ApiView, errors
 from jobs.api import JOB_ID, _job
 from jobs.artifacts.pod_views import clean_result_path
 from jobs.artifacts.storage import artifact_storage
+from jobs.filters import ResultQuery, query_params
 from jobs.models import ResultFile
 from jobs.selectors import job_results
 
@@ -44,15 +44,6 @@ LEARNER = OpenApiParameter(
 )
 
 
-def _int_param(request: Request, name: str) -> int | None:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return None
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
-        raise ValidationError({name: ["must be a whole number"]})
-    return int(raw)
-
-
 def zip_name(result: ResultFile) -> str:
     """A file's name inside the all-results ZIP: learner 0's at the top, other learners' in folders."""
     return result.path if result.learner == 0 else f"learner-{result.learner}/{result.path}"
@@ -66,7 +57,8 @@ class JobResultsView(ApiView):
         responses={200: ResultFileSerializer(many=True), **errors(400, 401, 404, 429)},
     )
     def get(self, request: Request, job_id: str) -> Response:
-        files = job_results(job=_job(request, job_id), attempt=_int_param(request, "attempt"))
+        job = _job(request, job_id)
+        files = job_results(job=job, attempt=query_params(request, ResultQuery).get("attempt"))
         return Response(ResultFileSerializer(files, many=True).data)
 
 
@@ -79,8 +71,10 @@ class JobResultFileView(ApiView):
     )
     def get(self, request: Request, job_id: str, path: str) -> HttpResponseBase:
         relative = clean_result_path(path)
-        files = job_results(job=_job(request, job_id), attempt=_int_param(request, "attempt"))
-        found = files.filter(path=relative, learner=_int_param(request, "learner") or 0).first()
+        job = _job(request, job_id)
+        query = query_params(request, ResultQuery)
+        files = job_results(job=job, attempt=query.get("attempt"))
+        found = files.filter(path=relative, learner=query["learner"]).first()
         if relative is None or found is None:
             raise Http404("no such result file")
         response = FileResponse(
@@ -141,7 +135,7 @@ class JobResultsZipView(ApiView):
     )
     def get(self, request: Request, job_id: str) -> HttpResponseBase:
         job = _job(request, job_id)
-        files = list(job_results(job=job, attempt=_int_param(request, "attempt")))
+        files = list(job_results(job=job, attempt=query_params(request, ResultQuery).get("attempt")))
         if not files:
             raise Http404("the job has no result files")
         response = StreamingHttpResponse(_zip_stream(files), content_type="application/zip")
