@@ -17,6 +17,7 @@ from django.shortcuts import redirect
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
 
 from jobs import cluster
 from jobs.cluster import ClusterError, NodeInfo
@@ -169,11 +170,15 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
 
 @require_GET
 @login_required
-def job_parts(request: HttpRequest, job_id: str) -> JsonResponse:
-    """The job page's timeline, learner rows and times as HTML, for its script to swap in when a state
-    change arrives over the WebSocket (the same templates as the page, so both always agree)."""
+@vary_on_headers("HX-Request")
+def job_parts(request: HttpRequest, job_id: str) -> HttpResponse:
+    """The job page's timeline, learner rows, times and results, re-rendered from the page's own templates
+    (so both always agree) when a state change arrives over the WebSocket. htmx gets one fragment that swaps
+    each part in out of band; any other client gets the parts as HTML strings in JSON, with the status."""
     job = _job_or_404(request, job_id)
     context = _job_history(job)
+    if request.headers.get("HX-Request"):
+        return HttpResponse(render_to_string("portal/_job_parts.html", context, request))
     parts = {name: render_to_string(f"portal/_job_{name}.html", context, request) for name in JOB_PARTS}
     return JsonResponse({"status": job.status, **parts})
 

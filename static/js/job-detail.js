@@ -309,36 +309,15 @@ function showStatus(status, reason, message) {
   if (changed) refreshParts();
 }
 
-// The timeline, learner rows and times, re-rendered by the server (the page's own templates) after each
-// state change. One request at a time; changes that arrive meanwhile are covered by one more request.
-const parts = {
-  timeline: document.getElementById("events"),
-  learners: document.getElementById("learners"),
-  times: document.getElementById("job-times"),
-  results: document.getElementById("results"),
-};
-let partsRequest = null;
-let partsAgain = false;
+// The timeline, learner rows, times and results, re-rendered by the server (the page's own templates) after
+// each state change and swapped in by htmx out of band. The request's source, #job-status, carries
+// `hx-sync="this:queue last"`: one request in flight, and changes that arrive meanwhile queue one more.
+const partsSource = document.getElementById("job-status");
 
 function refreshParts() {
-  if (partsRequest) {
-    partsAgain = true;
-    return partsRequest;
-  }
-  partsRequest = (async () => {
-    do {
-      partsAgain = false;
-      try {
-        const body = await getJson(config.parts);
-        for (const [name, el] of Object.entries(parts)) if (el && name in body) el.innerHTML = body[name];
-      } catch (error) {
-        /* the next state change or poll tries again */
-      }
-    } while (partsAgain);
-  })().finally(() => {
-    partsRequest = null;
+  window.htmx.ajax("GET", config.parts, { source: partsSource, swap: "none" }).catch(() => {
+    /* the next state change or poll tries again */
   });
-  return partsRequest;
 }
 
 // --- live --------------------------------------------------------------------------------------------
