@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from common.transactions import durable_service
 from jobs.core.admission import Pending
-from jobs.core.choices import EventKind, Reason
+from jobs.core.choices import EventKind, Reason, VerdictState
 from jobs.core.podstate import IMAGE_PULL_REASONS, LearnerView, Verdict
 from jobs.models import Job, JobEvent, Learner
 from jobs.states import ACTIVE, TERMINAL, WAITING, JobStatus
@@ -163,16 +163,16 @@ def job_apply_verdict(
     if job.attempt != attempt or job.status not in ACTIVE:
         return None
     status = job.status
-    if verdict.state == "running" and status == JobStatus.STARTING:
+    if verdict.state == VerdictState.RUNNING and status == JobStatus.STARTING:
         return transition(job, JobStatus.RUNNING, reason=Reason.RUNNING, message=verdict.message)
-    if verdict.state == "succeeded":
+    if verdict.state == VerdictState.SUCCEEDED:
         transition(job, JobStatus.SUCCEEDED, reason=verdict.reason, message=verdict.message)
         enqueue("jobs.tasks.teardown", job.pk, attempt)
         return job
-    if verdict.state == "failed" and _pull_may_recover(job, verdict):
+    if verdict.state == VerdictState.FAILED and _pull_may_recover(job, verdict):
         # Registries fail transiently; the kubelet keeps retrying, and so does the job for a while.
         return _note_pod_reason(job, verdict)
-    if verdict.state == "failed":
+    if verdict.state == VerdictState.FAILED:
         if status == JobStatus.CANCELLING:
             return transition(job, JobStatus.CANCELLED, reason=Reason.CANCELLED, message="pods stopped")
         transition(
@@ -184,9 +184,9 @@ def job_apply_verdict(
         )
         enqueue("jobs.tasks.teardown", job.pk, attempt)
         return job
-    if verdict.state == "requeue" and status != JobStatus.CANCELLING:
+    if verdict.state == VerdictState.REQUEUE and status != JobStatus.CANCELLING:
         return job_requeue_or_fail(job, reason=verdict.reason, message=verdict.message)
-    if verdict.state == "starting" and verdict.reason == Reason.UNSCHEDULABLE:
+    if verdict.state == VerdictState.STARTING and verdict.reason == Reason.UNSCHEDULABLE:
         return _note_pod_reason(job, verdict)
     return job
 
