@@ -45,30 +45,6 @@ _NAMED_VOLUMES = [
     "scaleIO",
     "storageos",
 ]
-# Volume sources the plugin names; any other (non-allowed) source is reported as "unknown".
-_NAMED_VOLUMES = [
-    "hostPath",
-    "gcePersistentDisk",
-    "awsElasticBlockStore",
-    "gitRepo",
-    "nfs",
-    "iscsi",
-    "glusterfs",
-    "rbd",
-    "flexVolume",
-    "cinder",
-    "cephfs",
-    "flocker",
-    "fc",
-    "azureFile",
-    "vsphereVolume",
-    "quobyte",
-    "azureDisk",
-    "photonPersistentDisk",
-    "portworxVolume",
-    "scaleIO",
-    "storageos",
-]
 
 
 def _privilege_escalation(meta: Obj, spec: Obj) -> Result:

@@ -42,22 +42,6 @@ def _ids(html: str) -> _Ids:
     return parser
 
 
-@pytest.fixture
-def team() -> Tenant:
-    return make_tenant("alpha")
-
-
-@pytest.fixture
-def alice(team: Tenant) -> User:
-    return member(team, "member", username="alice")
-
-
-@pytest.fixture
-def signed_in(client: Client, alice: User) -> Client:
-    client.force_login(alice)
-    return client
-
-
 def test_htmx_gets_every_job_part_swapped_into_the_pages_own_container(
     signed_in: Client, team: Tenant, alice: User
 ) -> None:

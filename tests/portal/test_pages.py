@@ -54,22 +54,6 @@ def cluster_up(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("jobs.cluster.gpu_products", lambda: [n.gpu_type for n in NODES if n.gpu_type])
 
 
-@pytest.fixture
-def team() -> Tenant:
-    return make_tenant("alpha")
-
-
-@pytest.fixture
-def alice(team: Tenant) -> User:
-    return member(team, "member", username="alice")
-
-
-@pytest.fixture
-def signed_in(client: Client, alice: User) -> Client:
-    client.force_login(alice)
-    return client
-
-
 def named_job(tenant: Tenant, owner: User, name: str, **fields: Any) -> Job:
     """A queued job with a name of its own (the shared factory names every job "train")."""
     job = make_job(tenant, owner, **fields)
