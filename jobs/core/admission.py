@@ -29,7 +29,8 @@ backfill; the first job blocked by capacity or quota stops the cycle (head-of-li
 that can never fit are skipped so that they do not block the queue forever.
 
 Each job not admitted gets a 1-based ``position`` (the order the cycle considered it in; jobs of
-quota-blocked tenants last) and a human reason.
+quota-blocked tenants last) and a human reason; the wording of the capacity reasons (never fits, does
+not fit now) lives in :mod:`jobs.core.waitreasons`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from common.resources import Resources
 from jobs.core.nodepool import ANY as _ANY
 from jobs.core.nodepool import Key as _Key
 from jobs.core.nodepool import NodePool, Shape, slots_in
+from jobs.core.waitreasons import capacity_reason, never_fit_reason
 
 Policy = Literal["trainyard", "fifo"]
 _INF = float("inf")
@@ -162,49 +164,44 @@ def _shape(job: QueuedJob) -> Shape:
     return (job.gpus, job.cpu_millis, job.memory_mib)
 
 
-def _type_text(gpu_type: str | None) -> str:
-    return f" of type {gpu_type}" if gpu_type else ""
-
-
-def _amount(dim: int, value: int) -> str:
-    return (f"{value} GPUs", f"{value}m CPU", f"{value} MiB memory")[dim]
-
-
-def _taints_text(taints: list[str]) -> str:
-    return ", ".join(taints[:3]) + (f" and {len(taints) - 3} more" if len(taints) > 3 else "")
-
-
 def _invalid(job: QueuedJob) -> bool:
     return job.learners < 1 or min(job.gpus, job.cpu_millis, job.memory_mib) < 0
 
 
 class _Cycle:
-    """Mutable working state of one admission cycle (private to :func:`admit`)."""
+    """Mutable working state of one admission cycle (private to :func:`admit`).
+
+    Two pools of free resources: ``now_pool`` (what is free now) and, once a head job holds a reservation,
+    ``long_pool`` (free now but capped on the reserved nodes by their ``surplus``: what stays free there
+    after the head starts), in which a job of unknown or long duration may still start.
+    """
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snap = snapshot
         nodes = snapshot.nodes
-        names = [n.name for n in nodes]
+        names = [node.name for node in nodes]
         if names != sorted(names):
             nodes = sorted(nodes, key=attrgetter("name"))
         self.nodes = nodes
-        self.types = [n.gpu_type for n in nodes]
-        self.taints = [frozenset(n.taints) if n.taints else _NO_TAINTS for n in nodes]
+        self.types = [node.gpu_type for node in nodes]
+        self.taints = [frozenset(node.taints) if node.taints else _NO_TAINTS for node in nodes]
         self.all_taints: frozenset[str] = frozenset().union(*self.taints)
-        self.caps = [n.capacity.as_shape() for n in nodes]
-        free = [n.free.as_shape() for n in nodes]
-        self.now_pool = NodePool(free, self.types, self.taints)
+        self.caps = [node.capacity.as_shape() for node in nodes]
+        self.now_pool = NodePool([node.free.as_shape() for node in nodes], self.types, self.taints)
         self.long_pool: NodePool | None = None
         self.surplus: dict[int, list[int]] = {}
         self.total = tuple(map(sum, zip(*self.caps, strict=True))) if nodes else (0, 0, 0)
         self.by_size: dict[_Key, list[Shape]] = {}
-        self.tenants = {t.name: t for t in snapshot.tenants}
-        self.used = {t.name: list(t.used.as_shape()) for t in snapshot.tenants}
-        self.running = {t.name: t.running_jobs for t in snapshot.tenants}
+        self.tenants = {tenant.name: tenant for tenant in snapshot.tenants}
+        self.used = {tenant.name: list(tenant.used.as_shape()) for tenant in snapshot.tenants}
+        self.running = {tenant.name: tenant.running_jobs for tenant in snapshot.tenants}
+        # The reserved job's whole demand, per tenant: charged against its quota before it starts.
         self.held: dict[str, Shape] = {}
         self.admitted: list[Admission] = []
         self.admitted_ends: list[tuple[float, list[int], Shape]] = []
         self.pending: list[tuple[str, str]] = []
+        # Caches keyed by gang (nodes key, shape, learners). Reasons hold until the next admission; failed
+        # placements (per pool) hold all cycle, since pools only fill up within a cycle.
         self.never_fit: dict[tuple[_Key, Shape, int], bool] = {}
         self.reasons: dict[tuple[_Key, Shape, int], str] = {}
         self.failed: set[tuple[str, _Key, Shape, int]] = set()
@@ -217,142 +214,92 @@ class _Cycle:
         return (job.gpu_type or _ANY, job.tolerated & self.all_taints)
 
     def eligible(self, key: _Key) -> list[bool]:
+        """Per node (in name order), whether a job of ``key`` may use it."""
         gpu_type, tolerated = key
         return [
-            (gpu_type == _ANY or t == gpu_type) and taints <= tolerated
-            for t, taints in zip(self.types, self.taints, strict=True)
+            (gpu_type == _ANY or node_type == gpu_type) and taints <= tolerated
+            for node_type, taints in zip(self.types, self.taints, strict=True)
         ]
 
     def untolerated(self, key: _Key) -> list[str]:
         """The taints that keep the job off nodes of its gpu type, sorted ([] when none does)."""
-        if len(key[1]) == len(self.all_taints):
+        gpu_type, tolerated = key
+        if len(tolerated) == len(self.all_taints):
             return []
         found: set[str] = set()
-        for t, taints in zip(self.types, self.taints, strict=True):
-            if key[0] == _ANY or t == key[0]:
-                found |= taints - key[1]
+        for node_type, taints in zip(self.types, self.taints, strict=True):
+            if gpu_type == _ANY or node_type == gpu_type:
+                found |= taints - tolerated
         return sorted(found)
 
     def share(self, tenant: str) -> float:
-        used = self.used[tenant]
-        dominant = max((u / c for u, c in zip(used, self.total, strict=True) if c > 0), default=0.0)
-        return dominant / max(self.tenants[tenant].weight, 1e-12)
+        """The tenant's weighted dominant share: its largest fraction of any cluster resource, per weight."""
+        fractions = (
+            used / total for used, total in zip(self.used[tenant], self.total, strict=True) if total > 0
+        )
+        return max(fractions, default=0.0) / max(self.tenants[tenant].weight, 1e-12)
 
     def quota_reason(self, job: QueuedJob) -> tuple[str, bool] | None:
         """Why the tenant's quota stops ``job`` and whether it can never fit the quota, or None."""
-        t = self.tenants.get(job.tenant)
-        if t is None:
+        tenant = self.tenants.get(job.tenant)
+        if tenant is None:
             return f"unknown tenant {job.tenant}", True
         held = self.held.get(job.tenant)
         running = self.running[job.tenant] + (held is not None)
-        if running >= t.max_running_jobs:
-            return f"tenant running-job limit {running}/{t.max_running_jobs} reached", False
+        if running >= tenant.max_running_jobs:
+            return f"tenant running-job limit {running}/{tenant.max_running_jobs} reached", False
         need = (job.gpus * job.learners, job.cpu_millis * job.learners, job.memory_mib * job.learners)
-        quota = t.quota.as_shape()
+        quota = tenant.quota.as_shape()
         used = self.used[job.tenant]
-        for d, (label, unit) in enumerate((("GPU", ""), ("CPU", "m"), ("memory", " MiB"))):
-            n, q, u, h = need[d], quota[d], used[d], held[d] if held else 0
-            if n > q:
-                return f"needs {n}{unit} {label} > tenant quota {q}{unit}; can never start", True
-            if u + h + n > q:
-                extra = f"; {h}{unit} held for the reserved job" if h else ""
-                return f"tenant {label} quota {u}{unit}/{q}{unit} in use (needs {n}{unit}{extra})", False
+        for dim, (label, unit) in enumerate((("GPU", ""), ("CPU", "m"), ("memory", " MiB"))):
+            needed, allowed, in_use = need[dim], quota[dim], used[dim]
+            reserved = held[dim] if held else 0
+            if needed > allowed:
+                return f"needs {needed}{unit} {label} > tenant quota {allowed}{unit}; can never start", True
+            if in_use + reserved + needed > allowed:
+                extra = f"; {reserved}{unit} held for the reserved job" if reserved else ""
+                return (
+                    f"tenant {label} quota {in_use}{unit}/{allowed}{unit} in use (needs {needed}{unit}{extra})",
+                    False,
+                )
         return None
 
     def sizes(self, key: _Key) -> list[Shape]:
+        """The capacities of the nodes a job of ``key`` may use, largest first (cached for the cycle)."""
         if key not in self.by_size:
-            match = [c for c, ok in zip(self.caps, self.eligible(key), strict=True) if ok]
-            self.by_size[key] = sorted(match, reverse=True)
+            eligible = self.eligible(key)
+            self.by_size[key] = sorted(
+                (cap for cap, ok in zip(self.caps, eligible, strict=True) if ok), reverse=True
+            )
         return self.by_size[key]
 
-    def _fits_empty(self, key: _Key, job: QueuedJob) -> bool:
-        total = 0
+    def fits_empty_cluster(self, key: _Key, job: QueuedJob) -> bool:
+        """Whether ``job``'s gang fits the nodes of ``key`` with nothing running on them."""
+        need, fitting = _shape(job), 0
         for cap in self.sizes(key):
-            total += slots_in(cap, _shape(job), job.learners - total)
-            if total >= job.learners:
+            fitting += slots_in(cap, need, job.learners - fitting)
+            if fitting >= job.learners:
                 return True
         return False
 
     def can_never_fit(self, job: QueuedJob) -> bool:
-        key = (self.key(job), _shape(job), job.learners)
-        if key not in self.never_fit:
-            self.never_fit[key] = not self._fits_empty(key[0], job)
-        return self.never_fit[key]
-
-    def never_fit_reason(self, job: QueuedJob) -> str:
-        """Why ``job`` fits not even the empty cluster: no node of its type (or none whose taints it
-        tolerates), one learner larger than every node (the node is the limit), or the gang larger than all
-        the nodes of its type together (the total is the limit); and when taints keep it off nodes that
-        would fit, which."""
-        key = self.key(job)
-        kept_off = self.untolerated(key)
-        if kept_off and not self.sizes(key):
-            return (
-                f"can never fit: no node{_type_text(job.gpu_type)} without taints the job does not tolerate "
-                f"({_taints_text(kept_off)})"
-            )
-        reason = self._never_fit_limit(job, self.sizes(key))
-        if kept_off and self._fits_empty((key[0], self.all_taints), job):
-            reason += f"; larger nodes have taints the job does not tolerate ({_taints_text(kept_off)})"
-        return reason
-
-    def _never_fit_limit(self, job: QueuedJob, sizes: list[Shape]) -> str:
-        need, t = _shape(job), job.gpu_type
-        head = (
-            f"can never fit: {job.learners} learner(s) x {job.gpus} GPUs{_type_text(t)}, "
-            f"{job.cpu_millis}m CPU, {job.memory_mib} MiB"
-        )
-        nodes = f"{t} nodes" if t else "nodes"
-        if not sizes:
-            return f"{head}; the cluster has no {nodes}"
-        largest = [max(s[d] for s in sizes) for d in range(3)]
-        if not any(slots_in(cap, need, 1) for cap in sizes):
-            over = [d for d in range(3) if need[d] > largest[d]]
-            if over:
-                wants = " and ".join(_amount(d, need[d]) for d in over)
-                has = " and ".join(_amount(d, largest[d]) for d in over)
-                return f"{head}; one learner needs {wants}, the largest of the cluster's {nodes} has {has}"
-            most = ", ".join(_amount(d, largest[d]) for d in range(3))
-            return f"{head}; one learner fits on none of the cluster's {nodes} (the largest: {most})"
-        total = [sum(s[d] for s in sizes) for d in range(3)]
-        over = [d for d in range(3) if need[d] * job.learners > total[d]]
-        if over:
-            wants = " and ".join(_amount(d, need[d] * job.learners) for d in over)
-            has = " and ".join(_amount(d, total[d]) for d in over)
-            return f"{head}; together they need {wants}, the cluster's {nodes} have {has} in total"
-        fit = sum(slots_in(cap, need, job.learners) for cap in sizes)
-        return f"{head}; the cluster's {nodes} hold at most {fit} of them at once"
-
-    def capacity_reason(self, job: QueuedJob) -> str:
-        g, c, m = _shape(job)
-        key, pool = self.key(job), self.now_pool
-        if pool.slots(key, (g, c, m), 1) >= 1:
-            return f"gang of {job.learners} learners does not fit at once"
-        largest = pool.max_free_gpus(key)
-        if g > largest:
-            reason = f"no node has {g} free GPUs{_type_text(job.gpu_type)} (largest free: {largest})"
-        else:
-            reason = (
-                f"no node with {g} free GPUs{_type_text(job.gpu_type)} also has {c}m CPU and {m} MiB free"
-            )
-        kept_off = self.untolerated(key)
-        if kept_off and pool.slots((key[0], self.all_taints), (g, c, m), 1) >= 1:
-            reason += (
-                " among nodes without taints the job does not tolerate "
-                f"({_taints_text(kept_off)} keep it off the rest)"
-            )
-        return reason
+        """Whether ``job`` fits not even the empty cluster, so that it must not block anything."""
+        gang = (self.key(job), _shape(job), job.learners)
+        if gang not in self.never_fit:
+            self.never_fit[gang] = not self.fits_empty_cluster(gang[0], job)
+        return self.never_fit[gang]
 
     def try_place(self, job: QueuedJob, via: str) -> list[int] | None:
-        cls = self.key(job)
-        key = (via, cls, _shape(job), job.learners)
-        if key in self.failed:
+        """Place ``job``'s gang in pool ``via`` ("now" or "long") and commit it; None if it does not fit."""
+        nodes_key = self.key(job)
+        attempt = (via, nodes_key, _shape(job), job.learners)
+        if attempt in self.failed:
             return None
         pool = self.long_pool if via == "long" else self.now_pool
         assert pool is not None
-        placed = pool.place_gang(cls, _shape(job), job.learners)
+        placed = pool.place_gang(nodes_key, _shape(job), job.learners)
         if placed is None:
-            self.failed.add(key)
+            self.failed.add(attempt)
         else:
             self.commit(job, placed, via)
         return placed
@@ -362,69 +309,78 @@ class _Cycle:
         shape = _shape(job)
         self.reasons.clear()
         if via == "long":
-            for i in placed:
-                self.now_pool.shift(i, shape, -1)
-                s = self.surplus.get(i)
-                if s is not None:
-                    s[:] = [s[d] - shape[d] for d in range(3)]
+            for node in placed:
+                self.now_pool.shift(node, shape, -1)
+                surplus = self.surplus.get(node)
+                if surplus is not None:
+                    surplus[:] = [surplus[dim] - shape[dim] for dim in range(3)]
         if self.long_pool is not None:
-            for i in set(placed):
-                self.long_pool.set_free(i, self.now_pool.free[i], self.surplus.get(i))
+            for node in set(placed):
+                self.long_pool.set_free(node, self.now_pool.free[node], self.surplus.get(node))
         used = self.used[job.tenant]
-        for d in range(3):
-            used[d] += shape[d] * job.learners
+        for dim in range(3):
+            used[dim] += shape[dim] * job.learners
         self.running[job.tenant] += 1
         ends = _INF if job.expected_duration is None else self.snap.now + job.expected_duration
         self.admitted_ends.append((ends, placed, shape))
-        self.admitted.append(Admission(job.id, [self.nodes[i].name for i in placed]))
+        self.admitted.append(Admission(job.id, [self.nodes[node].name for node in placed]))
 
     def releases(self) -> list[tuple[float, int, Shape]]:
-        index = {n.name: i for i, n in enumerate(self.nodes)}
+        """What comes free, where and when: (end, node index, one learner's shape), in time then node order."""
+        node_index = {node.name: index for index, node in enumerate(self.nodes)}
         out: list[tuple[float, int, Shape]] = []
-        for r in self.snap.running:
-            shape = r.per_learner.as_shape()
-            end = _INF if r.ends_at is None else r.ends_at
-            out.extend((end, index[n], shape) for n in r.placements if n in index)
+        for running in self.snap.running:
+            shape = running.per_learner.as_shape()
+            end = _INF if running.ends_at is None else running.ends_at
+            out.extend((end, node_index[name], shape) for name in running.placements if name in node_index)
         for end, placed, shape in self.admitted_ends:
-            out.extend((end, i, shape) for i in placed)
-        out.sort(key=lambda e: (e[0], e[1]))
+            out.extend((end, node, shape) for node in placed)
+        out.sort(key=lambda release: (release[0], release[1]))
         return out
 
     def reserve(self, job: QueuedJob) -> Reservation:
         """Make ``job`` the head: replay releases to its earliest start and hold its placement then."""
         need, learners = _shape(job), job.learners
-        free = list(self.now_pool.free)
-        match = self.eligible(self.key(job))
-        slots = [slots_in(f, need, learners) if ok else 0 for f, ok in zip(free, match, strict=True)]
-        total, start, found = sum(slots), None, False
-        events = self.releases()
-        k = 0
-        while k < len(events) and not found:
-            end = events[k][0]
-            while k < len(events) and events[k][0] == end:
-                _, i, s = events[k]
-                free[i] = (free[i][0] + s[0], free[i][1] + s[1], free[i][2] + s[2])
-                if match[i]:
-                    total -= slots[i]
-                    slots[i] = slots_in(free[i], need, learners)
-                    total += slots[i]
-                k += 1
-            if total >= learners:
-                found, start = True, (None if end == _INF else end)
-        if not found:
-            free = list(self.caps)
+        eligible = self.eligible(self.key(job))
+        start, free = self._free_at_start(need, learners, eligible)
         placed: list[int] = []
         for _ in range(learners):
-            fits = [i for i, ok in enumerate(match) if ok and slots_in(free[i], need, 1)]
-            i = min(fits, key=lambda i: (free[i][0], free[i][1], i))
-            free[i] = (free[i][0] - need[0], free[i][1] - need[1], free[i][2] - need[2])
-            placed.append(i)
-        self.surplus = {i: list(free[i]) for i in set(placed)}
+            fits = [node for node, ok in enumerate(eligible) if ok and slots_in(free[node], need, 1)]
+            best = min(fits, key=lambda node: (free[node][0], free[node][1], node))
+            free[best] = (free[best][0] - need[0], free[best][1] - need[1], free[best][2] - need[2])
+            placed.append(best)
+        self.surplus = {node: list(free[node]) for node in set(placed)}
         self.long_pool = self.now_pool.copy()
-        for i in self.surplus:
-            self.long_pool.set_free(i, self.now_pool.free[i], self.surplus[i])
+        for node, surplus in self.surplus.items():
+            self.long_pool.set_free(node, self.now_pool.free[node], surplus)
         self.held[job.tenant] = (need[0] * learners, need[1] * learners, need[2] * learners)
-        return Reservation(job.id, start, [self.nodes[i].name for i in placed])
+        return Reservation(job.id, start, [self.nodes[node].name for node in placed])
+
+    def _free_at_start(
+        self, need: Shape, learners: int, eligible: list[bool]
+    ) -> tuple[float | None, list[Shape]]:
+        """Replay the releases, one instant at a time, until the gang fits the eligible nodes: its start
+        (None when only jobs of unknown end make room) and what is free then; the empty cluster when they
+        never do."""
+        free = list(self.now_pool.free)
+        slots = [slots_in(room, need, learners) if ok else 0 for room, ok in zip(free, eligible, strict=True)]
+        fitting = sum(slots)
+        events = self.releases()
+        position = 0
+        while position < len(events):
+            end = events[position][0]
+            while position < len(events) and events[position][0] == end:
+                _, node, shape = events[position]
+                room = free[node]
+                free[node] = (room[0] + shape[0], room[1] + shape[1], room[2] + shape[2])
+                if eligible[node]:
+                    fitting -= slots[node]
+                    slots[node] = slots_in(free[node], need, learners)
+                    fitting += slots[node]
+                position += 1
+            if fitting >= learners:
+                return (None if end == _INF else end), free
+        return None, list(self.caps)
 
     def offer(self, job: QueuedJob) -> bool:
         """Consider one job under the trainyard policy; False if its tenant is now quota-blocked."""
@@ -435,44 +391,50 @@ class _Cycle:
         if quota is not None:
             self.pending.append((job.id, quota[0]))
             return quota[1]
-        res = self.reservation
-        short = (
-            res is not None
-            and res.start_at is not None
+        reservation = self.reservation
+        ends_before_head = (
+            reservation is not None
+            and reservation.start_at is not None
             and job.expected_duration is not None
-            and self.snap.now + job.expected_duration <= res.start_at
+            and self.snap.now + job.expected_duration <= reservation.start_at
         )
-        if self.try_place(job, "now" if res is None or short else "long") is not None:
+        if self.try_place(job, "now" if reservation is None or ends_before_head else "long") is not None:
             return True
-        key = (self.key(job), _shape(job), job.learners)
-        reason = self.reasons.get(key)
+        gang = (self.key(job), _shape(job), job.learners)
+        reason = self.reasons.get(gang)
         if reason is None:
             if self.can_never_fit(job):
-                reason = self.never_fit_reason(job)
-            elif res is None:
-                reason = self.capacity_reason(job)
-                res = self.reservation = self.reserve(job)
-                when = "start time unknown" if res.start_at is None else f"from t={res.start_at:g}"
+                reason = never_fit_reason(self, job)
+            elif reservation is None:
+                reason = capacity_reason(self, job)
+                reservation = self.reservation = self.reserve(job)
+                when = (
+                    "start time unknown"
+                    if reservation.start_at is None
+                    else f"from t={reservation.start_at:g}"
+                )
                 self.pending.append((job.id, f"{reason}; resources reserved for it ({when})"))
                 return True
-            elif self.now_pool.slots(key[0], _shape(job), job.learners) >= job.learners:
+            elif self.now_pool.slots(gang[0], _shape(job), job.learners) >= job.learners:
                 # The reserved job may be another tenant's: its id is not this tenant's to see.
                 reason = "waiting: the free resources are reserved for a job ahead of it in the queue"
             else:
-                reason = self.capacity_reason(job)
-            self.reasons[key] = reason
+                reason = capacity_reason(self, job)
+            self.reasons[gang] = reason
         self.pending.append((job.id, reason))
         return True
 
 
 def _run_trainyard(cycle: _Cycle, jobs: Sequence[QueuedJob]) -> None:
+    """Offer jobs tenant by tenant, lowest weighted dominant share first, each tenant's queue in order; a
+    tenant stopped by its own quota drops out of the turn with its later jobs waiting behind it."""
     queues: dict[str, list[QueuedJob]] = {}
     for job in jobs:
         queues.setdefault(job.tenant, []).append(job)
     for name in sorted(queues):
-        queues[name].sort(key=lambda j: (-j.priority, j.submitted_at, j.id), reverse=True)
+        queues[name].sort(key=lambda job: (-job.priority, job.submitted_at, job.id), reverse=True)
         if name not in cycle.tenants:
-            cycle.pending.extend((j.id, f"unknown tenant {name}") for j in reversed(queues.pop(name)))
+            cycle.pending.extend((job.id, f"unknown tenant {name}") for job in reversed(queues.pop(name)))
     heap = [(cycle.share(name), name) for name in queues]
     heapq.heapify(heap)
     deferred: list[tuple[str, str]] = []
@@ -480,22 +442,24 @@ def _run_trainyard(cycle: _Cycle, jobs: Sequence[QueuedJob]) -> None:
         share, name = heapq.heappop(heap)
         queue = queues[name]
         job = queue.pop()
-        before = len(cycle.admitted)
+        admitted_before = len(cycle.admitted)
         if not cycle.offer(job):
             deferred.append(cycle.pending.pop())
             deferred.extend(
-                (j.id, f"waiting behind job {job.id} of the same tenant (tenant quota)")
-                for j in reversed(queue)
+                (behind.id, f"waiting behind job {job.id} of the same tenant (tenant quota)")
+                for behind in reversed(queue)
             )
             continue
         if queue:
-            heapq.heappush(heap, (cycle.share(name) if len(cycle.admitted) > before else share, name))
+            changed = len(cycle.admitted) > admitted_before
+            heapq.heappush(heap, (cycle.share(name) if changed else share, name))
     cycle.pending.extend(deferred)
 
 
 def _run_fifo(cycle: _Cycle, jobs: Sequence[QueuedJob]) -> None:
-    ordered = sorted(jobs, key=lambda j: (j.submitted_at, j.id))
-    for k, job in enumerate(ordered):
+    """FfDL's order: one queue by submission; the first job that waits for capacity or quota stops it."""
+    ordered = sorted(jobs, key=lambda job: (job.submitted_at, job.id))
+    for position, job in enumerate(ordered):
         if _invalid(job):
             cycle.pending.append((job.id, _INVALID))
             continue
@@ -506,12 +470,13 @@ def _run_fifo(cycle: _Cycle, jobs: Sequence[QueuedJob]) -> None:
         if quota is None and cycle.try_place(job, "now") is not None:
             continue
         if quota is None and cycle.can_never_fit(job):
-            cycle.pending.append((job.id, cycle.never_fit_reason(job)))
+            cycle.pending.append((job.id, never_fit_reason(cycle, job)))
             continue
-        reason = quota[0] if quota is not None else cycle.capacity_reason(job)
+        reason = quota[0] if quota is not None else capacity_reason(cycle, job)
         cycle.pending.append((job.id, f"{reason} (head of the FIFO queue)"))
         cycle.pending.extend(
-            (j.id, "waiting behind the head of the FIFO queue (head-of-line)") for j in ordered[k + 1 :]
+            (behind.id, "waiting behind the head of the FIFO queue (head-of-line)")
+            for behind in ordered[position + 1 :]
         )
         return
 
@@ -525,5 +490,7 @@ def admit(snapshot: Snapshot, *, policy: Policy = "trainyard") -> Decision:
         _run_trainyard(cycle, snapshot.jobs)
     else:
         raise ValueError(f"unknown policy {policy!r}")
-    pending = [Pending(job_id, k, reason) for k, (job_id, reason) in enumerate(cycle.pending, start=1)]
+    pending = [
+        Pending(job_id, position, reason) for position, (job_id, reason) in enumerate(cycle.pending, start=1)
+    ]
     return Decision(admitted=cycle.admitted, pending=pending, reservation=cycle.reservation)
