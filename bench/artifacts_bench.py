@@ -145,8 +145,8 @@ def code_latency() -> dict[str, object]:
 def upload_throughput(url: str, scratch: Path) -> dict[str, object]:
     from clusterio.podkit import LAUNCHER_SOURCE
     from jobs.artifacts.tokens import mint_token
+    from jobs.core.states import JobStatus
     from jobs.models import Job, ResultFile
-    from jobs.states import JobStatus
     from tenants.models import Tenant
 
     tenant = Tenant.objects.get(slug="artifacts")

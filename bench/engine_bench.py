@@ -238,9 +238,9 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
 
 def engine_latencies(clock: PodClock, jobs: int = JOBS) -> list[dict[str, object]]:
     """Submit `jobs` small jobs one at a time (after one warm-up) and time each one's way to the end."""
+    from jobs.core.states import TERMINAL
     from jobs.models import Job, JobEvent
     from jobs.services import job_submit
-    from jobs.states import TERMINAL
     from tenants.models import Quota, Tenant
     from tenants.services import membership_set
 

@@ -59,9 +59,9 @@ def tuner_beat(stop: threading.Event) -> None:
 def scenario(
     label: str, spec: dict[str, Any], user: Any, tenant: Any, timeout: float = 240
 ) -> dict[str, Any]:
+    from jobs.core.states import JobStatus
     from jobs.models import Job, JobEvent
     from jobs.services import job_cancel, job_submit
-    from jobs.states import JobStatus
 
     job = job_submit(tenant=tenant, user=user, document=spec)
     eb.wait_for(lambda: Job.objects.get(pk=job.pk).status == JobStatus.RUNNING, 90, f"{label} running")

@@ -6,9 +6,9 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from jobs.core.states import TERMINAL
 from jobs.models import Job, JobEvent, Learner
 from jobs.services import JobRejected, job_cancel, job_delete, job_requeue
-from jobs.states import TERMINAL
 
 
 class JobEventInline(admin.TabularInline):

@@ -29,6 +29,7 @@ from common.parsers import BoundedJSONParser
 from jobs import cluster
 from jobs.cluster import ClusterError
 from jobs.core.choices import EventKind
+from jobs.core.states import JobStatus
 from jobs.filters import LogQuery, MetricQuery, SubmitQuery, TelemetryQuery, filtered_jobs, query_params
 from jobs.models import Job, TelemetrySample
 from jobs.selectors import job_events, job_get, job_list, job_logs, job_metrics
@@ -40,7 +41,6 @@ from jobs.serializers import (
     MetricSampleSerializer,
 )
 from jobs.services import job_cancel, job_delete, job_retry, job_submit
-from jobs.states import JobStatus
 from jobs.telemetry import telemetry_list
 from tenants.models import Tenant
 from tenants.scoping import Perm, tenants_for

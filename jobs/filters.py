@@ -15,8 +15,8 @@ from django_filters.utils import translate_validation
 from rest_framework import serializers
 from rest_framework.request import Request
 
+from jobs.core.states import JobStatus
 from jobs.models import Job
-from jobs.states import JobStatus
 
 NUL = "must not contain NUL characters"
 NO_NUL = {"null_characters_not_allowed": NUL}  # the code of Django's ProhibitNullCharactersValidator

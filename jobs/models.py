@@ -10,7 +10,7 @@ from django.db import models
 from django.utils import timezone
 
 from common.resources import Resources
-from jobs.states import ACTIVE, TERMINAL, WAITING, JobStatus, check_transition
+from jobs.core.states import ACTIVE, TERMINAL, WAITING, JobStatus, check_transition
 from tenants.models import Tenant
 
 _ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"

@@ -20,10 +20,10 @@ from common.resources import Resources
 from jobs import cluster
 from jobs.cluster import NodeInfo
 from jobs.core import admission
+from jobs.core.states import JobStatus
 from jobs.models import Job
 from jobs.services import job_validate
 from jobs.services.lifecycle import job_admit, queue_positions_record
-from jobs.states import JobStatus
 from tenants.models import Tenant
 from tenants.usage import Usage, usage_by_tenant
 

@@ -17,6 +17,7 @@ from jobs import cluster
 from jobs.cluster import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
 from jobs.core import reconcile as repair
 from jobs.core.choices import Reason
+from jobs.core.states import ACTIVE, JobStatus
 from jobs.models import Job
 from jobs.scheduling import CycleResult, run_cycle
 from jobs.services.lifecycle import (
@@ -28,7 +29,6 @@ from jobs.services.lifecycle import (
     launch_requeued,
 )
 from jobs.services.tuning import autotune_running
-from jobs.states import ACTIVE, JobStatus
 from jobs.telemetry import telemetry_record_running
 
 log = logging.getLogger(__name__)

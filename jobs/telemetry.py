@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from jobs import cluster
 from jobs.cluster import ClusterError
+from jobs.core.states import JobStatus
 from jobs.models import Job, MetricSample, TelemetrySample
-from jobs.states import JobStatus
 
 log = logging.getLogger(__name__)
 SAMPLES_RATE_NAMES = ("samples_per_sec", "samples/s", "throughput", "examples_per_sec")

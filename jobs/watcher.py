@@ -23,6 +23,7 @@ from jobs import cluster as jobs_cluster
 from jobs.cluster import Cluster, LogCursor, LogFollower, LogRecord, PodReflector
 from jobs.core.choices import Reason, VerdictState
 from jobs.core.podstate import Verdict, judge, view_from_pod
+from jobs.core.states import ACTIVE, JobStatus
 from jobs.models import Job, Learner, LogLine
 from jobs.services.lifecycle import (
     job_apply_verdict,
@@ -31,7 +32,6 @@ from jobs.services.lifecycle import (
     learner_update,
 )
 from jobs.services.logs import logs_append
-from jobs.states import ACTIVE, JobStatus
 
 log = logging.getLogger(__name__)
 DRAIN_TIMEOUT = 15.0

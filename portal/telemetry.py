@@ -22,8 +22,8 @@ class TrainyardCollector(Collector):
         self.tenant_names = tenant_names
 
     def collect(self) -> Iterator[Metric]:
+        from jobs.core.states import JobStatus
         from jobs.models import Job
-        from jobs.states import JobStatus
         from tenants.models import Tenant
 
         by_state = GaugeMetricFamily("trainyard_jobs", "Jobs by state", labels=["state"])

@@ -9,8 +9,8 @@ from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from jobs.core.states import ACTIVE, WAITING, JobStatus
 from jobs.selectors import job_list, tenant_gpu_hours_by_day
-from jobs.states import ACTIVE, WAITING, JobStatus
 from jobs.views import cluster_nodes
 from tenants.pages import current_tenant, page_user, render_page, usage_meters
 from tenants.scoping import tenants_for

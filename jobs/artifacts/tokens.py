@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core import signing
 
+from jobs.core.states import ACTIVE
 from jobs.models import Job
-from jobs.states import ACTIVE
 
 SALT = "trainyard.artifacts"
 CODE_READ = "code:read"

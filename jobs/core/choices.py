@@ -1,10 +1,45 @@
-"""The jobs app's vocabulary: the kinds of JobEvent and the reasons the platform itself gives (pure: no
-Django, so the core may use it). Reasons from Kubernetes (OOMKilled, Evicted, ErrImagePull, …) pass through
-as the cluster spells them; these are the platform's own. Job states are `jobs.states.JobStatus`."""
+"""The jobs app's vocabulary: job states, the kinds of JobEvent, the verdicts pods imply and the reasons the
+platform itself gives (pure: no Django, so the core may use it; the model takes `JobStatus.choices`).
+Reasons from Kubernetes (OOMKilled, Evicted, ErrImagePull, …) pass through as the cluster spells them;
+these are the platform's own. How a job may move between states is in `jobs.core.states`; each state's
+badge colour is the `badge-<state>` rule in static/css/app.css (the live page sets the same class)."""
 
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import EnumType, StrEnum
+from typing import Any
+
+
+class _ChoicesType(EnumType):
+    """What Django's TextChoices offer on the class (`values`, `choices`), without importing Django."""
+
+    @property
+    def values(cls) -> list[str]:
+        members: list[Any] = list(cls)
+        return [str(member) for member in members]
+
+    @property
+    def choices(cls) -> list[tuple[str, str]]:
+        members: list[Any] = list(cls)
+        return [(str(member), member.label) for member in members]
+
+
+class JobStatus(StrEnum, metaclass=_ChoicesType):
+    """Where a job is in its life; `jobs.core.states.TRANSITIONS` says how it moves."""
+
+    QUEUED = "queued"
+    STARTING = "starting"
+    RUNNING = "running"
+    CANCELLING = "cancelling"
+    REQUEUED = "requeued"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def label(self) -> str:
+        """How pages name the state (the model's `get_status_display`)."""
+        return self.value.capitalize()
 
 
 class EventKind(StrEnum):

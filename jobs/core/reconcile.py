@@ -21,7 +21,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from jobs.core.choices import Reason
+from jobs.core.choices import JobStatus, Reason
 
 Key = tuple[str, int]  # (job id, attempt)
 Action = Literal["deadline", "teardown", "requeue", "launch", "cancelled"]
@@ -33,7 +33,7 @@ class ActiveJob:
 
     id: str
     attempt: int
-    status: str  # "starting", "running" or "cancelling"
+    status: str  # JobStatus.STARTING, RUNNING or CANCELLING
     learners: int
     admitted_seconds_ago: float
     placements: Sequence[str] = ()
@@ -76,7 +76,7 @@ def needs_nodes(jobs: Sequence[ActiveJob], pods: Mapping[Key, PodFacts], clocks:
     """Whether deciding needs the cluster's node names (a starting job past the grace has an unscheduled
     learner, which may be bound to a node that is gone)."""
     return any(
-        job.status == "starting"
+        job.status == JobStatus.STARTING
         and job.admitted_seconds_ago > clocks.launch_grace
         and job.key in pods
         and pods[job.key].unbound
@@ -115,14 +115,14 @@ def decide(
 def _decide_one(
     job: ActiveJob, facts: PodFacts | None, clocks: Clocks, nodes: Collection[str] | None
 ) -> Decision | None:
-    starting, age = job.status == "starting", job.admitted_seconds_ago
-    if facts is not None and facts.overdue is not None and job.status != "cancelling":
+    starting, age = job.status == JobStatus.STARTING, job.admitted_seconds_ago
+    if facts is not None and facts.overdue is not None and job.status != JobStatus.CANCELLING:
         return Decision(job, "deadline", Reason.DEADLINE_EXCEEDED, learner=facts.overdue)
     if facts is not None:
         gone = None
         if starting and age > clocks.launch_grace and facts.unbound:
             gone = chosen_node_gone(job, facts.unbound, nodes or ())
-        if job.status == "cancelling":
+        if job.status == JobStatus.CANCELLING:
             return Decision(job, "teardown")
         if gone is not None:
             return Decision(job, "requeue", Reason.NODE_GONE, gone)
@@ -131,10 +131,10 @@ def _decide_one(
         if starting and age > clocks.launch_grace and len(facts.learners) < job.learners:
             return Decision(job, "launch")
         return None
-    if job.status == "cancelling":
+    if job.status == JobStatus.CANCELLING:
         return Decision(job, "cancelled")
     if starting and age > clocks.launch_grace:
         return Decision(job, "launch")
-    if job.status == "running":
+    if job.status == JobStatus.RUNNING:
         return Decision(job, "requeue", Reason.POD_LOST)
     return None

@@ -13,10 +13,10 @@ from jobs import cluster
 from jobs.artifacts.storage import artifacts_delete
 from jobs.cluster import ClusterError
 from jobs.core.choices import EventKind, Reason
+from jobs.core.states import TERMINAL, WAITING, JobStatus
 from jobs.models import Job, JobEvent, ResultFile
 from jobs.services.lifecycle import enqueue, job_requeue_or_fail, transition
 from jobs.services.submit import JobRejected, PermissionDenied, job_submit
-from jobs.states import TERMINAL, WAITING, JobStatus
 from tenants.scoping import Perm, can_manage_owned, has_perm
 
 

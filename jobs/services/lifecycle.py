@@ -20,8 +20,8 @@ from common.transactions import durable_service
 from jobs.core.admission import Pending
 from jobs.core.choices import EventKind, Reason, VerdictState
 from jobs.core.podstate import IMAGE_PULL_REASONS, LearnerView, Verdict
+from jobs.core.states import ACTIVE, TERMINAL, WAITING, JobStatus
 from jobs.models import Job, JobEvent, Learner
-from jobs.states import ACTIVE, TERMINAL, WAITING, JobStatus
 from jobs.streams import job_group, send_after_commit, tenant_group
 
 log = logging.getLogger(__name__)

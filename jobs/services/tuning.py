@@ -19,11 +19,11 @@ from common.transactions import durable_service
 from jobs import cluster
 from jobs.cluster import ClusterError
 from jobs.core.choices import EventKind, Reason
+from jobs.core.states import JobStatus
 from jobs.core.tuning.detector import Diagnosis
 from jobs.core.tuning.policy import Allocation, Decision, decide
 from jobs.models import Job, JobEvent
 from jobs.services.lifecycle import job_requeue_or_fail
-from jobs.states import JobStatus
 from jobs.tuning.selectors import job_diagnose, job_limits, tunable, tuning_history
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from jobs.artifacts.tokens import HEADER, mint_token
+from jobs.core.states import JobStatus
 from jobs.models import Job
-from jobs.states import JobStatus
 from tests.cli.conftest import Account
 from trainyard import cli
 

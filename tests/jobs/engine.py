@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from jobs.core.states import TERMINAL
 from jobs.models import Job, LogLine
-from jobs.states import TERMINAL
 
 # A learner that checkpoints each step atomically (a kill between truncate and write must not leave an
 # empty checkpoint), resumes from the last one and says where it resumed: for requeue-and-resume tests.

@@ -17,9 +17,9 @@ from django.test import Client
 
 from jobs.artifacts.code import CodeRejected, inspect_code_zip, zip_directory_bytes
 from jobs.artifacts.tokens import HEADER, SALT, mint_token
+from jobs.core.states import JobStatus
 from jobs.models import CodeArchive, Job, JobEvent, ResultFile
 from jobs.services import job_retry, job_submit
-from jobs.states import JobStatus
 from tests.factories import make_tenant, member
 
 pytestmark = pytest.mark.django_db

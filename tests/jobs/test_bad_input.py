@@ -13,9 +13,9 @@ from django.test import Client
 from common.parsers import MAX_JSON_DEPTH, json_too_deep
 from jobs.artifacts.tokens import HEADER, mint_token
 from jobs.core.metricparse import parse_metric_line
+from jobs.core.states import JobStatus
 from jobs.models import Job, JobEvent
 from jobs.services import job_submit
-from jobs.states import JobStatus
 from tests.factories import make_tenant, member
 from tests.jobs.test_ffdl import MANIFEST
 from tests.jobs.test_spec import spec_with

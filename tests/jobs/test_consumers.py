@@ -20,10 +20,10 @@ from django.test import Client
 
 from jobs import consumers
 from jobs.consumers import _Stream
+from jobs.core.states import JobStatus
 from jobs.models import Job, Learner
 from jobs.services import job_cancel, job_submit, job_transition
 from jobs.services.logs import logs_append
-from jobs.states import JobStatus
 from portal.asgi import application
 from tenants.models import Tenant
 from tests.factories import make_tenant, member

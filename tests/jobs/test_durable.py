@@ -21,6 +21,7 @@ from django.urls import reverse
 
 from clusterio.capacity import NodeInfo, Resources
 from jobs.core.choices import EventKind
+from jobs.core.states import JobStatus
 from jobs.models import Job, JobEvent
 from jobs.scheduling import run_cycle
 from jobs.services import job_cancel, job_delete, job_requeue, job_retry, job_submit, job_transition
@@ -38,7 +39,6 @@ from jobs.services.lifecycle import (
 from jobs.services.logs import logs_append
 from jobs.services.results import results_reported
 from jobs.services.tuning import job_autotune
-from jobs.states import JobStatus
 from tenants.models import Membership
 from tenants.policy import policy_set
 from tenants.services import membership_remove, membership_set, tenant_create

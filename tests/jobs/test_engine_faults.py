@@ -25,10 +25,10 @@ from clusterio.builders import (
 from clusterio.capacity import NodeInfo, Resources
 from clusterio.client import Cluster, ManagedKind
 from jobs import cluster, scheduling, tasks
+from jobs.core.states import TERMINAL
 from jobs.models import Job, JobEvent, LogLine, MetricSample
 from jobs.scheduling import CycleResult
 from jobs.services import job_cancel, job_submit, lifecycle
-from jobs.states import TERMINAL
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member
 from tests.jobs.engine import CHECKPOINTED, describe, python_spec, wait_status, wait_until

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from jobs.core.states import JobStatus
 from jobs.models import Job
-from jobs.states import JobStatus
 from tests.factories import make_job, make_tenant, member
 from tests.portal.test_pages import named_job
 

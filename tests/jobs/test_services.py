@@ -6,11 +6,11 @@ import pytest
 
 from clusterio.capacity import NodeInfo, Resources
 from clusterio.errors import Unavailable
+from jobs.core.states import IllegalTransition, JobStatus
 from jobs.models import Job, JobEvent, Learner, LogLine
 from jobs.scheduling import job_dry_run, run_cycle
 from jobs.services import JobRejected, PermissionDenied, job_cancel, job_submit, job_transition
 from jobs.services.logs import logs_append
-from jobs.states import IllegalTransition, JobStatus
 from tenants.models import Quota
 from tests.conftest import SHARED_DATA
 from tests.factories import FFDL_S3_HOST, allow, make_tenant, member

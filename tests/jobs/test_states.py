@@ -2,8 +2,8 @@
 
 import pytest
 
+from jobs.core.states import TERMINAL, TRANSITIONS, IllegalTransition, JobStatus, check_transition
 from jobs.models import Job
-from jobs.states import TERMINAL, TRANSITIONS, IllegalTransition, JobStatus, check_transition
 
 LEGAL = [(src, dst) for src, dsts in TRANSITIONS.items() for dst in dsts]
 ILLEGAL = [(src, dst) for src in JobStatus.values for dst in JobStatus.values if dst not in TRANSITIONS[src]]

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from clusterio.telemetry import PodUsage, pod_usage
 from jobs import cluster
+from jobs.core.states import JobStatus
 from jobs.models import Job, JobEvent, MetricSample, TelemetrySample
-from jobs.states import JobStatus
 from jobs.telemetry import telemetry_record, telemetry_record_running
 from tests.factories import make_job, make_tenant, member
 

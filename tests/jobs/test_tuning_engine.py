@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from examples.train.localspec import example_spec
+from jobs.core.states import JobStatus
 from jobs.models import Job, JobEvent, LogLine, MetricSample, TelemetrySample
 from jobs.services import job_cancel, job_submit
 from jobs.services.tuning import autotune_running
-from jobs.states import JobStatus
 from jobs.telemetry import telemetry_record_running
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from jobs.core.states import JobStatus
 from jobs.models import Job, JobEvent, Learner, TelemetrySample
 from jobs.services import lifecycle
 from jobs.services.tuning import job_autotune
-from jobs.states import JobStatus
 from jobs.tuning.selectors import tuning_history
 from tests.factories import SPEC, make_job, make_tenant
 

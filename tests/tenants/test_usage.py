@@ -3,7 +3,7 @@
 import pytest
 
 from common.resources import Resources
-from jobs.states import JobStatus
+from jobs.core.states import JobStatus
 from tenants.usage import Usage, tenant_usage, usage_by_tenant
 from tests.factories import make_job, make_tenant
 

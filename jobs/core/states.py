@@ -1,22 +1,8 @@
-"""Job states, their groups, and the one table of legal transitions."""
+"""Job states' groups and the one table of legal transitions (pure: the core and the write layer share it)."""
 
 from __future__ import annotations
 
-from django.db import models
-
-
-class JobStatus(models.TextChoices):
-    """Where a job is in its life; see TRANSITIONS for how it moves."""
-
-    QUEUED = "queued", "Queued"
-    STARTING = "starting", "Starting"
-    RUNNING = "running", "Running"
-    CANCELLING = "cancelling", "Cancelling"
-    REQUEUED = "requeued", "Requeued"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
-
+from jobs.core.choices import JobStatus
 
 S = JobStatus
 
