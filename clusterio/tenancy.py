@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kubernetes import client
+
 from clusterio.builders import (
     TenantLimits,
     make_limit_range,
@@ -50,14 +52,7 @@ class TenantFences(Connection):
         learners may reach beyond their namespace and DNS (the platform's artifact endpoint, S3);
         `pod_security` is the Pod Security Admission level enforced on the namespace.
         """
-        ns_body = make_namespace(namespace, tenant_slug, labels, pod_security=pod_security)
-        try:
-            self._json(self.core.create_namespace, ns_body)
-        except Conflict:
-            current = self._json(self.core.read_namespace, namespace)
-            wanted = to_dict(ns_body)["metadata"]["labels"]
-            if not covers(wanted, labels_of(current)):
-                self._json(self.core.patch_namespace, namespace, {"metadata": {"labels": wanted}})
+        self._ensure_namespace(make_namespace(namespace, tenant_slug, labels, pod_security=pod_security))
         core, net = self.core, self.networking
         self._ensure(
             lambda: make_resource_quota(namespace, limits),
@@ -91,6 +86,22 @@ class TenantFences(Connection):
                 want.get("automountServiceAccountToken") == have.get("automountServiceAccountToken")
             ),
         )
+
+    def _ensure_namespace(self, body: client.V1Namespace) -> None:
+        """Create the namespace, or patch its labels when an existing one lacks some.
+
+        Labels only: a namespace has no spec worth replacing, and patching leaves labels the
+        platform does not own (an operator's, the cluster's) in place.
+        """
+        try:
+            self._json(self.core.create_namespace, body)
+        except Conflict:
+            assert body.metadata is not None
+            name = body.metadata.name
+            current = self._json(self.core.read_namespace, name)
+            wanted = to_dict(body)["metadata"]["labels"]
+            if not covers(wanted, labels_of(current)):
+                self._json(self.core.patch_namespace, name, {"metadata": {"labels": wanted}})
 
     def _ensure(
         self,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from kubesim.errors import ApiError, bad_request, not_found
 from kubesim.faults import FaultRule, ImagePullRule
+from kubesim.store import Obj
 
 if TYPE_CHECKING:
     from kubesim.server import Handler, Params
@@ -22,45 +23,63 @@ _OK = {"status": "ok"}
 
 
 def handle(handler: Handler, method: str, path: str, params: Params) -> None:
-    """Route one admin request."""
-    cluster = handler.cluster
+    """Route one admin request: the fault rules (GET, POST, DELETE), then the POST-only actions."""
     parts = [p for p in path.split("/") if p][1:]
     body = handler._json_body() or {} if method in ("POST", "PUT") else {}
     if parts == ["faults"]:
-        if method == "GET":
-            handler.send_json(200, {"items": [r.to_dict() for r in cluster.faults.rules()]})
-        elif method == "DELETE":
-            cluster.faults.clear()
-            handler.send_json(200, _OK)
-        elif method == "POST":
-            try:
-                rule = FaultRule(
-                    body.get("method", "*"),
-                    body["path"],
-                    body.get("code"),
-                    float(body.get("hangSeconds", 0)),
-                    body.get("count"),
-                    body.get("message", "injected fault"),
-                )
-            except (KeyError, TypeError, ValueError) as exc:
-                raise bad_request(f"invalid fault rule: {exc}") from None
-            handler.send_json(201, cluster.faults.add(rule).to_dict())
+        _faults(handler, method, body)
         return
     if parts == ["imagepulls"]:
-        if method == "GET":
-            handler.send_json(200, {"items": [r.to_dict() for r in cluster.faults.image_rules()]})
-        elif method == "DELETE":
-            cluster.clear_image_pull_failures()
-            handler.send_json(200, _OK)
-        elif method == "POST":
-            try:
-                image_rule = ImagePullRule(body["pattern"], body.get("message", ImagePullRule.message))
-            except (KeyError, TypeError, re.error) as exc:
-                raise bad_request(f"invalid image pull rule: {exc}") from None
-            handler.send_json(201, cluster.faults.fail_image_pulls(image_rule).to_dict())
+        _image_pulls(handler, method, body)
         return
     if method != "POST":
         raise ApiError(405, "MethodNotAllowed", "admin actions are POST requests")
+    _action(handler, parts, path, body)
+
+
+def _faults(handler: Handler, method: str, body: Obj) -> None:
+    """List, add or clear the API fault rules; other methods get no answer."""
+    cluster = handler.cluster
+    if method == "GET":
+        handler.send_json(200, {"items": [r.to_dict() for r in cluster.faults.rules()]})
+    elif method == "DELETE":
+        cluster.faults.clear()
+        handler.send_json(200, _OK)
+    elif method == "POST":
+        try:
+            rule = FaultRule(
+                body.get("method", "*"),
+                body["path"],
+                body.get("code"),
+                float(body.get("hangSeconds", 0)),
+                body.get("count"),
+                body.get("message", "injected fault"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise bad_request(f"invalid fault rule: {exc}") from None
+        handler.send_json(201, cluster.faults.add(rule).to_dict())
+
+
+def _image_pulls(handler: Handler, method: str, body: Obj) -> None:
+    """List, add or clear the image pull failure rules."""
+    cluster = handler.cluster
+    if method == "GET":
+        handler.send_json(200, {"items": [r.to_dict() for r in cluster.faults.image_rules()]})
+    elif method == "DELETE":
+        cluster.clear_image_pull_failures()
+        handler.send_json(200, _OK)
+    elif method == "POST":
+        try:
+            image_rule = ImagePullRule(body["pattern"], body.get("message", ImagePullRule.message))
+        except (KeyError, TypeError, re.error) as exc:
+            raise bad_request(f"invalid image pull rule: {exc}") from None
+        handler.send_json(201, cluster.faults.fail_image_pulls(image_rule).to_dict())
+
+
+def _action(handler: Handler, parts: list[str], path: str, body: Obj) -> None:
+    """Run one POST action: add a node, make one ready, not ready or lost, pause or resume the
+    kubelets, or compact the watch history."""
+    cluster = handler.cluster
     if parts == ["nodes"]:
         node = cluster.add_node(
             body["name"],

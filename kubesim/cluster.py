@@ -63,6 +63,22 @@ def node_body(
 ) -> Obj:
     """The Node a kubelet registers: capacity, labels (GPU ones when it has GPUs), Ready, a new boot id."""
     resources_ = {"cpu": str(cpu), "memory": str(memory), "pods": "110", "ephemeral-storage": "100Gi"}
+    if gpus:
+        resources_["nvidia.com/gpu"] = str(gpus)
+    body: Obj = {
+        "metadata": {
+            "name": name,
+            "labels": _node_labels(name, gpus, simulated, labels),
+            "annotations": {"kubesim.io/simulated": str(simulated).lower()},
+        },
+        "spec": {"taints": taints or []},
+        "status": _node_status(name, resources_),
+    }
+    return body
+
+
+def _node_labels(name: str, gpus: int, simulated: bool, labels: dict[str, str] | None) -> dict[str, str]:
+    """The well-known node labels, GPU feature discovery's when the node has GPUs, then the caller's."""
     node_labels = {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
@@ -70,7 +86,6 @@ def node_body(
         "node.kubernetes.io/instance-type": "kubesim-gpu" if simulated else "kubesim-local",
     }
     if gpus:
-        resources_["nvidia.com/gpu"] = str(gpus)
         node_labels.update(
             {
                 "nvidia.com/gpu.present": "true",
@@ -79,46 +94,43 @@ def node_body(
             }
         )
     node_labels.update(labels or {})
+    return node_labels
+
+
+def _node_status(name: str, resources_: dict[str, str]) -> Obj:
+    """A freshly registered node's status: its resources all allocatable, Ready now, and a new boot id
+    (what tells a watcher that the node rebooted)."""
     stamp = now_iso()
-    body: Obj = {
-        "metadata": {
-            "name": name,
-            "labels": node_labels,
-            "annotations": {"kubesim.io/simulated": str(simulated).lower()},
-        },
-        "spec": {"taints": taints or []},
-        "status": {
-            "capacity": dict(resources_),
-            "allocatable": dict(resources_),
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "KubeletReady",
-                    "message": "kubelet is posting ready status",
-                    "lastHeartbeatTime": stamp,
-                    "lastTransitionTime": stamp,
-                }
-            ],
-            "addresses": [
-                {"type": "InternalIP", "address": "127.0.0.1"},
-                {"type": "Hostname", "address": name},
-            ],
-            "nodeInfo": {
-                "kubeletVersion": "v1.32.0-kubesim",
-                "kubeProxyVersion": "",
-                "osImage": "kubesim",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-                "containerRuntimeVersion": "kubesim://local-processes",
-                "kernelVersion": os.uname().release,
-                "machineID": "",
-                "systemUUID": "",
-                "bootID": str(uuid.uuid4()),
-            },
+    return {
+        "capacity": dict(resources_),
+        "allocatable": dict(resources_),
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+                "lastHeartbeatTime": stamp,
+                "lastTransitionTime": stamp,
+            }
+        ],
+        "addresses": [
+            {"type": "InternalIP", "address": "127.0.0.1"},
+            {"type": "Hostname", "address": name},
+        ],
+        "nodeInfo": {
+            "kubeletVersion": "v1.32.0-kubesim",
+            "kubeProxyVersion": "",
+            "osImage": "kubesim",
+            "operatingSystem": "linux",
+            "architecture": "amd64",
+            "containerRuntimeVersion": "kubesim://local-processes",
+            "kernelVersion": os.uname().release,
+            "machineID": "",
+            "systemUUID": "",
+            "bootID": str(uuid.uuid4()),
         },
     }
-    return body
 
 
 class Cluster:
@@ -164,7 +176,18 @@ class Cluster:
         self.throttle = Throttle(enabled=True)
         self.kubelets: dict[str, Kubelet] = {}
         self.scheduler = Scheduler(self)
-        self.controllers: list[Any] = [
+        self.controllers = self._make_controllers(node_monitor_grace)
+        self.loop_lock = threading.RLock()
+        self.thread: threading.Thread | None = None
+        self.sandbox = Sandbox(self.state_dir, enabled=sandbox)
+        self._log_enforcement()
+        self._bootstrap(
+            gpu_nodes, gpus_per_node, local_gpus() if local_gpu_count is None else local_gpu_count
+        )
+
+    def _make_controllers(self, node_monitor_grace: float) -> list[Any]:
+        """The control loops each pass runs after the scheduler and before the kubelets, in this order."""
+        return [
             NamespaceController(self),
             JobController(self),
             GarbageCollector(self),
@@ -174,9 +197,9 @@ class Cluster:
             PodGarbageCollector(self),
             ClaimController(self),
         ]
-        self.loop_lock = threading.RLock()
-        self.thread: threading.Thread | None = None
-        self.sandbox = Sandbox(self.state_dir, enabled=sandbox)
+
+    def _log_enforcement(self) -> None:
+        """Say how container limits are enforced here, and warn where only an approximation is possible."""
         self.log.info("kubesim limits enforcement: %s", self.cgroups.describe())
         if not self.cgroups.memory_enforced:
             self.log.warning("memory cgroups not writable: memory limits enforced by polling RSS (coarse)")
@@ -184,9 +207,6 @@ class Cluster:
             self.log.warning(
                 "cpu cgroups not writable: cpu limits approximated by SIGSTOP/SIGCONT duty cycling"
             )
-        self._bootstrap(
-            gpu_nodes, gpus_per_node, local_gpus() if local_gpu_count is None else local_gpu_count
-        )
 
     @property
     def sandboxed(self) -> bool:

@@ -74,6 +74,8 @@ class JobController:
                 self._sync(job, by_owner.get(job["metadata"]["uid"], []))
 
     def _sync(self, job: Obj, pods: list[Obj]) -> None:
+        """Bring one unfinished Job's status up to date with its pods, then finish it or create the
+        pods it still lacks (unless suspended)."""
         meta, spec = job["metadata"], job["spec"]
         status = job.get("status") or {}
         if any(
@@ -81,13 +83,7 @@ class JobController:
             for c in status.get("conditions") or []
         ):
             return
-        if meta["uid"] not in self.counted:
-            self.counted[meta["uid"]] = _restored_counts(status, pods)
-        counted = self.counted[meta["uid"]]
-        for pod in pods:
-            phase = (pod.get("status") or {}).get("phase")
-            if phase in ("Succeeded", "Failed"):
-                counted.setdefault(pod["metadata"]["uid"], phase + ":" + _index(pod))
+        counted = self._count_finished_pods(meta["uid"], status, pods)
         succeeded_idx = [
             int(v.split(":")[1]) for v in counted.values() if v.startswith("Succeeded:") and v.split(":")[1]
         ]
@@ -100,7 +96,6 @@ class JobController:
             and not p["metadata"].get("deletionTimestamp")
         ]
         indexed = spec.get("completionMode") == "Indexed"
-        completions = spec.get("completions")
         done_count = len(set(succeeded_idx)) if indexed else succeeded
         new_status: Obj = clone(status)
         new_status.setdefault("startTime", now_rfc3339())
@@ -113,39 +108,57 @@ class JobController:
         )
         if indexed:
             new_status["completedIndexes"] = _ranges(succeeded_idx)
-        finished = None
-        if failed > spec.get("backoffLimit", 6) or _past_backoff_on_failure(job, active):
-            finished = ("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
-        elif (completions is not None and done_count >= completions) or (
-            completions is None and succeeded > 0 and not active
-        ):
-            finished = ("Complete", "", "")
+        finished = _verdict(job, active, failed=failed, succeeded=succeeded, done_count=done_count)
         if finished:
-            kind, reason, message = finished
-            for pod in active:
-                self._delete_pod(pod)
-                if kind == "Failed":
-                    counted.setdefault(pod["metadata"]["uid"], "Failed:" + _index(pod))
-            new_status["active"] = 0
-            new_status["failed"] = sum(1 for v in counted.values() if v.startswith("Failed"))
-            helper = "FailureTarget" if kind == "Failed" else "SuccessCriteriaMet"
-            _set_condition(new_status, helper, True, reason or "CompletionsReached", message)
-            _set_condition(new_status, kind, True, reason, message)
-            if kind == "Complete":
-                new_status["completionTime"] = now_rfc3339()
-            self.cluster.api.record_event(
-                job,
-                "Normal" if kind == "Complete" else "Warning",
-                reason or "Completed",
-                message or "Job completed",
-                "job-controller",
-            )
+            self._finish(job, new_status, counted, active, finished)
         elif not spec.get("suspend"):
             self._create_missing(job, active, done_count, set(succeeded_idx))
         if new_status != status:
             self.cluster.api.mutate(
                 "jobs", meta["namespace"], meta["name"], lambda j: j.__setitem__("status", new_status)
             )
+
+    def _count_finished_pods(self, job_uid: str, status: Obj, pods: list[Obj]) -> dict[str, str]:
+        """The Job's finished pods (pod uid -> "Phase:index"), counted once each as the job controller's
+        uncounted-pods tracking does, so a finished pod deleted later still counts."""
+        if job_uid not in self.counted:
+            self.counted[job_uid] = _restored_counts(status, pods)
+        counted = self.counted[job_uid]
+        for pod in pods:
+            phase = (pod.get("status") or {}).get("phase")
+            if phase in ("Succeeded", "Failed"):
+                counted.setdefault(pod["metadata"]["uid"], phase + ":" + _index(pod))
+        return counted
+
+    def _finish(
+        self,
+        job: Obj,
+        new_status: Obj,
+        counted: dict[str, str],
+        active: list[Obj],
+        finished: tuple[str, str, str],
+    ) -> None:
+        """End a Job: delete its active pods (counted as failed when it failed), set the helper and final
+        conditions in `new_status`, and record the event."""
+        kind, reason, message = finished
+        for pod in active:
+            self._delete_pod(pod)
+            if kind == "Failed":
+                counted.setdefault(pod["metadata"]["uid"], "Failed:" + _index(pod))
+        new_status["active"] = 0
+        new_status["failed"] = sum(1 for v in counted.values() if v.startswith("Failed"))
+        helper = "FailureTarget" if kind == "Failed" else "SuccessCriteriaMet"
+        _set_condition(new_status, helper, True, reason or "CompletionsReached", message)
+        _set_condition(new_status, kind, True, reason, message)
+        if kind == "Complete":
+            new_status["completionTime"] = now_rfc3339()
+        self.cluster.api.record_event(
+            job,
+            "Normal" if kind == "Complete" else "Warning",
+            reason or "Completed",
+            message or "Job completed",
+            "job-controller",
+        )
 
     def _create_missing(self, job: Obj, active: list[Obj], done: int, succeeded_idx: set[int]) -> None:
         spec = job["spec"]
@@ -215,6 +228,23 @@ class JobController:
         assert pods_res is not None
         with contextlib.suppress(ApiError):
             self.cluster.api.delete(pods_res, pod["metadata"]["namespace"], pod["metadata"]["name"], {})
+
+
+def _verdict(
+    job: Obj, active: list[Obj], *, failed: int, succeeded: int, done_count: int
+) -> tuple[str, str, str] | None:
+    """Whether the Job has finished, as (condition, reason, message): Failed past its backoff limit,
+    Complete once its completions are done (or, without completions, once a pod succeeded and none
+    is left running); None while it goes on."""
+    spec = job["spec"]
+    completions = spec.get("completions")
+    if failed > spec.get("backoffLimit", 6) or _past_backoff_on_failure(job, active):
+        return ("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    if (completions is not None and done_count >= completions) or (
+        completions is None and succeeded > 0 and not active
+    ):
+        return ("Complete", "", "")
+    return None
 
 
 def _past_backoff_on_failure(job: Obj, active: list[Obj]) -> bool:

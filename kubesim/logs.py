@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from kubesim.errors import bad_request, not_found
 from kubesim.store import Obj
@@ -64,32 +65,65 @@ def _container_status(pod: Obj, name: str) -> Obj:
     return {}
 
 
+@dataclass(frozen=True)
+class _LogQuery:
+    """What one log request asks for: which container run's file, and how to cut and render its lines."""
+
+    container: str
+    restart: int
+    path: Path
+    since: datetime | None
+    timestamps: bool
+    tail: int | None
+    limit: int | None
+
+
 def serve(handler: Handler, namespace: str, name: str, params: Params) -> None:
     """Answer ``GET .../pods/NAME/log`` with ``container``, ``follow``, ``tailLines``, ``sinceTime``,
     ``sinceSeconds``, ``timestamps``, ``previous`` and ``limitBytes``."""
-    cluster = handler.cluster
-    pod = cluster.store.get("pods", namespace, name)
+    pod = handler.cluster.store.get("pods", namespace, name)
     if pod is None:
         raise not_found("pods", name)
-    names = [c["name"] for c in (pod["spec"].get("containers") or [])]
-    inits = [c["name"] for c in (pod["spec"].get("initContainers") or [])]
-    container = params.get("container")
-    if not container:
-        if len(names) != 1:
-            also = f" or one of the init containers: [{' '.join(inits)}]" if inits else ""
-            raise bad_request(
-                f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]{also}"
-            )
-        container = names[0]
-    if container not in names + inits:
-        raise bad_request(f"container {container} is not valid for pod {name}")
+    query = _parse_query(handler.cluster.state_dir, pod, params)
+    with open(query.path, "rb") as handle:
+        lines = handle.readlines()
+        complete = [ln for ln in lines if ln.endswith(b"\n")]
+        offset = sum(len(ln) for ln in complete)
+        if query.tail is not None:
+            complete = list(deque(complete, maxlen=max(query.tail, 0)))
+        rendered = [
+            r for r in (_render(ln, query.timestamps, query.since) for ln in complete) if r is not None
+        ]
+        if not params.flag("follow"):
+            _send_whole(handler, b"".join(rendered), query.limit)
+            return
+        handler.start_stream("text/plain")
+        handler.close_connection = True
+        sent = 0
+        for chunk in rendered:
+            handler.send_chunk(chunk)
+            sent += len(chunk)
+        handle.seek(offset)
+        _follow(handler, handle, pod, query, sent)
+        handler.end_stream()
+
+
+def _parse_query(state_dir: Path, pod: Obj, params: Params) -> _LogQuery:
+    """Read the request's parameters against the pod, refusing with 400 what the kubelet refuses.
+
+    Checked in a fixed order, so a request wrong in several ways always gets the same answer: the
+    container, ``previous`` (only after a restart), whether the container has started (has a log
+    file), then the times and counts.
+    """
+    name = pod["metadata"]["name"]
+    container = _pick_container(pod, params.get("container"))
     status = _container_status(pod, container)
     restart = int(status.get("restartCount", 0))
     if params.flag("previous"):
         if restart == 0:
             raise bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
         restart -= 1
-    path = pod_dir(cluster.state_dir, pod) / "logs" / f"{container}.{restart}.log"
+    path = pod_dir(state_dir, pod) / "logs" / f"{container}.{restart}.log"
     if not path.exists():
         reason = (status.get("state") or {}).get("waiting", {}).get("reason", "ContainerCreating")
         reason = _PULL_WORDS.get(reason, reason)
@@ -99,56 +133,80 @@ def serve(handler: Handler, namespace: str, name: str, params: Params) -> None:
         since = _parse_time(params.get("sinceTime") or "")
     elif params.integer("sinceSeconds") is not None:
         since = datetime.now(UTC) - timedelta(seconds=params.integer("sinceSeconds") or 0)
-    timestamps = params.flag("timestamps")
-    tail = params.integer("tailLines")
-    limit = params.integer("limitBytes")
-    with open(path, "rb") as handle:
-        lines = handle.readlines()
-        complete = [ln for ln in lines if ln.endswith(b"\n")]
-        offset = sum(len(ln) for ln in complete)
-        if tail is not None:
-            complete = list(deque(complete, maxlen=max(tail, 0)))
-        rendered = [r for r in (_render(ln, timestamps, since) for ln in complete) if r is not None]
-        if not params.flag("follow"):
-            body = b"".join(rendered)
-            if limit is not None:
-                body = body[:limit]
-            handler.send_response(200)
-            handler.send_header("Content-Type", "text/plain")
-            handler.send_header("Content-Length", str(len(body)))
-            handler.end_headers()
-            handler.wfile.write(body)
-            return
-        handler.start_stream("text/plain")
-        handler.close_connection = True
-        sent = 0
-        for chunk in rendered:
-            handler.send_chunk(chunk)
-            sent += len(chunk)
-        handle.seek(offset)
-        pending = b""
-        uid = pod["metadata"]["uid"]
-        while not cluster.stopping.is_set() and (limit is None or sent < limit):
-            data = handle.read()
-            if data:
-                pending += data
-                *full, pending = pending.split(b"\n")
-                out = b"".join(r for r in (_render(ln + b"\n", timestamps, since) for ln in full) if r)
-                if out:
-                    handler.send_chunk(out)
-                    sent += len(out)
-                continue
-            current = cluster.store.peek("pods", namespace, name)
-            if current is None or current["metadata"]["uid"] != uid:
+    return _LogQuery(
+        container=container,
+        restart=restart,
+        path=path,
+        since=since,
+        timestamps=params.flag("timestamps"),
+        tail=params.integer("tailLines"),
+        limit=params.integer("limitBytes"),
+    )
+
+
+def _pick_container(pod: Obj, asked: str | None) -> str:
+    """The container asked for, or the pod's only one; 400 when none is named and there are several."""
+    name = pod["metadata"]["name"]
+    names = [c["name"] for c in (pod["spec"].get("containers") or [])]
+    inits = [c["name"] for c in (pod["spec"].get("initContainers") or [])]
+    container = asked
+    if not container:
+        if len(names) != 1:
+            also = f" or one of the init containers: [{' '.join(inits)}]" if inits else ""
+            raise bad_request(
+                f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]{also}"
+            )
+        container = names[0]
+    if container not in names + inits:
+        raise bad_request(f"container {container} is not valid for pod {name}")
+    return container
+
+
+def _send_whole(handler: Handler, body: bytes, limit: int | None) -> None:
+    """Answer a request without ``follow``: the rendered lines in one body, cut at ``limitBytes``."""
+    if limit is not None:
+        body = body[:limit]
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/plain")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def _follow(handler: Handler, handle: BinaryIO, pod: Obj, query: _LogQuery, sent: int) -> None:
+    """Stream lines as the kubelet appends them, until the container run ends and its file is drained,
+    the pod is gone or replaced, the server stops, or ``limitBytes`` have been sent.
+
+    A partial line is held back until its newline arrives, so every chunk holds whole lines.
+    """
+    cluster = handler.cluster
+    namespace, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
+    pending = b""
+    while not cluster.stopping.is_set() and (query.limit is None or sent < query.limit):
+        data = handle.read()
+        if data:
+            pending += data
+            *full, pending = pending.split(b"\n")
+            out = b"".join(
+                r for r in (_render(ln + b"\n", query.timestamps, query.since) for ln in full) if r
+            )
+            if out:
+                handler.send_chunk(out)
+                sent += len(out)
+            continue
+        current = cluster.store.peek("pods", namespace, name)
+        if current is None or current["metadata"]["uid"] != uid:
+            break
+        if _run_over(_container_status(current, query.container), query.restart):
+            if not handle.read(1):
                 break
-            cstatus = _container_status(current, container)
-            if int(cstatus.get("restartCount", 0)) > restart or (
-                "terminated" in (cstatus.get("state") or {})
-                and int(cstatus.get("restartCount", 0)) == restart
-            ):
-                if not handle.read(1):
-                    break
-                handle.seek(-1, 1)
-                continue
-            time.sleep(_FOLLOW_POLL)
-        handler.end_stream()
+            handle.seek(-1, 1)
+            continue
+        time.sleep(_FOLLOW_POLL)
+
+
+def _run_over(status: Obj, restart: int) -> bool:
+    """Tell whether the container run being followed has ended: it restarted since, or it terminated."""
+    return int(status.get("restartCount", 0)) > restart or (
+        "terminated" in (status.get("state") or {}) and int(status.get("restartCount", 0)) == restart
+    )

@@ -149,6 +149,11 @@ def fit_message(
     return f"{message} preemption: 0/{node_count} nodes are available: {histogram}."
 
 
+def _usage_signature(used: dict[str, Counter[str]]) -> tuple[Any, ...]:
+    """Each node's usage as a sorted, hashable value, part of what makes an unschedulable pod worth a retry."""
+    return tuple(sorted((k, tuple(sorted(v.items()))) for k, v in used.items()))
+
+
 class Scheduler:
     """Binds pods in creation order; unschedulable pods are retried only when cluster capacity changes.
 
@@ -167,6 +172,28 @@ class Scheduler:
         store = self.cluster.store
         pods, _ = store.list("pods")
         nodes, _ = store.list("nodes")
+        used, pending = self._usage_and_pending(pods, nodes)
+        claims = tuple(
+            (c["metadata"]["namespace"], c["metadata"]["name"], c["metadata"]["resourceVersion"])
+            for c in store.list(PVCS)[0]
+        )
+        node_versions = tuple((n["metadata"]["name"], n["metadata"]["resourceVersion"]) for n in nodes)
+        signature = (node_versions, _usage_signature(used), claims)
+        pending.sort(key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["resourceVersion"]))
+        for pod in pending:
+            if self._schedule(pod, nodes, used, signature):
+                signature = (node_versions, _usage_signature(used), claims)
+        live = {p["metadata"]["uid"] for p in pending}
+        for uid in list(self.unschedulable):
+            if uid not in live:
+                del self.unschedulable[uid]
+        self.assumed = {uid: held for uid, held in self.assumed.items() if uid in live}
+
+    def _usage_and_pending(
+        self, pods: list[Obj], nodes: list[Obj]
+    ) -> tuple[dict[str, Counter[str]], list[Obj]]:
+        """What each node has in use (its running pods' requests and the pods assumed on it), and the
+        pods this scheduler is to place: unbound, not being deleted, with no other scheduler named."""
         used: dict[str, Counter[str]] = {n["metadata"]["name"]: Counter() for n in nodes}
         pending = []
         for pod in pods:
@@ -185,48 +212,35 @@ class Scheduler:
             if node_name in used:
                 used[node_name].update(pod_requests(pod))
                 used[node_name]["pods"] += 1
-        claims = tuple(
-            (c["metadata"]["namespace"], c["metadata"]["name"], c["metadata"]["resourceVersion"])
-            for c in store.list(PVCS)[0]
-        )
-        signature = (
-            tuple((n["metadata"]["name"], n["metadata"]["resourceVersion"]) for n in nodes),
-            tuple(sorted((k, tuple(sorted(v.items()))) for k, v in used.items())),
-            claims,
-        )
-        pending.sort(key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["resourceVersion"]))
-        for pod in pending:
-            uid = pod["metadata"]["uid"]
-            if uid in self.assumed:
-                self._await_volumes(pod)
-                continue
-            if self.unschedulable.get(uid) == signature:
-                continue
-            problem = claim_problem(store, pod)
-            chosen, reasons, resolvable = (
-                (None, Counter[str](), 0) if problem else self._pick(pod, nodes, used)
-            )
-            if chosen is None:
-                self._unschedulable(pod, fit_message(len(nodes), reasons, resolvable, problem, pod))
-                self.unschedulable[uid] = signature
-                continue
-            self.unschedulable.pop(uid, None)
-            used[chosen].update(pod_requests(pod))
-            used[chosen]["pods"] += 1
-            if unbound_claims(store, pod):
-                self._assume(pod, chosen)
-            else:
-                self._bind(pod, chosen)
-            signature = (
-                signature[0],
-                tuple(sorted((k, tuple(sorted(v.items()))) for k, v in used.items())),
-                claims,
-            )
-        live = {p["metadata"]["uid"] for p in pending}
-        for uid in list(self.unschedulable):
-            if uid not in live:
-                del self.unschedulable[uid]
-        self.assumed = {uid: held for uid, held in self.assumed.items() if uid in live}
+        return used, pending
+
+    def _schedule(self, pod: Obj, nodes: list[Obj], used: dict[str, Counter[str]], signature: Any) -> bool:
+        """Place one pending pod, reserving its requests in `used`; tell whether it was placed.
+
+        An assumed pod only waits for its claims. A pod found unschedulable under the same `signature`
+        (nodes, usage, claims) is not tried again until something in it changes.
+        """
+        store = self.cluster.store
+        uid = pod["metadata"]["uid"]
+        if uid in self.assumed:
+            self._await_volumes(pod)
+            return False
+        if self.unschedulable.get(uid) == signature:
+            return False
+        problem = claim_problem(store, pod)
+        chosen, reasons, resolvable = (None, Counter[str](), 0) if problem else self._pick(pod, nodes, used)
+        if chosen is None:
+            self._unschedulable(pod, fit_message(len(nodes), reasons, resolvable, problem, pod))
+            self.unschedulable[uid] = signature
+            return False
+        self.unschedulable.pop(uid, None)
+        used[chosen].update(pod_requests(pod))
+        used[chosen]["pods"] += 1
+        if unbound_claims(store, pod):
+            self._assume(pod, chosen)
+        else:
+            self._bind(pod, chosen)
+        return True
 
     def _assume(self, pod: Obj, node: str) -> None:
         """Reserve the node for the pod and ask for its WaitForFirstConsumer claims to be provisioned there."""

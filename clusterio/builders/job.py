@@ -14,13 +14,12 @@ from clusterio.builders.artifacts import (
     learner_artifact_env,
     learner_command,
     make_fetch_container,
-    model_mount,
-    model_volume,
     token_env,
 )
 from clusterio.builders.quantities import cpu_quantity, memory_quantity
 from clusterio.builders.specs import JobPodsSpec
 from clusterio.builders.tenant import GPU_RESOURCE
+from clusterio.builders.volumes import fetch_mounts, learner_volumes
 from clusterio.taints import learner_tolerations
 from clusterio.threads import THREAD_ENV_NAMES, thread_env
 
@@ -30,7 +29,6 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 # Where a node's GPU product is read, first label first: NVIDIA GPU feature discovery's, else GKE's.
 GPU_PRODUCT_LABELS = (GPU_PRODUCT_LABEL, GKE_ACCELERATOR_LABEL)
-SHM_MIN_MIB = 64
 
 # torchrun's contract (torch.distributed env:// init) plus the PET_* variables torchrun reads as its
 # own arguments, so `torchrun --nproc-per-node=N train.py` inside a learner needs no flags.
@@ -242,77 +240,6 @@ def learner_env(spec: JobPodsSpec, index: int) -> list[client.V1EnvVar]:
     return env
 
 
-def _volumes(spec: JobPodsSpec, index: int) -> tuple[list[client.V1Volume], list[client.V1VolumeMount]]:
-    shm_mib = max(SHM_MIN_MIB, spec.memory_mib // 2)
-    claim = spec.checkpoint_claim_of(index)
-    if claim:
-        checkpoint = client.V1Volume(
-            name="checkpoint",
-            persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(claim_name=claim),
-        )
-    elif spec.checkpoint_host_path:
-        checkpoint = client.V1Volume(
-            name="checkpoint",
-            host_path=client.V1HostPathVolumeSource(path=spec.checkpoint_host_path, type="DirectoryOrCreate"),
-        )
-    else:
-        checkpoint = client.V1Volume(name="checkpoint", empty_dir=client.V1EmptyDirVolumeSource())
-    volumes = [
-        client.V1Volume(name="scratch", empty_dir=client.V1EmptyDirVolumeSource()),
-        client.V1Volume(
-            name="dshm", empty_dir=client.V1EmptyDirVolumeSource(medium="Memory", size_limit=f"{shm_mib}Mi")
-        ),
-        checkpoint,
-    ]
-    if spec.artifacts is not None:
-        volumes.append(model_volume())
-    mounts = [
-        client.V1VolumeMount(name="scratch", mount_path=spec.scratch_dir),
-        client.V1VolumeMount(name="dshm", mount_path="/dev/shm"),  # noqa: S108 - the container's own shm
-        client.V1VolumeMount(
-            name="checkpoint", mount_path=spec.checkpoint_dir, sub_path=spec.checkpoint_sub_path
-        ),
-    ]
-    if spec.artifacts is not None:
-        mounts.append(model_mount(spec.artifacts))
-    for volume in spec.volumes:
-        volume_name = names.dns_label(f"vol-{volume.name}")
-        if volume.kind == "host":
-            source = client.V1Volume(
-                name=volume_name,
-                host_path=client.V1HostPathVolumeSource(path=volume.host_path or "", type="Directory"),
-            )
-        elif volume.kind == "pvc":
-            source = client.V1Volume(
-                name=volume_name,
-                persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
-                    claim_name=volume.claim_name or "", read_only=volume.read_only
-                ),
-            )
-        else:
-            source = client.V1Volume(name=volume_name, empty_dir=client.V1EmptyDirVolumeSource())
-        volumes.append(source)
-        mounts.append(
-            client.V1VolumeMount(name=volume_name, mount_path=volume.mount_path, read_only=volume.read_only)
-        )
-    if not any(m.mount_path.rstrip("/") == spec.result_dir.rstrip("/") for m in mounts):
-        # RESULT_DIR must be writable by the job's non-root user even when no volume is mounted there (an
-        # image's root filesystem is not); the launcher uploads what the learner leaves in it.
-        volumes.append(client.V1Volume(name="results", empty_dir=client.V1EmptyDirVolumeSource()))
-        mounts.append(client.V1VolumeMount(name="results", mount_path=spec.result_dir))
-    _check_unique([v.name for v in volumes], "volume name")
-    _check_unique([m.mount_path.rstrip("/") for m in mounts], "mount path")
-    return volumes, mounts
-
-
-def _check_unique(values: list[str], what: str) -> None:
-    seen: set[str] = set()
-    for value in values:
-        if value in seen:
-            raise ValueError(f"duplicate {what}: {value}")
-        seen.add(value)
-
-
 def _resources(spec: JobPodsSpec) -> client.V1ResourceRequirements:
     amounts = {"cpu": cpu_quantity(spec.cpu_millis), "memory": memory_quantity(spec.memory_mib)}
     if spec.gpus > 0:
@@ -397,46 +324,10 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
     if not 0 <= index < spec.learners:
         raise ValueError(f"learner index {index} out of range for {spec.learners} learners")
     pod_name = names.learner_pod_name(spec.job_id, spec.attempt, index)
-    volumes, mounts = _volumes(spec, index)
-    artifacts = spec.artifacts
-    init_containers = None
-    if artifacts is not None and artifacts.needs_fetch:
-        # The fetch container fills the S3 volumes the learner reads (read-only there): writable here.
-        s3_paths = {v.mount_path for v in spec.volumes if v.kind == "s3"}
-        fetch_mounts = [
-            client.V1VolumeMount(name=m.name, mount_path=m.mount_path, read_only=False)
-            if m.mount_path in s3_paths
-            else m
-            for m in mounts
-        ]
-        init_containers = [make_fetch_container(spec, fetch_mounts, _security_context(spec))]
-    container = client.V1Container(
-        name=CONTAINER_NAME,
-        image=spec.image,
-        command=learner_command(spec),
-        working_dir=artifacts.model_dir if artifacts is not None and artifacts.code_url else None,
-        env=learner_env(spec, index),
-        resources=_resources(spec),
-        ports=[
-            client.V1ContainerPort(name=RENDEZVOUS_PORT_NAME, container_port=spec.master_port, protocol="TCP")
-        ],
-        volume_mounts=mounts,
-        security_context=_security_context(spec),
-    )
-    tolerations = [
-        client.V1Toleration(
-            key=t.key or None,
-            operator=t.operator,
-            value=t.value or None,
-            effect=t.effect or None,
-            toleration_seconds=t.toleration_seconds,
-        )
-        for t in learner_tolerations(
-            gpus=spec.gpus,
-            gpu_tolerations=spec.gpu_tolerations,
-            node_lost_seconds=spec.node_lost_toleration_seconds,
-        )
-    ]
+    volumes, mounts = learner_volumes(spec, index)
+    init_containers = _init_containers(spec, mounts)
+    container = _learner_container(spec, index, mounts)
+    tolerations = _tolerations(spec)
     return client.V1Pod(
         api_version="v1",
         kind="Pod",
@@ -452,17 +343,70 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
             active_deadline_seconds=spec.max_runtime_seconds,
             affinity=_node_affinity(spec, index),
             tolerations=tolerations or None,
-            security_context=client.V1PodSecurityContext(
-                run_as_non_root=True,
-                run_as_user=spec.run_as_user,
-                run_as_group=spec.run_as_user,
-                fs_group=spec.run_as_user,
-                seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
-            ),
+            security_context=_pod_security_context(spec),
             init_containers=init_containers,
             containers=[container],
             volumes=volumes,
         ),
+    )
+
+
+def _learner_container(
+    spec: JobPodsSpec, index: int, mounts: list[client.V1VolumeMount]
+) -> client.V1Container:
+    """The learner itself: the user's image and command (wrapped by the launcher with artifacts), the
+    platform's env, guaranteed resources and the rendezvous port; it runs in the code folder when there is code."""
+    artifacts = spec.artifacts
+    return client.V1Container(
+        name=CONTAINER_NAME,
+        image=spec.image,
+        command=learner_command(spec),
+        working_dir=artifacts.model_dir if artifacts is not None and artifacts.code_url else None,
+        env=learner_env(spec, index),
+        resources=_resources(spec),
+        ports=[
+            client.V1ContainerPort(name=RENDEZVOUS_PORT_NAME, container_port=spec.master_port, protocol="TCP")
+        ],
+        volume_mounts=mounts,
+        security_context=_security_context(spec),
+    )
+
+
+def _init_containers(
+    spec: JobPodsSpec, mounts: list[client.V1VolumeMount]
+) -> list[client.V1Container] | None:
+    """The `fetch` init container when there is code or S3 data to fetch, else None (no init containers)."""
+    if spec.artifacts is None or not spec.artifacts.needs_fetch:
+        return None
+    return [make_fetch_container(spec, fetch_mounts(spec, mounts), _security_context(spec))]
+
+
+def _tolerations(spec: JobPodsSpec) -> list[client.V1Toleration]:
+    """The learner's tolerations (GPU taints when it has GPUs, how long it outlives a lost node), as API objects."""
+    return [
+        client.V1Toleration(
+            key=t.key or None,
+            operator=t.operator,
+            value=t.value or None,
+            effect=t.effect or None,
+            toleration_seconds=t.toleration_seconds,
+        )
+        for t in learner_tolerations(
+            gpus=spec.gpus,
+            gpu_tolerations=spec.gpu_tolerations,
+            node_lost_seconds=spec.node_lost_toleration_seconds,
+        )
+    ]
+
+
+def _pod_security_context(spec: JobPodsSpec) -> client.V1PodSecurityContext:
+    """The pod's non-root identity (user, group and volume group all `run_as_user`) under the default seccomp."""
+    return client.V1PodSecurityContext(
+        run_as_non_root=True,
+        run_as_user=spec.run_as_user,
+        run_as_group=spec.run_as_user,
+        fs_group=spec.run_as_user,
+        seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
     )
 
 
