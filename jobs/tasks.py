@@ -17,7 +17,7 @@ from jobs import cluster
 from jobs.cluster import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
 from jobs.core import reconcile as repair
 from jobs.core.choices import Reason
-from jobs.core.states import ACTIVE, JobStatus
+from jobs.core.states import ACTIVE, STOPPING, JobStatus
 from jobs.models import Job
 from jobs.scheduling import CycleResult, run_cycle
 from jobs.services.lifecycle import (
@@ -112,14 +112,15 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
 def teardown(job_id: str, attempt: int) -> int:
     """Delete an attempt's pods and services once the job no longer needs them.
 
-    A cancelling job whose attempt has no pod at all (cancelled before its launch created any) is
-    cancelled here; otherwise the watch loop does it when the last pod is gone.
+    A stopping (cancelling or halting) job whose attempt has no pod at all (stopped before its launch
+    created any) is cancelled or halted here; otherwise the watch loop does it when the last pod is gone.
+    The job's checkpoint claims are not touched: they go only with the job (`job_delete`).
     """
     job = Job.objects.select_related("tenant").get(pk=job_id)
-    if job.attempt == attempt and job.status in ACTIVE and job.status != JobStatus.CANCELLING:
+    if job.attempt == attempt and job.status in ACTIVE and job.status not in STOPPING:
         return 0
     deleted = cluster.teardown(job, attempt)
-    if job.attempt == attempt and job.status == JobStatus.CANCELLING and not cluster.job_pods(job):
+    if job.attempt == attempt and job.status in STOPPING and not cluster.job_pods(job):
         job_pods_gone(job_id=job.pk, attempt=attempt)
     return deleted
 
@@ -129,9 +130,9 @@ def reconcile() -> dict[str, int]:
     """Repair drift between the database and the cluster (the watch loop is the fast path; this is the net).
 
     Pods stranded on a dead node past their grace period are force-deleted; pods no admitted attempt owns
-    are deleted (also those whose job row is gone or that carry no job label); a cancelling job whose pods
-    are still there is torn down again (a launch may have raced its teardown), one with no pods left is
-    cancelled; a starting job whose pods never all appeared (a launch
+    are deleted (also those whose job row is gone or that carry no job label); a cancelling or halting job
+    whose pods are still there is torn down again (a launch may have raced its teardown), one with no pods
+    left is cancelled or halted; a starting job whose pods never all appeared (a launch
     that died half-way) is launched again; a running job whose pods vanished is requeued; a starting job
     whose unscheduled learner is bound to a node that no longer exists, or one stuck pending past
     PENDING_TIMEOUT_SECONDS, goes back to the queue without using up a retry; a job whose pod
@@ -149,6 +150,7 @@ def reconcile() -> dict[str, int]:
         "relaunched": 0,
         "requeued": 0,
         "cancelled": 0,
+        "halted": 0,
         "deadline": 0,
     }
     views = [
@@ -220,8 +222,8 @@ def _carry_out(decision: repair.Decision, job: Job, counts: dict[str, int]) -> N
     elif decision.action == "launch":
         launch.delay(job.pk, job.attempt)
         counts["relaunched"] += 1
-    elif decision.action == "cancelled":
-        counts["cancelled"] += job_pods_gone(job_id=job.pk, attempt=job.attempt) is not None
+    elif decision.action in ("cancelled", "halted"):
+        counts[decision.action] += job_pods_gone(job_id=job.pk, attempt=job.attempt) is not None
 
 
 def _remove_leftovers() -> int:

@@ -23,7 +23,7 @@ from jobs import cluster as jobs_cluster
 from jobs.cluster import Cluster, LogCursor, LogFollower, LogRecord, PodReflector
 from jobs.core.choices import Reason, VerdictState
 from jobs.core.podstate import Verdict, judge, view_from_pod
-from jobs.core.states import ACTIVE, JobStatus
+from jobs.core.states import ACTIVE, STOPPING, JobStatus
 from jobs.models import Job, Learner, LogLine
 from jobs.services.lifecycle import (
     job_apply_verdict,
@@ -130,7 +130,7 @@ class Watcher:
                 learner_node_unready(job_id=job_id, attempt=attempt, view=view)
             if self.follow_logs and view.phase in ("Running", "Succeeded", "Failed"):
                 self._ensure_follower(job, index, pod["metadata"]["name"])
-        if job.status == JobStatus.CANCELLING and not views:
+        if job.status in STOPPING and not views:
             job_pods_gone(job_id=job_id, attempt=attempt)
             return
         # Every learner of a running job has had its pod; a starting one may still be being launched.

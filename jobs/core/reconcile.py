@@ -5,14 +5,14 @@ the node names when a decision needs them) and carries the decisions out.
 For each active job (its current attempt), in this order:
 
 * a learner ran past its `activeDeadlineSeconds` (clusters whose kubelet does not enforce it) and the job is
-  not being cancelled: fail it, DeadlineExceeded;
-* its pods exist and it is cancelling: tear down again (a launch may have raced the first teardown);
+  not stopping (cancelling or halting): fail it, DeadlineExceeded;
+* its pods exist and it is stopping: tear down again (a launch may have raced the first teardown);
 * starting past LAUNCH_GRACE_SECONDS with an unscheduled learner bound to a node that is gone: requeue,
   NodeGone (no retry used);
 * starting past PENDING_TIMEOUT_SECONDS: requeue, PendingTimeout (no retry used; fails at the limit);
 * starting past the grace with fewer pods than learners (a launch that died half-way): launch again;
-* no pods and cancelling: it is cancelled; no pods and starting past the grace: launch again; no pods and
-  running: requeue, PodLost.
+* no pods and cancelling: it is cancelled; no pods and halting: it is halted; no pods and starting past the
+  grace: launch again; no pods and running: requeue, PodLost.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from jobs.core.choices import JobStatus, Reason
+from jobs.core.states import STOPPING
 
 Key = tuple[str, int]  # (job id, attempt)
-Action = Literal["deadline", "teardown", "requeue", "launch", "cancelled"]
+Action = Literal["deadline", "teardown", "requeue", "launch", "cancelled", "halted"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class ActiveJob:
 
     id: str
     attempt: int
-    status: str  # JobStatus.STARTING, RUNNING or CANCELLING
+    status: str  # JobStatus.STARTING, RUNNING, CANCELLING or HALTING
     learners: int
     admitted_seconds_ago: float
     placements: Sequence[str] = ()
@@ -116,13 +117,14 @@ def _decide_one(
     job: ActiveJob, facts: PodFacts | None, clocks: Clocks, nodes: Collection[str] | None
 ) -> Decision | None:
     starting, age = job.status == JobStatus.STARTING, job.admitted_seconds_ago
-    if facts is not None and facts.overdue is not None and job.status != JobStatus.CANCELLING:
+    stopping = job.status in STOPPING
+    if facts is not None and facts.overdue is not None and not stopping:
         return Decision(job, "deadline", Reason.DEADLINE_EXCEEDED, learner=facts.overdue)
     if facts is not None:
         gone = None
         if starting and age > clocks.launch_grace and facts.unbound:
             gone = chosen_node_gone(job, facts.unbound, nodes or ())
-        if job.status == JobStatus.CANCELLING:
+        if stopping:
             return Decision(job, "teardown")
         if gone is not None:
             return Decision(job, "requeue", Reason.NODE_GONE, gone)
@@ -133,6 +135,8 @@ def _decide_one(
         return None
     if job.status == JobStatus.CANCELLING:
         return Decision(job, "cancelled")
+    if job.status == JobStatus.HALTING:
+        return Decision(job, "halted")
     if starting and age > clocks.launch_grace:
         return Decision(job, "launch")
     if job.status == JobStatus.RUNNING:

@@ -8,17 +8,23 @@ S = JobStatus
 
 WAITING: frozenset[str] = frozenset({S.QUEUED, S.REQUEUED})
 """Waiting for admission; holds no cluster resources."""
-ACTIVE: frozenset[str] = frozenset({S.STARTING, S.RUNNING, S.CANCELLING})
+ACTIVE: frozenset[str] = frozenset({S.STARTING, S.RUNNING, S.CANCELLING, S.HALTING})
 """Admitted and holding cluster resources (counted against the tenant's quota)."""
+STOPPING: frozenset[str] = frozenset({S.CANCELLING, S.HALTING})
+"""Admitted, with its pods told to stop: it ends (cancelled, halted) once they are gone, whatever they say."""
 TERMINAL: frozenset[str] = frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED})
 """Final: nothing moves a job out of these."""
+# HALTED is in none of the groups: stopped by a person, holding no resources (its checkpoint claims stay),
+# waiting for nothing but `job_resume`, which sends it back to the queue.
 
 TRANSITIONS: dict[str, frozenset[str]] = {
-    S.QUEUED: frozenset({S.STARTING, S.CANCELLED, S.FAILED}),
-    S.REQUEUED: frozenset({S.STARTING, S.CANCELLED, S.FAILED}),
-    S.STARTING: frozenset({S.RUNNING, S.SUCCEEDED, S.FAILED, S.REQUEUED, S.CANCELLING}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.REQUEUED, S.CANCELLING}),
+    S.QUEUED: frozenset({S.STARTING, S.CANCELLED, S.FAILED, S.HALTED}),
+    S.REQUEUED: frozenset({S.STARTING, S.CANCELLED, S.FAILED, S.HALTED}),
+    S.STARTING: frozenset({S.RUNNING, S.SUCCEEDED, S.FAILED, S.REQUEUED, S.CANCELLING, S.HALTING}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.REQUEUED, S.CANCELLING, S.HALTING}),
     S.CANCELLING: frozenset({S.CANCELLED, S.SUCCEEDED, S.FAILED}),
+    S.HALTING: frozenset({S.HALTED, S.CANCELLING}),
+    S.HALTED: frozenset({S.REQUEUED, S.CANCELLED}),
     S.SUCCEEDED: frozenset(),
     S.FAILED: frozenset(),
     S.CANCELLED: frozenset(),

@@ -1,8 +1,8 @@
 """The write layer of the jobs app: every write to Job, JobEvent and Learner happens in these modules,
-split by topic as Zulip splits its actions. `submit` (validation and the write), `control` (cancel, retry,
-requeue, delete), `lifecycle` (admission, launch outcomes, pod verdicts, requeues, reconcile's repairs),
-`logs` (log lines and their metrics), `results` (what learners report when they end), `tuning` (the tuner's
-decisions). Everything else reads (selectors) or calls these.
+split by topic as Zulip splits its actions. `submit` (validation and the write), `control` (cancel, halt,
+resume, retry, requeue, delete), `lifecycle` (admission, launch outcomes, pod verdicts, requeues,
+reconcile's repairs), `logs` (log lines and their metrics), `results` (what learners report when they
+end), `tuning` (the tuner's decisions). Everything else reads (selectors) or calls these.
 
 Entry points (what pages, the API, the admin, tasks, the watcher and commands call) are `@durable_service`:
 each call is one durable transaction, so a caller that wraps one in a transaction of its own fails with
@@ -15,7 +15,15 @@ helpers that need their caller's transaction (`transition`, `job_requeue_or_fail
 The names below are the ones the pages, API, CLI commands and tasks use.
 """
 
-from jobs.services.control import job_cancel, job_delete, job_requeue, job_retry, job_transition
+from jobs.services.control import (
+    job_cancel,
+    job_delete,
+    job_halt,
+    job_requeue,
+    job_resume,
+    job_retry,
+    job_transition,
+)
 from jobs.services.submit import (
     JobRejected,
     PermissionDenied,
@@ -31,7 +39,9 @@ __all__ = [
     "gpu_type_problem",
     "job_cancel",
     "job_delete",
+    "job_halt",
     "job_requeue",
+    "job_resume",
     "job_retry",
     "job_submit",
     "job_transition",

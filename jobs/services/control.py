@@ -1,9 +1,10 @@
-"""What users do to a job once it exists: cancel, retry, requeue, delete, and the checked state change."""
+"""What users do to a job once it exists: cancel, halt, resume, retry, requeue, delete, and the checked state
+change."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -13,7 +14,7 @@ from jobs import cluster
 from jobs.artifacts.storage import artifacts_delete
 from jobs.cluster import ClusterError
 from jobs.core.choices import EventKind, Reason
-from jobs.core.states import TERMINAL, WAITING, JobStatus
+from jobs.core.states import TERMINAL, TRANSITIONS, WAITING, JobStatus
 from jobs.models import Job, JobEvent, ResultFile
 from jobs.services.lifecycle import enqueue, job_requeue_or_fail, transition
 from jobs.services.submit import JobRejected, PermissionDenied, job_submit
@@ -37,7 +38,8 @@ def job_transition(
 
 @durable_service
 def job_cancel(*, job: Job, user: User) -> Job:
-    """Cancel a job: a waiting one ends at once; an admitted one goes to `cancelling` until its pods are gone.
+    """Cancel a job: a waiting or halted one ends at once; an admitted one goes to `cancelling` until its pods
+    are gone.
 
     Owners of the tenant may cancel any job, members only their own, viewers none.
     """
@@ -48,7 +50,8 @@ def job_cancel(*, job: Job, user: User) -> Job:
         raise JobRejected({"": [f"job {job.pk} has already finished ({current.status})"]}, status=409)
     if current.status == JobStatus.CANCELLING:
         return current
-    target = JobStatus.CANCELLED if current.status in WAITING else JobStatus.CANCELLING
+    idle = current.status in WAITING or current.status == JobStatus.HALTED
+    target = JobStatus.CANCELLED if idle else JobStatus.CANCELLING
     if target == JobStatus.CANCELLING:
         enqueue("jobs.tasks.teardown", current.pk, current.attempt)
     return job_transition.nested(
@@ -58,6 +61,58 @@ def job_cancel(*, job: Job, user: User) -> Job:
         message=f"cancelled by {user.get_username()}",
         actor=user,
     )
+
+
+@durable_service
+def job_halt(*, job: Job, user: User) -> Job:
+    """Stop a job gracefully, to resume it later from its checkpoint: a waiting one is halted at once; an
+    admitted one goes to `halting` while its attempt's pods, Services and Secrets are torn down (the pods
+    get SIGTERM and their grace period to save), and is halted once they are gone, its quota free again.
+    The checkpoint claims stay. Halting a halting or halted job changes nothing; a finished or cancelling
+    one is refused with 409. The same people may halt a job as may cancel it.
+    """
+    if not can_manage_owned(user, job):
+        raise PermissionDenied("you may not halt this job")
+    current = Job.objects.select_for_update().get(pk=job.pk)
+    if current.status in (JobStatus.HALTING, JobStatus.HALTED):
+        return current
+    target = JobStatus.HALTED if current.status in WAITING else JobStatus.HALTING
+    if target not in TRANSITIONS[current.status]:
+        _refuse(current, "only a queued, starting or running job can be halted")
+    if target == JobStatus.HALTING:
+        enqueue("jobs.tasks.teardown", current.pk, current.attempt)
+    return job_transition.nested(
+        job_id=job.pk,
+        to=target,
+        reason=Reason.HALTED_BY_USER,
+        message=f"halted by {user.get_username()}",
+        actor=user,
+    )
+
+
+@durable_service
+def job_resume(*, job: Job, user: User) -> Job:
+    """Send a halted job back to the queue: its next attempt starts from the checkpoint in CHECKPOINT_DIR,
+    as after a requeue for a node fault, and uses up no retry. Only a halted job can be resumed (409)."""
+    if not can_manage_owned(user, job):
+        raise PermissionDenied("you may not resume this job")
+    current = Job.objects.select_for_update().get(pk=job.pk)
+    if current.status != JobStatus.HALTED:
+        _refuse(current, "only a halted job can be resumed")
+    return job_transition.nested(
+        job_id=job.pk,
+        to=JobStatus.REQUEUED,
+        reason=Reason.RESUMED,
+        message=f"resumed by {user.get_username()}",
+        data={"counts": False},
+        actor=user,
+    )
+
+
+def _refuse(job: Job, rule: str) -> NoReturn:
+    """Refuse a move the job's state does not allow: 409, with the rule and where the job is."""
+    final = " (a final state)" if job.status in TERMINAL else ""
+    raise JobRejected({"": [f"{rule}; job {job.pk} is {job.status}{final}"]}, status=409)
 
 
 @durable_service

@@ -20,7 +20,7 @@ from common.transactions import durable_service
 from jobs.core.admission import Pending
 from jobs.core.choices import EventKind, Reason, VerdictState
 from jobs.core.podstate import IMAGE_PULL_REASONS, LearnerView, Verdict
-from jobs.core.states import ACTIVE, TERMINAL, WAITING, JobStatus
+from jobs.core.states import ACTIVE, STOPPING, TERMINAL, WAITING, JobStatus
 from jobs.models import Job, JobEvent, Learner
 from jobs.streams import job_group, send_after_commit, tenant_group
 
@@ -73,7 +73,7 @@ def transition(
     state = {"kind": "status", "job": job.pk, "status": to, "reason": reason, "message": message}
     send_after_commit(job_group(job.pk), state)
     send_after_commit(tenant_group(job.tenant.slug), state)
-    if to in TERMINAL or to == JobStatus.REQUEUED:
+    if to in TERMINAL or to in (JobStatus.REQUEUED, JobStatus.HALTED):
         enqueue("jobs.tasks.schedule")
     return job
 
@@ -158,9 +158,14 @@ def job_requeue_or_fail(
 def job_apply_verdict(
     *, job_id: str, attempt: int, verdict: Verdict, log_tail: Sequence[str] = ()
 ) -> Job | None:
-    """Move a job where its pods say it is; ignores verdicts about an older attempt or a final job."""
+    """Move a job where its pods say it is; ignores verdicts about an older attempt or a final job.
+
+    A halting job ignores them all: its pods were told to stop, and how they exit (0 after a last save, or
+    143 on SIGTERM) does not say whether training finished; it is halted once they are gone, and a job that
+    did finish meanwhile ends at once when resumed from its last checkpoint.
+    """
     job = _locked(job_id)
-    if job.attempt != attempt or job.status not in ACTIVE:
+    if job.attempt != attempt or job.status not in ACTIVE or job.status == JobStatus.HALTING:
         return None
     status = job.status
     if verdict.state == VerdictState.RUNNING and status == JobStatus.STARTING:
@@ -213,11 +218,15 @@ def _note_pod_reason(job: Job, verdict: Verdict) -> Job:
 
 @durable_service
 def job_pods_gone(*, job_id: str, attempt: int) -> Job | None:
-    """A cancelling job whose pods are all gone is cancelled."""
+    """A stopping job whose pods are all gone ends: a cancelling one is cancelled, a halting one halted (its
+    quota is free again; its checkpoint claims stay for `job_resume`)."""
     job = _locked(job_id)
-    if job.attempt == attempt and job.status == JobStatus.CANCELLING:
-        return transition(job, JobStatus.CANCELLED, reason=Reason.CANCELLED, message="all pods stopped")
-    return None
+    if job.attempt != attempt or job.status not in STOPPING:
+        return None
+    if job.status == JobStatus.HALTING:
+        message = "all pods stopped; resume it to go on from its checkpoint"
+        return transition(job, JobStatus.HALTED, reason=Reason.HALTED, message=message)
+    return transition(job, JobStatus.CANCELLED, reason=Reason.CANCELLED, message="all pods stopped")
 
 
 @durable_service

@@ -66,3 +66,13 @@ def test_node_names_are_asked_for_only_when_a_decision_needs_them() -> None:
     active = job(age=60)
     assert not needs_nodes([active], {active.key: PodFacts(learners=frozenset({0}))}, CLOCKS)
     assert not needs_nodes([job(age=5)], {job(age=5).key: PodFacts(unbound=(0,))}, CLOCKS)
+
+
+def test_a_halting_job_is_torn_down_again_while_its_pods_exist_and_halted_once_they_are_gone() -> None:
+    overdue = PodFacts(learners=frozenset({0}), overdue=0)
+    assert one(job("halting", age=900), overdue) == Decision(job("halting", age=900), "teardown")
+    assert one(job("halting", age=900), PodFacts(learners=frozenset({0}), unbound=(0,))) == Decision(
+        job("halting", age=900), "teardown"
+    ), "stopping, not stuck pending"
+    decision = one(job("halting"), None)
+    assert decision is not None and decision.action == "halted"
