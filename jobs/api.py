@@ -40,7 +40,7 @@ from jobs.serializers import (
     LogLineSerializer,
     MetricSampleSerializer,
 )
-from jobs.services import job_cancel, job_delete, job_retry, job_submit
+from jobs.services import job_cancel, job_delete, job_halt, job_resume, job_retry, job_submit
 from jobs.telemetry import telemetry_list
 from tenants.models import Tenant
 from tenants.scoping import Perm, tenants_for
@@ -288,6 +288,33 @@ class JobCancelView(ApiView):
     )
     def post(self, request: Request, job_id: str) -> Response:
         job = job_cancel(job=_job(request, job_id), user=api_user(request))
+        return Response(JobDetailSerializer(job).data)
+
+
+class JobHaltView(ApiView):
+    @extend_schema(
+        parameters=[JOB_ID],
+        request=None,
+        responses={200: JobDetailSerializer, **errors(401, 403, 404, 409, 429)},
+        description=(
+            "Stop a job gracefully, to resume it later from its checkpoint: a queued job is halted at once, "
+            "a running one is `halting` until its pods are gone (its checkpoint is kept, its quota freed)."
+        ),
+    )
+    def post(self, request: Request, job_id: str) -> Response:
+        job = job_halt(job=_job(request, job_id), user=api_user(request))
+        return Response(JobDetailSerializer(job).data)
+
+
+class JobResumeView(ApiView):
+    @extend_schema(
+        parameters=[JOB_ID],
+        request=None,
+        responses={200: JobDetailSerializer, **errors(401, 403, 404, 409, 429)},
+        description="Send a halted job back to the queue; it goes on from its checkpoint, using no retry.",
+    )
+    def post(self, request: Request, job_id: str) -> Response:
+        job = job_resume(job=_job(request, job_id), user=api_user(request))
         return Response(JobDetailSerializer(job).data)
 
 

@@ -172,7 +172,7 @@ def test_other_tenants_job_is_404_on_every_read(suffix: str) -> None:
     assert hidden.json() == missing.json() == {"detail": "no such job", "errors": {}}
 
 
-@pytest.mark.parametrize("action", ["cancel", "retry"])
+@pytest.mark.parametrize("action", ["cancel", "retry", "halt", "resume"])
 def test_other_tenants_job_is_404_on_actions(action: str) -> None:
     mine, other = make_tenant(), make_tenant()
     job = job_submit(tenant=other, user=member(other), document=SPEC)
@@ -201,6 +201,32 @@ def test_viewer_cannot_cancel_but_the_owner_can() -> None:
     response = api(owner).post(f"/api/v1/jobs/{job.pk}/cancel/")
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     assert api(owner).post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 409
+
+
+def test_halt_and_resume_a_queued_job_with_403_for_viewers_and_409_for_illegal_moves() -> None:
+    tenant = make_tenant()
+    user = member(tenant)
+    job = job_submit(tenant=tenant, user=user, document=SPEC)
+    viewer = api(member(tenant, "viewer"))
+    assert viewer.post(f"/api/v1/jobs/{job.pk}/halt/").status_code == 403
+    refused = api(user).post(f"/api/v1/jobs/{job.pk}/resume/")
+    assert refused.status_code == 409
+    assert refused.json()["detail"] == f"only a halted job can be resumed; job {job.pk} is queued"
+
+    response = api(user).post(f"/api/v1/jobs/{job.pk}/halt/")
+    assert response.status_code == 200 and response.json()["status"] == "halted"
+    assert response.json()["reason"] == "HaltedByUser"
+    assert viewer.post(f"/api/v1/jobs/{job.pk}/resume/").status_code == 403
+    response = api(user).post(f"/api/v1/jobs/{job.pk}/resume/")
+    assert response.status_code == 200 and response.json()["status"] == "requeued"
+    assert response.json()["reason"] == "Resumed"
+    events = api(user).get(f"/api/v1/jobs/{job.pk}/events/").json()
+    moves = [(e["from_status"], e["to_status"], e["reason"]) for e in events if e["kind"] == "transition"]
+    assert moves == [("queued", "halted", "HaltedByUser"), ("halted", "requeued", "Resumed")]
+
+    api(user).post(f"/api/v1/jobs/{job.pk}/cancel/")
+    finished = api(user).post(f"/api/v1/jobs/{job.pk}/halt/")
+    assert finished.status_code == 409 and "cancelled (a final state)" in finished.json()["detail"]
 
 
 def test_retry_resubmits_a_finished_job_as_a_new_one() -> None:

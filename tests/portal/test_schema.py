@@ -29,6 +29,8 @@ API_ROUTES = {
     "/api/v1/jobs/{job_id}/",
     "/api/v1/jobs/{job_id}/cancel/",
     "/api/v1/jobs/{job_id}/retry/",
+    "/api/v1/jobs/{job_id}/halt/",
+    "/api/v1/jobs/{job_id}/resume/",
     "/api/v1/jobs/{job_id}/events/",
     "/api/v1/jobs/{job_id}/logs/",
     "/api/v1/jobs/{job_id}/metrics/",
