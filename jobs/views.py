@@ -1,5 +1,5 @@
 """The job pages: the jobs list, the submit editor (with dry run), a job's page with its live parts, the
-cancel and retry buttons, and the log download. Thin views over the scoping helper, the selectors and the
+cancel, halt, resume and retry buttons, and the log download. Thin views over the scoping helper, the selectors and the
 services; another tenant's job answers 404 exactly like one that does not exist."""
 
 from __future__ import annotations
@@ -22,12 +22,21 @@ from django.views.decorators.vary import vary_on_headers
 from jobs import cluster
 from jobs.cluster import ClusterError, NodeInfo
 from jobs.core.choices import EventKind
+from jobs.core.states import TRANSITIONS, JobStatus
 from jobs.filters import JobPageFilter
 from jobs.forms import SubmitForm, spec_templates
 from jobs.models import Job
 from jobs.scheduling import job_dry_run
 from jobs.selectors import job_events, job_get, job_list, job_logs, job_results
-from jobs.services import JobRejected, PermissionDenied, job_cancel, job_retry, job_submit
+from jobs.services import (
+    JobRejected,
+    PermissionDenied,
+    job_cancel,
+    job_halt,
+    job_resume,
+    job_retry,
+    job_submit,
+)
 from tenants.pages import current_tenant, forbidden, page_user, render_page
 from tenants.scoping import Perm, can_manage_owned, tenants_for
 
@@ -162,6 +171,9 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         | {
             "learner_indexes": indexes,
             "can_manage": can_manage_owned(request.user, job),
+            "halt_states": [
+                s for s, moves in TRANSITIONS.items() if moves & {JobStatus.HALTING, JobStatus.HALTED}
+            ],
             "live": live,
             "tuning_events": job_events(job=job).filter(kind=EventKind.TUNING),
         },
@@ -186,8 +198,9 @@ def job_parts(request: HttpRequest, job_id: str) -> HttpResponse:
 def _job_action(request: HttpRequest, job_id: str, action: str) -> HttpResponse:
     job = _job_or_404(request, job_id)
     try:
-        if action == "cancel":
-            job = job_cancel(job=job, user=page_user(request))
+        if action in ("cancel", "halt", "resume"):
+            service = {"cancel": job_cancel, "halt": job_halt, "resume": job_resume}[action]
+            job = service(job=job, user=page_user(request))
             messages.success(request, f"Job {job.pk} is {job.status}.")
         else:
             job = job_retry(job=job, user=page_user(request))
@@ -204,6 +217,20 @@ def _job_action(request: HttpRequest, job_id: str, action: str) -> HttpResponse:
 def job_cancel_view(request: HttpRequest, job_id: str) -> HttpResponse:
     """Cancel a job (the service checks the permission again; 403 page otherwise)."""
     return _job_action(request, job_id, "cancel")
+
+
+@require_POST
+@login_required
+def job_halt_view(request: HttpRequest, job_id: str) -> HttpResponse:
+    """Halt a job to resume it later from its checkpoint (the service checks the permission again)."""
+    return _job_action(request, job_id, "halt")
+
+
+@require_POST
+@login_required
+def job_resume_view(request: HttpRequest, job_id: str) -> HttpResponse:
+    """Send a halted job back to the queue (the service checks the permission again)."""
+    return _job_action(request, job_id, "resume")
 
 
 @require_POST

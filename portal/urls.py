@@ -24,6 +24,8 @@ urlpatterns = [
     path("jobs/<str:job_id>/parts/", job_views.job_parts, name="job-parts"),
     path("jobs/<str:job_id>/cancel/", job_views.job_cancel_view, name="job-cancel"),
     path("jobs/<str:job_id>/retry/", job_views.job_retry_view, name="job-retry"),
+    path("jobs/<str:job_id>/halt/", job_views.job_halt_view, name="job-halt"),
+    path("jobs/<str:job_id>/resume/", job_views.job_resume_view, name="job-resume"),
     path("jobs/<str:job_id>/log.txt", job_views.job_log_download, name="job-log"),
     path("tenants/<slug:slug>/", views.tenant_page, name="tenant"),
     path("admin/", admin.site.urls),

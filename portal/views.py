@@ -21,10 +21,10 @@ GPU_HOURS_DAYS = 14
 @require_GET
 @login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
-    """My running and queued jobs, the current tenant's usage against its quota, the cluster's free room."""
+    """My running, queued and halted jobs, the current tenant's usage against its quota, the cluster's free room."""
     tenant = current_tenant(request)
     mine = job_list(user=request.user, tenant=tenant, owner=page_user(request)).filter(
-        status__in=ACTIVE | WAITING
+        status__in=ACTIVE | WAITING | {JobStatus.HALTED}
     )
     nodes, cluster_error = cluster_nodes()
     return render_page(

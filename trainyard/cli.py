@@ -35,7 +35,18 @@ from trainyard.output import (
     tokens_table,
 )
 
-STATES = ("queued", "starting", "running", "cancelling", "requeued", "succeeded", "failed", "cancelled")
+STATES = (
+    "queued",
+    "starting",
+    "running",
+    "cancelling",
+    "halting",
+    "halted",
+    "requeued",
+    "succeeded",
+    "failed",
+    "cancelled",
+)
 POLL_SECONDS = 1.0
 """How often `logs -f` and `submit --follow` ask for new lines when they poll REST (no WebSocket)."""
 
@@ -74,7 +85,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-jobs_app = typer.Typer(help="List, inspect, cancel and retry jobs.", no_args_is_help=True)
+jobs_app = typer.Typer(help="List, inspect, cancel, halt, resume and retry jobs.", no_args_is_help=True)
 app.add_typer(jobs_app, name="jobs")
 tokens_app = typer.Typer(help="Your API tokens.", no_args_is_help=True)
 app.add_typer(tokens_app, name="tokens")
@@ -294,6 +305,18 @@ def cancel(ctx: typer.Context, job_id: JobArg) -> None:
     typer.echo(f"job {job['id']}: {job['status']}")
 
 
+def halt(ctx: typer.Context, job_id: JobArg) -> None:
+    """Halt a job, to resume it later from its checkpoint (a running one is halted once its pods are gone)."""
+    job = client(ctx).halt(job_id)
+    typer.echo(f"job {job['id']}: {job['status']}")
+
+
+def resume(ctx: typer.Context, job_id: JobArg) -> None:
+    """Send a halted job back to the queue; it goes on from its checkpoint."""
+    job = client(ctx).resume(job_id)
+    typer.echo(f"job {job['id']}: {job['status']}")
+
+
 def retry(ctx: typer.Context, job_id: JobArg) -> None:
     """Submit a finished job again, as a new job."""
     job = client(ctx).retry(job_id)
@@ -309,12 +332,14 @@ def delete(ctx: typer.Context, job_id: JobArg) -> None:
 
 jobs_app.command("delete")(delete)
 
-# `trainyard jobs list|show|events|cancel|retry`, and the same at the top level (hidden), as before.
+# `trainyard jobs list|show|events|cancel|halt|resume|retry`, and the same at the top level (hidden), as before.
 for _name, _command in (
     ("list", list_jobs),
     ("show", show),
     ("events", events),
     ("cancel", cancel),
+    ("halt", halt),
+    ("resume", resume),
     ("retry", retry),
 ):
     jobs_app.command(_name)(_command)

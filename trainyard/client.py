@@ -247,6 +247,14 @@ class Client:
         """Cancel a job (a waiting one at once, a running one once its pods are gone)."""
         return cast(dict[str, Any], self.request("POST", f"jobs/{job_id}/cancel/"))
 
+    def halt(self, job_id: str) -> dict[str, Any]:
+        """Halt a job (a waiting one at once, a running one once its pods are gone); resume it later."""
+        return cast(dict[str, Any], self.request("POST", f"jobs/{job_id}/halt/"))
+
+    def resume(self, job_id: str) -> dict[str, Any]:
+        """Send a halted job back to the queue, to go on from its checkpoint."""
+        return cast(dict[str, Any], self.request("POST", f"jobs/{job_id}/resume/"))
+
     def delete(self, job_id: str) -> None:
         """Delete a finished job with its logs, metrics, result files and checkpoints."""
         self.request("DELETE", f"jobs/{job_id}/")

@@ -290,6 +290,7 @@ async function loadMetrics() {
 
 const badge = document.querySelector("#job-status [data-status]");
 const reasonBox = document.getElementById("job-reason");
+// Halted is not final (a resume may follow from anywhere), so the page goes on listening to a halted job.
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 let shownStatus = badge ? badge.textContent.trim().toLowerCase() : "";
 

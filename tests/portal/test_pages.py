@@ -146,6 +146,27 @@ def test_member_cancels_own_job_but_not_a_colleagues(signed_in: Client, team: Te
     assert signed_in.post(f"/jobs/{theirs.pk}/cancel/").status_code == 403
 
 
+def test_member_halts_and_resumes_own_job_from_its_page_and_a_viewer_gets_403(
+    signed_in: Client, team: Tenant, alice: User
+) -> None:
+    job = make_job(team, alice)
+    page = _html(signed_in.get(f"/jobs/{job.pk}/"))
+    assert 'data-action="halt"' in page and 'data-action="resume"' not in page
+    response = signed_in.post(f"/jobs/{job.pk}/halt/", follow=True)
+    assert f"Job {job.pk} is halted." in _html(response)
+    page = _html(signed_in.get(f"/jobs/{job.pk}/"))
+    assert 'data-action="resume"' in page and 'data-action="halt"' not in page
+    assert "badge-halted" in page and "HaltedByUser" in page
+    viewer = Client()
+    viewer.force_login(member(team, "viewer"))
+    assert viewer.post(f"/jobs/{job.pk}/resume/").status_code == 403
+    signed_in.post(f"/jobs/{job.pk}/resume/")
+    job.refresh_from_db()
+    assert job.status == "requeued" and job.reason == "Resumed"
+    again = _html(signed_in.post(f"/jobs/{job.pk}/resume/", follow=True))
+    assert f"only a halted job can be resumed; job {job.pk} is requeued" in again
+
+
 def test_retry_of_a_finished_job_submits_a_new_one(signed_in: Client, team: Tenant, alice: User) -> None:
     job = make_job(team, alice, status="failed")
     assert 'data-action="retry"' in _html(signed_in.get(f"/jobs/{job.pk}/"))
