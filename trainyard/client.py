@@ -23,6 +23,9 @@ import httpx
 
 FINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 """Job states nothing moves a job out of."""
+STOPPED_STATES = FINAL_STATES | {"halted"}
+"""Job states in which no pod runs and the log stops growing (a halted job's until it is resumed):
+following a job ends there."""
 
 LOG_PAGE = 1000
 
@@ -371,6 +374,6 @@ class Client:
             job = self.job(job_id)
             learners = [learner] if learner is not None else self._learners(job, cursors)
             yield from self._drain(job_id, learners, cursors)
-            if job["status"] in FINAL_STATES:
+            if job["status"] in STOPPED_STATES:
                 return
             time.sleep(interval)

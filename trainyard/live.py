@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from trainyard.client import FINAL_STATES, LogLine, TrainyardError
+from trainyard.client import STOPPED_STATES, LogLine, TrainyardError
 
 if TYPE_CHECKING:
     from trainyard.client import Client
@@ -132,7 +132,7 @@ class LiveFollower:
                 try:
                     raw = sock.recv(timeout=self.quiet)
                 except TimeoutError:
-                    self.final = self.api.job(self.job_id)["status"] in FINAL_STATES
+                    self.final = self.api.job(self.job_id)["status"] in STOPPED_STATES
                     continue
                 yield from self._handle(json.loads(raw))
         except ConnectionClosed as exc:
@@ -151,7 +151,7 @@ class LiveFollower:
                 raise TrainyardError(404, "no such job", {"": ["no such job"]})
             raise LiveUnavailable(f"the server answered: {frame.get('error')}")
         if kind in ("subscribed", "status"):
-            self.final = frame.get("status") in FINAL_STATES
+            self.final = frame.get("status") in STOPPED_STATES
             return
         learner = frame.get("learner")
         if not isinstance(learner, int) or (self.learner is not None and learner != self.learner):
