@@ -226,9 +226,15 @@ def _shape(job: QueuedJob) -> Shape:
     return (job.gpus, job.cpu_millis, job.memory_mib)
 
 
+def estimated_ids(
+    snapshot: Snapshot, decision: Decision, *, per_tenant: int = PER_TENANT, limit: int = LIMIT
+) -> list[str]:
+    """The pending jobs the replay estimates, in the cycle's order (the first ``per_tenant`` of each
+    tenant, ``limit`` in all): the caller needs durations for these (and the admitted ones) only."""
+    return _chosen(decision, per_tenant, limit, {job.id: job for job in snapshot.jobs})
+
+
 def _chosen(decision: Decision, per_tenant: int, limit: int, queued: Mapping[str, QueuedJob]) -> list[str]:
-    """The pending jobs the replay estimates, in the cycle's order: the first ``per_tenant`` of each
-    tenant, ``limit`` in all."""
     counts: dict[str, int] = {}
     chosen: list[str] = []
     for pending in decision.pending:
