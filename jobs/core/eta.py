@@ -18,6 +18,7 @@ finished runs to learn from). Pure: no Django, no clock; times are seconds since
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
@@ -89,6 +90,7 @@ class _Replay:
         self.quota = {t.name: (t.quota.as_shape(), t.max_running_jobs) for t in snap.tenants}
         self.used = {t.name: [*t.used.as_shape(), t.running_jobs] for t in snap.tenants}
         self.heap: list[tuple[float, int, _Release]] = []
+        self.order = itertools.count()
         self.unknown_ends: list[_Release] = []
         for running in snap.running:
             self._add(self._running_release(running))
@@ -128,7 +130,7 @@ class _Replay:
         if release.end == _INF:
             self.unknown_ends.append(release)
         else:
-            heapq.heappush(self.heap, (release.end, len(self.heap) + len(self.unknown_ends), release))
+            heapq.heappush(self.heap, (release.end, next(self.order), release))
 
     def _charge(self, job: QueuedJob, sign: int) -> None:
         used = self.used.get(job.tenant)

@@ -101,3 +101,13 @@ def test_only_the_first_jobs_of_each_tenant_are_estimated():
     etas = _eta(_cluster(*queued), per_tenant=2)
     assert etas["a2"].reason == FAR_BACK and etas["a3"].start is None
     assert etas["a0"].start is not None and etas["b0"].reason != FAR_BACK
+
+
+def test_a_job_ending_with_a_running_job_queues_both_releases_together():
+    running = [
+        RunningJob("early", 50.0, ("n1",), Resources(4, 0, 0)),
+        RunningJob("late", 100.0, ("n1",), Resources(4, 0, 0)),
+    ]
+    snap = replace(_cluster(job("j0", gpus=4, at=1, duration=50), job("j1", gpus=8, at=2)), running=running)
+    etas = _eta(snap)
+    assert (etas["j0"].start, etas["j1"].start) == (50.0, 100.0)
