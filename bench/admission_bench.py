@@ -1,4 +1,5 @@
-"""Admission benchmark: cycle time at 10,000 queued jobs x 500 nodes, and trace-replay ratios vs FIFO.
+"""Admission benchmark: cycle time (and the ETA pass after it) at 10,000 queued jobs x 500 nodes, and
+trace-replay ratios vs FIFO.
 
 Run: ``.venv/bin/python bench/admission_bench.py`` (prints one JSON line per figure).
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.core.admission import Node, Policy, QueuedJob, Resources, RunningJob, Snapshot, TenantState, admit
+from jobs.core.eta import estimate
 from jobs.core.simulator import load_nodes, load_trace, ratios, simulate
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "traces"
@@ -82,6 +84,25 @@ def cycle_times(snapshot: Snapshot, policy: Policy, runs: int = 5) -> dict[str, 
     }
 
 
+def eta_times(snapshot: Snapshot, runs: int = 5) -> dict[str, object]:
+    """The ETA pass that follows each cycle (three replays of the first queued jobs per tenant), timed
+    beside the cycle it follows so that the two can be compared in one run."""
+    decision = admit(snapshot)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        etas = estimate(snapshot, decision, durations={}, running={})
+        times.append(time.perf_counter() - start)
+    return {
+        "bench": "eta_pass",
+        "queued": len(snapshot.jobs),
+        "nodes": len(snapshot.nodes),
+        "estimated": sum(1 for eta in etas.values() if eta.start is not None),
+        "median_s": round(statistics.median(times), 4),
+        "max_s": round(max(times), 4),
+    }
+
+
 def replay(label: str, node_file: str, node_sample: int) -> None:
     jobs = load_trace(TRACES / "openb_pod_list_default.csv")
     nodes = load_nodes(TRACES / node_file)[::node_sample]
@@ -104,6 +125,7 @@ def main() -> None:
     policies: tuple[Policy, ...] = ("trainyard", "fifo")
     for policy in policies:
         print(json.dumps(cycle_times(snapshot, policy)))
+    print(json.dumps(eta_times(snapshot)))
     empty = Snapshot(
         snapshot.jobs,
         snapshot.tenants,

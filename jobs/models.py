@@ -65,6 +65,10 @@ class Job(models.Model):
         null=True, blank=True, help_text="Size of CHECKPOINT_DIR when the last attempt ended."
     )
     queue_position = models.PositiveIntegerField(null=True, blank=True, help_text="Place in the queue.")
+    eta = models.DateTimeField(null=True, blank=True, help_text="Estimated start while queued.")
+    eta_low = models.DateTimeField(null=True, blank=True, help_text="Earliest plausible start.")
+    eta_high = models.DateTimeField(null=True, blank=True, help_text="Latest plausible start.")
+    eta_reason = models.CharField(max_length=120, blank=True, help_text="Why the start is unknown, if it is.")
     created_at = models.DateTimeField(default=timezone.now)
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

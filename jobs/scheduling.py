@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from common.resources import Resources
-from jobs import cluster
+from jobs import cluster, estimates
 from jobs.cluster import NodeInfo
 from jobs.core import admission
 from jobs.core.states import JobStatus
@@ -171,8 +171,9 @@ def run_cycle(*, nodes: Sequence[NodeInfo]) -> CycleResult:
         if not snapshot.jobs:
             return CycleResult(ran=True)
         decision = admission.admit(snapshot)
+        etas = estimates.estimate(snapshot=snapshot, decision=decision)
         admitted = [_admit(a) for a in decision.admitted]
-        queue_positions_record(decision.pending)
+        queue_positions_record(decision.pending, etas)
     return CycleResult(ran=True, admitted=admitted, pending=len(decision.pending))
 
 

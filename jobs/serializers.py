@@ -34,8 +34,8 @@ class JobSerializer(serializers.ModelSerializer):
         model = Job
         fields = [
             "id", "name", "tenant", "owner", "status", "reason", "message", "priority", "attempt",
-            "max_retries", "queue_position", "resources", "source", "created_at", "admitted_at",
-            "started_at", "finished_at",
+            "max_retries", "queue_position", "eta", "eta_low", "eta_high", "eta_reason", "resources",
+            "source", "created_at", "admitted_at", "started_at", "finished_at",
         ]  # fmt: skip
 
     @extend_schema_field(JobResourcesSerializer)

@@ -55,6 +55,5 @@ def member(tenant: Tenant, role: str = "member", **user_fields: Any) -> User:
 
 def make_job(tenant: Tenant | None = None, owner: User | None = None, **fields: Any) -> Job:
     """A saved queued job (bypassing validation: use job_submit to test submission itself)."""
-    return Job.objects.create(
-        tenant=tenant or make_tenant(), owner=owner or make_user(), name="train", spec=dict(SPEC), **fields
-    )
+    fields = {"name": "train", "spec": dict(SPEC), **fields}
+    return Job.objects.create(tenant=tenant or make_tenant(), owner=owner or make_user(), **fields)

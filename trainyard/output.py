@@ -68,6 +68,29 @@ def when(stamp: str | None) -> str:
     return stamp[:19].replace("T", " ") if stamp else "-"
 
 
+def relative(stamp: str, now: datetime | None = None) -> str:
+    """How far off an API timestamp is, roughly: `in ~25 min`, `in ~3 h`, `now`."""
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return "?"
+    minutes = round(((moment - (now or datetime.now(UTC))).total_seconds()) / 60)
+    if minutes <= 0:
+        return "now"
+    return f"in ~{minutes} min" if minutes < 120 else f"in ~{round(minutes / 60)} h"
+
+
+def eta_text(job: dict[str, Any], *, brief: bool = False) -> str:
+    """A queued job's estimated start: `in ~25 min` (with the time and range unless `brief`), or why it is
+    unknown; `-` for a job that is not waiting."""
+    if job.get("eta"):
+        if brief:
+            return relative(job["eta"])
+        spread = f", between {when(job['eta_low'])} and {when(job['eta_high'])}" if job.get("eta_low") else ""
+        return f"{relative(job['eta'])} ({when(job['eta'])} UTC{spread})"
+    return str(job.get("eta_reason") or "-")
+
+
 def expired(stamp: str | None) -> bool:
     """Whether an API timestamp lies in the past (False for none or an unreadable one)."""
     if not stamp:
@@ -88,12 +111,13 @@ def table(*columns: str, title: str | None = None) -> Table:
 
 def jobs_table(jobs: Iterable[dict[str, Any]]) -> Table:
     """A row per job."""
-    grid = table("ID", "NAME", "TENANT", "OWNER", "STATUS", "LEARNERS", "GPUS", "CREATED")
+    grid = table("ID", "NAME", "TENANT", "OWNER", "STATUS", "LEARNERS", "GPUS", "CREATED", "ETA")
     for job in jobs:
         res = job["resources"]
         grid.add_row(
             job["id"], job["name"], job["tenant"], job["owner"], job["status"],
             str(res["learners"]), str(res["learners"] * res["gpus"]), when(job["created_at"]),
+            eta_text(job, brief=True),
         )  # fmt: skip
     return grid
 
@@ -108,6 +132,7 @@ def job_panel(job: dict[str, Any]) -> list[Table]:
         ("owner", job["owner"]),
         ("status", state + (f": {job['message']}" if job.get("message") else "")),
         ("queue position", str(job["queue_position"]) if job.get("queue_position") else "-"),
+        ("eta", eta_text(job)),
         ("priority", str(job["priority"])),
         ("attempt", f"{job['attempt']} (retries allowed: {job['max_retries']})"),
         ("image", str(spec.get("image", "-"))),

@@ -45,7 +45,7 @@ from common.resources import Resources
 from jobs.core.nodepool import ANY as _ANY
 from jobs.core.nodepool import Key as _Key
 from jobs.core.nodepool import NodePool, Shape, slots_in
-from jobs.core.waitreasons import capacity_reason, never_fit_reason
+from jobs.core.waitreasons import capacity_reason, never_fit_reason, utc_text
 
 Policy = Literal["trainyard", "fifo"]
 _INF = float("inf")
@@ -411,7 +411,7 @@ class _Cycle:
                 when = (
                     "start time unknown"
                     if reservation.start_at is None
-                    else f"from t={reservation.start_at:g}"
+                    else f"from {utc_text(reservation.start_at)}"
                 )
                 self.pending.append((job.id, f"{reason}; resources reserved for it ({when})"))
                 return True

@@ -44,6 +44,7 @@ from jobs.core.admission import (
     TenantState,
     admit,
 )
+from jobs.core.eta import RunningFacts, estimate
 from jobs.core.simulator_tuning import SpeedModel, TunedJob, TuningStats, next_look, record, tuner_look
 
 
@@ -80,6 +81,21 @@ class SimResult:
     tenant_mean_delay: dict[str, float] = field(default_factory=dict)
     tuning: TuningStats | None = None
     """What the tuner did (None: a replay without tuning)."""
+    eta: EtaAccuracy | None = None
+    """How close the first ETA each waiting job got came to its actual start (None: not measured)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EtaAccuracy:
+    """The first ETA of each job that waited, against its actual start: how many got one, how many were
+    told "unknown", the median and p90 absolute error in seconds (the same as the wait's error), and the
+    median actual wait of the jobs that got one, to read the errors against."""
+
+    estimated: int
+    unknown: int
+    p50_abs_error: float
+    p90_abs_error: float
+    p50_wait: float
 
 
 def tenant_of(name: str, tenants: int) -> str:
@@ -159,15 +175,18 @@ def simulate(
     quota_share: float = 1.0,
     estimates: bool = True,
     tuning: SpeedModel | None = None,
+    eta: bool = False,
 ) -> SimResult:
     """Replay ``jobs`` on ``nodes`` under ``policy`` on a virtual clock and summarise the outcome; with
-    ``tuning``, running GPU jobs are tuned under that speed model (jobs/core/simulator_tuning.py)."""
+    ``tuning``, running GPU jobs are tuned under that speed model (jobs/core/simulator_tuning.py); with
+    ``eta``, each waiting job's first ETA (jobs/core/eta.py) is kept and scored against its start."""
     runnable = _fits_empty(jobs, nodes)
     names = [f"tenant-{k}" for k in range(tenants)]
     names += sorted({j.tenant for j in runnable} - set(names))
     replay = _Replay(
         runnable, nodes, names, policy=policy, quota_share=quota_share, estimates=estimates, tuning=tuning
     )
+    replay.first_eta = {} if eta else None
     replay.run()
     stats = replay.stats
     if stats is not None:
@@ -177,7 +196,22 @@ def simulate(
     started, ended = replay.started, replay.ended
     run_time = {jid: ended[jid] - started[jid] for jid in ended} if tuning else None
     cap_g = sum(n.capacity.gpus for n in nodes)
-    return _summarise(policy, jobs, runnable, started, ended, replay.cycles, cap_g, names, run_time, stats)
+    result = _summarise(policy, jobs, runnable, started, ended, replay.cycles, cap_g, names, run_time, stats)
+    if replay.first_eta is None:
+        return result
+    arrival = {j.id: j.arrival for j in runnable}
+    return replace(result, eta=_eta_accuracy(replay.first_eta, started, arrival))
+
+
+def _eta_accuracy(
+    first: dict[str, float | None], started: dict[str, float], arrival: dict[str, float]
+) -> EtaAccuracy:
+    known = [jid for jid, at in first.items() if at is not None and jid in started]
+    errors = sorted(abs(started[jid] - (first[jid] or 0.0)) for jid in known)
+    waits = sorted(started[jid] - arrival[jid] for jid in known)
+    unknown = sum(1 for at in first.values() if at is None)
+    p50, p90 = _percentile(errors, 0.5), _percentile(errors, 0.9)
+    return EtaAccuracy(len(errors), unknown, p50, p90, _percentile(waits, 0.5))
 
 
 _Entry = tuple[float, str, int]
@@ -225,6 +259,7 @@ class _Replay:
         self.final_speeds: list[float] = []
         self.cycles = 0
         self.arrived = 0
+        self.first_eta: dict[str, float | None] | None = None
 
     def run(self) -> None:
         """Advance the clock from event to event: completions, then tuner looks, then arrivals, then one
@@ -305,7 +340,15 @@ class _Replay:
             list(self.queue.values()), tenant_states, self.nodes, now, list(self.running.values())
         )
         self.cycles += 1
-        for adm in admit(snap, policy=self.policy).admitted:
+        decision = admit(snap, policy=self.policy)
+        first = self.first_eta
+        if first is not None and any(p.job_id not in first for p in decision.pending):
+            running = {
+                jid: RunningFacts(self.by_id[jid].tenant, self.started[jid], None) for jid in self.running
+            }
+            for jid, found in estimate(snap, decision, durations={}, running=running).items():
+                first.setdefault(jid, found.start)
+        for adm in decision.admitted:
             self.start(adm.job_id, tuple(adm.placements), now)
 
     def start(self, jid: str, placements: tuple[str, ...], now: float) -> None:

@@ -9,6 +9,7 @@ so they stay byte-identical. Pure: the cycle hands itself in as a :class:`CycleV
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
 from jobs.core.nodepool import Key, NodePool, Shape, slots_in
@@ -36,6 +37,12 @@ class CycleView(Protocol):
 
 def _type_text(gpu_type: str | None) -> str:
     return f" of type {gpu_type}" if gpu_type else ""
+
+
+def utc_text(seconds: float) -> str:
+    """A time (seconds since the epoch) as users read it, to the minute in UTC: it goes into stored reasons,
+    so it must not change from one cycle to the next while the time it names stays the same."""
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _amount(dim: int, value: int) -> str:

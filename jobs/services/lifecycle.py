@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from celery import current_app
@@ -19,6 +20,7 @@ from django.utils import timezone
 from common.transactions import durable_service
 from jobs.core.admission import Pending
 from jobs.core.choices import EventKind, Reason, VerdictState
+from jobs.core.eta import Eta
 from jobs.core.podstate import IMAGE_PULL_REASONS, LearnerView, Verdict
 from jobs.core.states import ACTIVE, STOPPING, TERMINAL, WAITING, JobStatus
 from jobs.models import Job, JobEvent, Learner
@@ -59,6 +61,8 @@ def transition(
     job.reason, job.message = reason, message
     if to not in WAITING:
         job.queue_position = None
+        job.eta = job.eta_low = job.eta_high = None
+        job.eta_reason = ""
     job.save()
     JobEvent.objects.create(
         job=job,
@@ -332,20 +336,34 @@ def job_repair(stale: Job, reason: str, message: str = "") -> int:
     return 1
 
 
-def queue_positions_record(pending: Iterable[Pending]) -> None:
-    """Store each waiting job's position and reason; an event only when the reason changes."""
+_ETA_FIELDS = ("eta", "eta_low", "eta_high", "eta_reason")
+
+
+def _when(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def queue_positions_record(pending: Iterable[Pending], etas: Mapping[str, Eta] | None = None) -> None:
+    """Store each waiting job's position, reason and ETA (from `etas`, when given); an event only when the
+    reason changes (an ETA moves too often to be worth one)."""
     by_id = {p.job_id: p for p in pending}
     jobs = list(Job.objects.filter(pk__in=by_id).select_for_update(skip_locked=True))
     changed, events = [], []
     for job in jobs:
         item = by_id[job.pk]
-        if job.queue_position == item.position and job.message == item.reason:
+        estimate = (etas or {}).get(job.pk)
+        times = (job.eta, job.eta_low, job.eta_high, job.eta_reason)
+        if estimate is not None:
+            times = (_when(estimate.start), _when(estimate.low), _when(estimate.high), estimate.reason)
+        same_eta = times == (job.eta, job.eta_low, job.eta_high, job.eta_reason)
+        if job.queue_position == item.position and job.message == item.reason and same_eta:
             continue
         if job.message != item.reason:
             events.append(
                 JobEvent(job=job, kind=EventKind.SCHEDULING, reason=Reason.WAITING, message=item.reason)
             )
         job.queue_position, job.message, job.reason = item.position, item.reason, Reason.WAITING
+        job.eta, job.eta_low, job.eta_high, job.eta_reason = times
         changed.append(job)
-    Job.objects.bulk_update(changed, ["queue_position", "message", "reason"])
+    Job.objects.bulk_update(changed, ["queue_position", "message", "reason", *_ETA_FIELDS])
     JobEvent.objects.bulk_create(events)

@@ -17,6 +17,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from tests.cli.conftest import Account
 from tests.factories import make_tenant, member
 from trainyard import cli, config
 from trainyard.client import Client
+from trainyard.output import relative
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -550,3 +552,25 @@ def test_submit_follow_over_the_websocket_json_lines_are_exact(live_account: Acc
     assert [(line["seq"], line["text"]) for line in lines] == [(1, "x1"), (2, "x2"), (3, "x3")]
     assert all(line["attempt"] == 1 for line in lines)  # read from REST: the frames carry no attempt
     assert "cancelled" in result.stderr
+
+
+def test_list_and_show_print_a_queued_jobs_eta(account: Account) -> None:
+    job = job_submit(tenant=account.tenant, user=account.user, document=SPEC)
+    other = job_submit(tenant=account.tenant, user=account.user, document={**SPEC, "name": "other"})
+    start = timezone.now() + timedelta(minutes=25, seconds=20)
+    Job.objects.filter(pk=job.pk).update(
+        eta=start, eta_low=start - timedelta(minutes=5), eta_high=start + timedelta(minutes=10)
+    )
+    Job.objects.filter(pk=other.pk).update(eta_reason="unknown: far back in the queue")
+    assert "in ~25 min" in run("jobs", "list").stdout
+    shown = run("jobs", "show", job.pk).stdout
+    assert f"in ~25 min ({start:%Y-%m-%d %H:%M:%S} UTC, between" in shown
+    assert "unknown: far back in the queue" in run("jobs", "show", other.pk).stdout
+    assert json.loads(run("jobs", "show", job.pk, "--json").stdout)["eta_high"] is not None
+
+
+def test_relative_times_read_in_minutes_then_hours() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert relative("2026-01-01T00:25:00Z", now) == "in ~25 min"
+    assert relative("2026-01-01T03:00:00+00:00", now) == "in ~3 h"
+    assert relative("2025-12-31T23:00:00Z", now) == "now"

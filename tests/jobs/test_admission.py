@@ -175,7 +175,7 @@ def test_backfill_lets_a_short_job_through_without_delaying_the_head():
     assert admitted(d) == {"short": ["n1"]}
     assert alone.reservation is not None and alone.reservation.start_at == 100.0
     assert d.reservation == alone.reservation
-    assert "resources reserved for it (from t=100)" in reasons(d)["head"]
+    assert "resources reserved for it (from 1970-01-01 00:01 UTC)" in reasons(d)["head"]
 
 
 def test_backfill_lets_a_long_job_use_resources_the_reservation_does_not_need():

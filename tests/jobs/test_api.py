@@ -401,3 +401,18 @@ def test_anonymous_requests_and_bad_tokens_are_throttled_too(tiny_rates: None) -
     _assert_throttled(guesser.get("/api/v1/tenants/"))
     schema = Client().get("/api/schema/")  # open to anyone: the anonymous rate still applies
     assert schema.status_code == 429 and "Retry-After" in schema
+
+
+def test_jobs_carry_their_eta_and_range_or_why_it_is_unknown() -> None:
+    tenant = make_tenant()
+    user = member(tenant)
+    job = job_submit(tenant=tenant, user=user, document=SPEC)
+    other = job_submit(tenant=tenant, user=user, document={**SPEC, "name": "other"})
+    start = timezone.now().replace(microsecond=0)
+    Job.objects.filter(pk=job.pk).update(eta=start, eta_low=start, eta_high=start)
+    Job.objects.filter(pk=other.pk).update(eta_reason="unknown: far back in the queue")
+    body = api(user).get(f"/api/v1/jobs/{job.pk}/").json()
+    assert body["eta"] == body["eta_low"] == body["eta_high"] == start.isoformat().replace("+00:00", "Z")
+    assert body["eta_reason"] == ""
+    listed = {j["id"]: j for j in api(user).get("/api/v1/jobs/").json()["results"]}
+    assert listed[other.pk]["eta"] is None and listed[other.pk]["eta_reason"].startswith("unknown: far")

@@ -206,3 +206,25 @@ def test_simulate_command_json_with_tuning_adds_the_model_the_tuned_runs_and_the
     tuned = [line for line in lines if line.get("ratio") == "tuning on/off"]
     assert [line["policy"] for line in tuned] == ["trainyard", "fifo"]
     assert set(tuned[0]) >= {"mean_jct", "mean_queue_delay", "p95_queue_delay"}
+
+
+def test_simulate_command_scores_the_etas_waiting_jobs_were_given():
+    out = StringIO()
+    call_command(
+        "simulate", "--eta", trace=str(POD_LIST), nodes=str(GPU_NODES), limit=300, node_sample=100,
+        time_scale=0.1, policy="trainyard", stdout=out,
+    )  # fmt: skip
+    text = out.getvalue()
+    assert "ETA: p50 abs error (s)" in text and "ETA: p90 abs error (s)" in text
+
+
+def test_etas_are_exact_when_one_job_waits_for_another_of_known_length(tmp_path: Path):
+    jobs, nodes = crafted(
+        tmp_path, [("first", 1000, 8, 0.0, 100.0), ("second", 1000, 8, 10.0, 50.0)], (8000, 8)
+    )
+    result = simulate(jobs, nodes, policy="trainyard", eta=True)
+    assert result.eta is not None
+    assert (result.eta.estimated, result.eta.unknown, result.eta.p50_abs_error) == (1, 0, 0.0)
+    assert result.eta.p50_wait == 90.0
+    blind = simulate(jobs, nodes, policy="trainyard", eta=True, estimates=False).eta
+    assert blind is not None and (blind.estimated, blind.unknown) == (0, 1)

@@ -448,3 +448,18 @@ def test_job_page_lists_result_files_and_the_code(
     assert f"/api/v1/jobs/{job.pk}/results/model.pt?attempt=1&amp;learner=0" in page
     assert f"/api/v1/jobs/{job.pk}/results.zip" in page and f"/api/v1/jobs/{job.pk}/code/" in page
     assert "5.0\xa0MB" in page
+
+
+def test_job_page_and_jobs_list_show_a_queued_jobs_eta(signed_in: Client, team: Tenant, alice: User) -> None:
+    start = timezone.now() + timedelta(minutes=25, seconds=30)
+    waiting = named_job(
+        team, alice, "waiting", eta=start, eta_low=start - timedelta(minutes=10), eta_high=start
+    )
+    named_job(team, alice, "behind", eta_reason="unknown: far back in the queue")
+    named_job(team, alice, "done", status="succeeded", eta_reason="stale")
+    detail = _html(signed_in.get(f"/jobs/{waiting.pk}/"))
+    stamp = f"{start:%Y-%m-%d %H:%M} UTC (in ~25\xa0minutes)"
+    assert f"starts ~{stamp}, between {start - timedelta(minutes=10):%H:%M} and {start:%H:%M} UTC" in detail
+    listing = _html(signed_in.get("/jobs/"))
+    assert f"starts ~{stamp}" in listing and "start time unknown: far back in the queue" in listing
+    assert "stale" not in listing

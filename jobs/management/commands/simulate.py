@@ -64,6 +64,9 @@ class Command(BaseCommand):
             default=SpeedModel().cpu_per_gpu_millis,
             help="Speed model: millicores a job's GPU can use each (--tuning on).",
         )
+        parser.add_argument(
+            "--eta", action="store_true", help="Also score each waiting job's first ETA against its start."
+        )
         parser.add_argument("--json", action="store_true", help="One JSON line per policy, then the ratios.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -84,7 +87,7 @@ class Command(BaseCommand):
             "quota_share": options["quota_share"],
             "estimates": not options["no_estimates"],
         }
-        results = [simulate(jobs, nodes, policy=p, **common) for p in policies]
+        results = [simulate(jobs, nodes, policy=p, eta=options["eta"], **common) for p in policies]
         model = SpeedModel(cpu_per_gpu_millis=options["cpu_per_gpu"]) if options["tuning"] == "on" else None
         tuned = [simulate(jobs, nodes, policy=p, tuning=model, **common) for p in policies] if model else []
         if options["json"]:
@@ -111,6 +114,26 @@ class Command(BaseCommand):
         self.stdout.write(_table(results, len(jobs), len(nodes), tuned))
 
 
+ETA_ROWS = (
+    ("ETA: jobs estimated", "estimated", "{:d}"),
+    ("ETA: jobs told unknown", "unknown", "{:d}"),
+    ("ETA: p50 abs error (s)", "p50_abs_error", "{:.0f}"),
+    ("ETA: p90 abs error (s)", "p90_abs_error", "{:.0f}"),
+    ("ETA: p50 actual wait (s)", "p50_wait", "{:.0f}"),
+)
+
+
+def _eta_rows(results: list[SimResult], width: int) -> list[str]:
+    """How close the first ETAs came (``--eta``), per policy; none when not measured."""
+    if not any(r.eta for r in results):
+        return []
+    return [
+        label.ljust(width)
+        + "".join((fmt.format(getattr(r.eta, name)) if r.eta else "-").rjust(18) for r in results)
+        for label, name, fmt in ETA_ROWS
+    ]
+
+
 def _table(results: list[SimResult], jobs: int, nodes: int, tuned: list[SimResult] | None = None) -> str:
     width = 26
     untuned = results
@@ -122,6 +145,7 @@ def _table(results: list[SimResult], jobs: int, nodes: int, tuned: list[SimResul
         lines.append(label.ljust(width) + "".join(fmt.format(getattr(r, name)).rjust(18) for r in results))
     if tuned:
         lines += _tuning_rows(results)
+    lines += _eta_rows(results, width)
     for tenant in results[0].tenant_gpu_share:
         cells = "".join(
             f"{r.tenant_gpu_share[tenant]:.3f}/{r.tenant_mean_delay[tenant]:.0f}s".rjust(18) for r in results

@@ -1,0 +1,281 @@
+"""An estimated start time (ETA) for every queued job, from one admission cycle's snapshot and decision.
+
+Why: a queue position says nothing about when; users plan around a time. The estimate replays expected
+ends: running jobs (and the jobs this cycle admitted) release their nodes and their tenant's quota at
+their expected end; the queued jobs then start, in the order the cycle considered them, each at the
+first release after which its gang fits (best-fit, as admission places it) and its tenant's quota has
+room, holding its resources until its own expected end. The replay runs three times, with every
+duration at its expected value, its low and its high end, for the estimate and its range.
+
+Deliberate simplifications, so that it stays cheap (it runs every scheduling cycle): the replay's clock
+only moves forward (a job never starts before the one ahead of it; backfill can start a small job
+earlier, so estimates err late), and only the first ``per_tenant`` queued jobs of each tenant (and
+``limit`` in all) are estimated; the rest are "far back in the queue". A job waits "unknown" when it
+can never fit, or when it fits only after jobs whose duration nobody knows (no ``max_runtime``, no
+finished runs to learn from). Pure: no Django, no clock; times are seconds since the epoch.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from operator import attrgetter
+
+from jobs.core.admission import Decision, QueuedJob, RunningJob, Snapshot
+from jobs.core.durations import Duration
+from jobs.core.nodepool import ANY, Key, NodePool, Shape
+
+PER_TENANT = 20
+LIMIT = 200
+_INF = float("inf")
+_NO_TAINTS: frozenset[str] = frozenset()
+FAR_BACK = "unknown: far back in the queue"
+NEVER_FITS = "unknown: never fits (see the reason it waits)"
+NO_TENANT = "unknown: not schedulable (see the reason it waits)"
+
+
+@dataclass(frozen=True, slots=True)
+class RunningFacts:
+    """What the ETA needs of a running job beyond admission's ``RunningJob``: its tenant (whose quota
+    its end frees), when it started and how long it is expected to run (None: unknown)."""
+
+    tenant: str
+    started_at: float
+    duration: Duration | None
+
+
+@dataclass(frozen=True, slots=True)
+class Eta:
+    """A queued job's estimated start with its range (None when unknown) and, when unknown, why."""
+
+    job_id: str
+    start: float | None
+    low: float | None
+    high: float | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Release:
+    """Resources coming free at ``end``: one learner's ``shape`` on each node of ``nodes``, and the
+    tenant's share of quota (``tenant`` empty when not known)."""
+
+    end: float
+    nodes: tuple[int, ...]
+    shape: Shape
+    tenant: str
+    job_id: str
+
+
+def _span(duration: Duration | None, variant: int) -> float | None:
+    if duration is None:
+        return None
+    return (duration.expected, duration.low, duration.high)[variant]
+
+
+class _Replay:
+    """One replay of the queue under one variant of the durations (0 expected, 1 low, 2 high)."""
+
+    def __init__(self, snap: Snapshot, decision: Decision, facts: _Facts, variant: int) -> None:
+        nodes = sorted(snap.nodes, key=attrgetter("name"))
+        self.now, self.facts, self.variant = snap.now, facts, variant
+        self.index = {node.name: k for k, node in enumerate(nodes)}
+        types = [node.gpu_type for node in nodes]
+        taints = [frozenset(node.taints) if node.taints else _NO_TAINTS for node in nodes]
+        self.all_taints: frozenset[str] = frozenset().union(*taints)
+        self.pool = NodePool([node.free.as_shape() for node in nodes], types, taints)
+        self.capacity = NodePool([node.capacity.as_shape() for node in nodes], types, taints)
+        self.quota = {t.name: (t.quota.as_shape(), t.max_running_jobs) for t in snap.tenants}
+        self.used = {t.name: [*t.used.as_shape(), t.running_jobs] for t in snap.tenants}
+        self.heap: list[tuple[float, int, _Release]] = []
+        self.order = itertools.count()
+        self.unknown_ends: list[_Release] = []
+        for running in snap.running:
+            self._add(self._running_release(running))
+        for admitted in decision.admitted:
+            job = facts.queued[admitted.job_id]
+            for name in admitted.placements:
+                self.pool.shift(self.index[name], _shape(job), -1)
+            self._charge(job, +1)
+            self._add(self._release(job, self.now, tuple(self.index[n] for n in admitted.placements)))
+        # What is free once every release of known time has happened: whether a job can start at all.
+        self.final = self.pool.copy()
+        self.final_used = {name: list(used) for name, used in self.used.items()}
+        for _, _, release in self.heap:
+            self._free(release, self.final, self.final_used)
+        self.clock = self.now
+
+    def _running_release(self, running: RunningJob) -> _Release:
+        """A running job's end: started + its learned or declared duration (not before now), else its
+        ``ends_at``; it frees its nodes (those still open) and its tenant's quota."""
+        facts = self.facts.running.get(running.job_id)
+        span = _span(facts.duration, self.variant) if facts is not None else None
+        end = running.ends_at
+        if facts is not None and span is not None:
+            end = max(self.now, facts.started_at + span)
+        nodes = tuple(self.index[name] for name in running.placements if name in self.index)
+        tenant = facts.tenant if facts is not None else ""
+        return _Release(
+            _INF if end is None else end, nodes, running.per_learner.as_shape(), tenant, running.job_id
+        )
+
+    def _release(self, job: QueuedJob, start: float, nodes: tuple[int, ...]) -> _Release:
+        span = _span(self.facts.duration(job), self.variant)
+        end = _INF if span is None else start + span
+        return _Release(end, nodes, _shape(job), job.tenant, job.id)
+
+    def _add(self, release: _Release) -> None:
+        if release.end == _INF:
+            self.unknown_ends.append(release)
+        else:
+            heapq.heappush(self.heap, (release.end, next(self.order), release))
+
+    def _charge(self, job: QueuedJob, sign: int) -> None:
+        used = self.used.get(job.tenant)
+        if used is not None:
+            for dim, amount in enumerate(_shape(job)):
+                used[dim] += sign * amount * job.learners
+            used[3] += sign
+
+    @staticmethod
+    def _free(release: _Release, pool: NodePool, used: dict[str, list[int]]) -> None:
+        for node in release.nodes:
+            pool.shift(node, release.shape, +1)
+        held = used.get(release.tenant)
+        if held is not None:
+            for dim in range(3):
+                held[dim] -= release.shape[dim] * len(release.nodes)
+            held[3] -= 1
+
+    def key(self, job: QueuedJob) -> Key:
+        return (job.gpu_type or ANY, job.tolerated & self.all_taints if self.all_taints else _NO_TAINTS)
+
+    def quota_room(self, job: QueuedJob, used: Mapping[str, list[int]]) -> bool:
+        quota, max_running = self.quota[job.tenant]
+        held = used[job.tenant]
+        need = _shape(job)
+        return held[3] < max_running and all(
+            held[dim] + need[dim] * job.learners <= quota[dim] for dim in range(3)
+        )
+
+    def never_fits(self, job: QueuedJob) -> bool:
+        quota, max_running = self.quota[job.tenant]
+        over_quota = max_running < 1 or any(
+            n * job.learners > q for n, q in zip(_shape(job), quota, strict=True)
+        )
+        return over_quota or self.capacity.slots(self.key(job), _shape(job), job.learners) < job.learners
+
+    def place(self, job: QueuedJob) -> float | str:
+        """Start ``job`` at the first release after which it fits: its start, or why it has none."""
+        if job.tenant not in self.quota or job.learners < 1:
+            return NO_TENANT
+        if self.never_fits(job):
+            return NEVER_FITS
+        key, need = self.key(job), _shape(job)
+        if (
+            not self.quota_room(job, self.final_used)
+            or self.final.slots(key, need, job.learners) < job.learners
+        ):
+            return self._unknown_reason(job)
+        placed = self.pool.place_gang(key, need, job.learners) if self.quota_room(job, self.used) else None
+        while placed is None:
+            if not self.heap:
+                return self._unknown_reason(job)
+            end = self.heap[0][0]
+            while self.heap and self.heap[0][0] == end:
+                self._free(heapq.heappop(self.heap)[2], self.pool, self.used)
+            self.clock = max(self.clock, end)
+            if self.quota_room(job, self.used):
+                placed = self.pool.place_gang(key, need, job.learners)
+        self._charge(job, +1)
+        release = self._release(job, self.clock, tuple(placed))
+        self._add(release)
+        if release.end == _INF:
+            for node in placed:
+                self.final.shift(node, need, -1)
+            final = self.final_used[job.tenant]
+            for dim in range(3):
+                final[dim] += need[dim] * job.learners
+            final[3] += 1
+        return self.clock
+
+    def _unknown_reason(self, job: QueuedJob) -> str:
+        """Why ``job`` fits only after jobs of unknown end; names one only when it is the job's tenant's."""
+        own = next((r.job_id for r in self.unknown_ends if r.tenant == job.tenant), None)
+        if own is not None:
+            return f"unknown: waits on job {own}, whose duration is not known"
+        return "unknown: waits on other jobs whose duration is not known"
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    queued: Mapping[str, QueuedJob]
+    durations: Mapping[str, Duration | None]
+    running: Mapping[str, RunningFacts]
+
+    def duration(self, job: QueuedJob) -> Duration | None:
+        if job.id in self.durations:
+            return self.durations[job.id]
+        if job.expected_duration is not None:
+            d = job.expected_duration
+            return Duration(d, d, d, "max_runtime")
+        return None
+
+
+def _shape(job: QueuedJob) -> Shape:
+    return (job.gpus, job.cpu_millis, job.memory_mib)
+
+
+def estimated_ids(
+    snapshot: Snapshot, decision: Decision, *, per_tenant: int = PER_TENANT, limit: int = LIMIT
+) -> list[str]:
+    """The pending jobs the replay estimates, in the cycle's order (the first ``per_tenant`` of each
+    tenant, ``limit`` in all): the caller needs durations for these (and the admitted ones) only."""
+    return _chosen(decision, per_tenant, limit, {job.id: job for job in snapshot.jobs})
+
+
+def _chosen(decision: Decision, per_tenant: int, limit: int, queued: Mapping[str, QueuedJob]) -> list[str]:
+    counts: dict[str, int] = {}
+    chosen: list[str] = []
+    for pending in decision.pending:
+        job = queued.get(pending.job_id)
+        if job is None or len(chosen) >= limit:
+            continue
+        counts[job.tenant] = counts.get(job.tenant, 0) + 1
+        if counts[job.tenant] <= per_tenant:
+            chosen.append(job.id)
+    return chosen
+
+
+def estimate(
+    snapshot: Snapshot,
+    decision: Decision,
+    *,
+    durations: Mapping[str, Duration | None],
+    running: Mapping[str, RunningFacts],
+    per_tenant: int = PER_TENANT,
+    limit: int = LIMIT,
+) -> dict[str, Eta]:
+    """An ETA for every job ``decision`` left pending (see the module docstring).
+
+    ``durations``: queued jobs' expected run times by id (a job missing falls back on its
+    ``expected_duration``); ``running``: running jobs' facts by id (one missing ends at its ``ends_at``).
+    """
+    queued = {job.id: job for job in snapshot.jobs}
+    facts = _Facts(queued, durations, running)
+    chosen = _chosen(decision, per_tenant, limit, queued)
+    results: list[dict[str, float | str]] = []
+    for variant in range(3):
+        replay = _Replay(snapshot, decision, facts, variant)
+        results.append({job_id: replay.place(queued[job_id]) for job_id in chosen})
+    out = {p.job_id: Eta(p.job_id, None, None, None, FAR_BACK) for p in decision.pending}
+    for job_id in chosen:
+        middle, low, high = (result[job_id] for result in results)
+        if isinstance(middle, str):
+            out[job_id] = Eta(job_id, None, None, None, middle)
+            continue
+        bounds = [t for t in (low, high) if not isinstance(t, str)]
+        out[job_id] = Eta(job_id, middle, min([middle, *bounds]), max([middle, *bounds]), "")
+    return out
