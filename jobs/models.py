@@ -45,7 +45,7 @@ class Job(models.Model):
     name = models.CharField(max_length=100)
     spec = models.JSONField(help_text="The normalized, validated spec (see jobs/spec.py).")
     source = models.CharField(max_length=16, default="trainyard", help_text="trainyard or ffdl")
-    status = models.CharField(max_length=12, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    status = models.CharField(max_length=12, choices=JobStatus.choices, default=JobStatus.QUEUED.value)
     reason = models.CharField(max_length=64, blank=True, help_text="Machine-readable cause of the status.")
     message = models.TextField(blank=True, help_text="Human explanation of the status.")
     priority = models.IntegerField(default=0)
