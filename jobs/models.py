@@ -65,6 +65,11 @@ class Job(models.Model):
         null=True, blank=True, help_text="Size of CHECKPOINT_DIR when the last attempt ended."
     )
     queue_position = models.PositiveIntegerField(null=True, blank=True, help_text="Place in the queue.")
+    borrowed = models.BooleanField(
+        default=False,
+        help_text="Its latest admission put its tenant above the nominal quota: it runs on resources borrowed "
+        "from its cohort (and is the first to give them back).",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

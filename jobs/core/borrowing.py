@@ -109,10 +109,11 @@ class Cohorts:
                     f"tenant {label} quota {in_use[dim]}{unit}/{allowed}{unit} in use (needs {needed}{unit}{extra})",
                     False,
                 )
-            if total > top:
+            limit = tenant.borrowing_limit[dim]
+            if limit is not None and total > allowed + limit:
                 return (
                     f"tenant {label} borrowing limit reached: {in_use[dim]}{unit} in use of nominal "
-                    f"{allowed}{unit} + {top - allowed}{unit} borrowable (needs {needed}{unit}{extra})",
+                    f"{allowed}{unit} + {limit}{unit} borrowable (needs {needed}{unit}{extra})",
                     False,
                 )
             if cohort_used is None:
