@@ -34,7 +34,7 @@ class JobSerializer(serializers.ModelSerializer):
         model = Job
         fields = [
             "id", "name", "tenant", "owner", "status", "reason", "message", "priority", "attempt",
-            "max_retries", "queue_position", "resources", "source", "created_at", "admitted_at",
+            "max_retries", "queue_position", "resources", "borrowed", "source", "created_at", "admitted_at",
             "started_at", "finished_at",
         ]  # fmt: skip
 
