@@ -13,7 +13,9 @@ Trace conventions (Alibaba GPU trace v2023, ``openb_pod_list_*.csv``):
 * ``gpu_spec`` (empty in the default trace) becomes the job's ``gpu_type`` when it names a single
   model; a list of alternatives (``A|B``) is treated as any type.
 * Tasks go to ``tenant-0 .. tenant-N-1`` by CRC-32 of the task name; equal weights; each quota is
-  ``quota_share`` of the cluster (1.0: never binds) with no running-job limit.
+  ``quota_share`` of the cluster (1.0: never binds) with no running-job limit. With ``borrowing`` that
+  quota is nominal and every tenant may borrow, without a limit of its own, what the others leave
+  unused (one cluster-wide cohort, jobs.core.borrowing); without it the quota is a hard cap.
 * A job that cannot fit the empty cluster is dropped before the replay and counted (under FIFO it
   would block the queue forever).
 * ``time_scale`` multiplies arrival times (0.01 replays the trace 100x denser) to study load;
@@ -44,6 +46,7 @@ from jobs.core.admission import (
     TenantState,
     admit,
 )
+from jobs.core.borrowing import NO_BORROWING, Limit
 from jobs.core.simulator_tuning import SpeedModel, TunedJob, TuningStats, next_look, record, tuner_look
 
 
@@ -80,6 +83,8 @@ class SimResult:
     tenant_mean_delay: dict[str, float] = field(default_factory=dict)
     tuning: TuningStats | None = None
     """What the tuner did (None: a replay without tuning)."""
+    borrowing: bool = False
+    """Whether tenants could borrow above their (nominal) quota."""
 
 
 def tenant_of(name: str, tenants: int) -> str:
@@ -159,15 +164,18 @@ def simulate(
     quota_share: float = 1.0,
     estimates: bool = True,
     tuning: SpeedModel | None = None,
+    borrowing: bool = False,
 ) -> SimResult:
     """Replay ``jobs`` on ``nodes`` under ``policy`` on a virtual clock and summarise the outcome; with
-    ``tuning``, running GPU jobs are tuned under that speed model (jobs/core/simulator_tuning.py)."""
+    ``tuning``, running GPU jobs are tuned under that speed model (jobs/core/simulator_tuning.py); with
+    ``borrowing``, tenants may borrow above their quota what the others leave unused."""
     runnable = _fits_empty(jobs, nodes)
     names = [f"tenant-{k}" for k in range(tenants)]
     names += sorted({j.tenant for j in runnable} - set(names))
     replay = _Replay(
         runnable, nodes, names, policy=policy, quota_share=quota_share, estimates=estimates, tuning=tuning
     )
+    replay.limit = (None, None, None) if borrowing else NO_BORROWING
     replay.run()
     stats = replay.stats
     if stats is not None:
@@ -177,7 +185,8 @@ def simulate(
     started, ended = replay.started, replay.ended
     run_time = {jid: ended[jid] - started[jid] for jid in ended} if tuning else None
     cap_g = sum(n.capacity.gpus for n in nodes)
-    return _summarise(policy, jobs, runnable, started, ended, replay.cycles, cap_g, names, run_time, stats)
+    result = _summarise(policy, jobs, runnable, started, ended, replay.cycles, cap_g, names, run_time, stats)
+    return replace(result, borrowing=borrowing)
 
 
 _Entry = tuple[float, str, int]
@@ -225,6 +234,7 @@ class _Replay:
         self.final_speeds: list[float] = []
         self.cycles = 0
         self.arrived = 0
+        self.limit: Limit = NO_BORROWING
 
     def run(self) -> None:
         """Advance the clock from event to event: completions, then tuner looks, then arrivals, then one
@@ -299,7 +309,8 @@ class _Replay:
     def cycle(self, now: float) -> None:
         """One admission cycle over the queue; start what it admits."""
         tenant_states = [
-            TenantState(t, 1.0, self.quota, 10**9, self.used[t], self.running_count[t]) for t in self.names
+            TenantState(t, 1.0, self.quota, 10**9, self.used[t], self.running_count[t], self.limit)
+            for t in self.names
         ]
         snap = Snapshot(
             list(self.queue.values()), tenant_states, self.nodes, now, list(self.running.values())
