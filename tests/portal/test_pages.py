@@ -427,3 +427,13 @@ def test_job_page_lists_result_files_and_the_code(
     assert f"/api/v1/jobs/{job.pk}/results/model.pt?attempt=1&amp;learner=0" in page
     assert f"/api/v1/jobs/{job.pk}/results.zip" in page and f"/api/v1/jobs/{job.pk}/code/" in page
     assert "5.0\xa0MB" in page
+
+
+def test_job_page_and_list_show_a_borrowed_chip_only_on_borrowed_jobs(
+    signed_in: Client, team: Tenant, alice: User
+) -> None:
+    lent = named_job(team, alice, "lent-one", status="running", borrowed=True)
+    named_job(team, alice, "own-one", status="running")
+    listing = _html(signed_in.get("/jobs/"))
+    assert listing.count("chip-borrowed") == 1
+    assert "chip-borrowed" in _html(signed_in.get(f"/jobs/{lent.pk}/"))
