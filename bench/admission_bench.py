@@ -1,5 +1,5 @@
-"""Admission benchmark: cycle time (and the ETA pass after it) at 10,000 queued jobs x 500 nodes, and
-trace-replay ratios vs FIFO.
+"""Admission benchmark: cycle time (and the ETA pass after it) at 10,000 queued jobs x 500 nodes,
+trace-replay ratios vs FIFO, and quota borrowing on vs hard quotas on a contended cluster.
 
 Run: ``.venv/bin/python bench/admission_bench.py`` (prints one JSON line per figure).
 """
@@ -120,6 +120,33 @@ def replay(label: str, node_file: str, node_sample: int) -> None:
     print(json.dumps({"bench": "trace_ratio", "cluster": label, "ratio": "trainyard/fifo", **r}))
 
 
+def borrowing_replay() -> None:
+    """Four tenants, each with a nominal quota of a quarter of four 8-GPU nodes: borrowing on vs hard quotas."""
+    jobs = load_trace(TRACES / "openb_pod_list_default.csv", tenants=4)
+    nodes = [n for n in load_nodes(TRACES / "openb_node_list_gpu_node.csv") if n.capacity.gpus == 8]
+    nodes = [n for n in nodes if n.gpu_type == nodes[0].gpu_type][:4]
+    label = f"4 x 8-GPU {nodes[0].gpu_type} nodes, 4 tenants, nominal quota 1/4 each"
+    results = {}
+    for borrowing in (True, False):
+        start = time.perf_counter()
+        result = simulate(jobs, nodes, policy="trainyard", tenants=4, quota_share=0.25, borrowing=borrowing)
+        wall = round(time.perf_counter() - start, 1)
+        figures = {k: v for k, v in asdict(result).items() if not k.startswith("tenant_") and k != "tuning"}
+        print(json.dumps({"bench": "borrowing_replay", "cluster": label, "wall_s": wall, **figures}))
+        results[borrowing] = result
+    on, off = results[True], results[False]
+    line = {
+        "bench": "borrowing_ratio",
+        "cluster": label,
+        "ratio": "borrowing on / hard quotas",
+        "gpu_allocation": round(on.gpu_allocation / off.gpu_allocation, 4) if off.gpu_allocation else None,
+        "mean_queue_delay": round(on.mean_queue_delay / off.mean_queue_delay, 4)
+        if off.mean_queue_delay
+        else None,
+    }
+    print(json.dumps(line))
+
+
 def main() -> None:
     snapshot = big_snapshot()
     policies: tuple[Policy, ...] = ("trainyard", "fifo")
@@ -135,6 +162,7 @@ def main() -> None:
     if (TRACES / "openb_pod_list_default.csv").exists():
         replay("gpu nodes, all 1213 (uncontended)", "openb_node_list_gpu_node.csv", 1)
         replay("gpu nodes, every 100th: 13 nodes, 56 GPUs (contended)", "openb_node_list_gpu_node.csv", 100)
+        borrowing_replay()
 
 
 if __name__ == "__main__":

@@ -69,6 +69,11 @@ class Job(models.Model):
     eta_low = models.DateTimeField(null=True, blank=True, help_text="Earliest plausible start.")
     eta_high = models.DateTimeField(null=True, blank=True, help_text="Latest plausible start.")
     eta_reason = models.CharField(max_length=120, blank=True, help_text="Why the start is unknown, if it is.")
+    borrowed = models.BooleanField(
+        default=False,
+        help_text="Its latest admission put its tenant above the nominal quota: it runs on resources borrowed "
+        "from its cohort (and is the first to give them back).",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -141,6 +141,8 @@ def _tenant_state(tenant: Tenant, usage: Usage) -> admission.TenantState:
         max_running_jobs=quota.max_running_jobs,
         used=usage.held,
         running_jobs=usage.running_jobs,
+        borrowing_limit=quota.borrowing_limit,
+        cohort=quota.cohort,
     )
 
 
@@ -178,7 +180,7 @@ def run_cycle(*, nodes: Sequence[NodeInfo]) -> CycleResult:
 
 
 def _admit(decision: admission.Admission) -> str:
-    job_admit.nested(job_id=decision.job_id, placements=decision.placements)
+    job_admit.nested(job_id=decision.job_id, placements=decision.placements, borrowed=decision.borrowed)
     return decision.job_id
 
 

@@ -35,7 +35,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "tenant", "owner", "status", "reason", "message", "priority", "attempt",
             "max_retries", "queue_position", "eta", "eta_low", "eta_high", "eta_reason", "resources",
-            "source", "created_at", "admitted_at", "started_at", "finished_at",
+            "borrowed", "source", "created_at", "admitted_at", "started_at", "finished_at",
         ]  # fmt: skip
 
     @extend_schema_field(JobResourcesSerializer)

@@ -44,6 +44,7 @@ urlpatterns = [
     path("tenants/<slug:slug>/", tenants_api.TenantDetailView.as_view(), name="api-tenant"),
     path("tenants/<slug:slug>/members/", tenants_api.TenantMembersView.as_view(), name="api-tenant-members"),
     path("tenants/<slug:slug>/policy/", tenants_api.TenantPolicyView.as_view(), name="api-tenant-policy"),
+    path("tenants/<slug:slug>/quota/", tenants_api.TenantQuotaView.as_view(), name="api-tenant-quota"),
     path("cluster/", jobs_api.ClusterView.as_view(), name="api-cluster"),
     path("tokens/", tenants_api.TokenListView.as_view(), name="api-tokens"),
     path("tokens/<int:token_id>/", tenants_api.TokenDetailView.as_view(), name="api-token"),

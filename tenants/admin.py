@@ -18,10 +18,27 @@ from tenants.usage import Usage, tenant_usage
 
 
 class QuotaInline(admin.StackedInline):
+    """Nominal quota, what the tenant may borrow beyond it from its cohort, and its job limits."""
+
     model = Quota
     can_delete = False
     min_num = 1
     max_num = 1
+    fieldsets = [
+        ("Nominal (guaranteed) quota", {"fields": [("gpus", "cpu_millis", "memory_mib")]}),
+        (
+            "Borrowing from the cohort",
+            {
+                "fields": [
+                    "cohort",
+                    ("gpus_borrowing_limit", "cpu_millis_borrowing_limit", "memory_mib_borrowing_limit"),
+                ],
+                "description": "What the tenant may use above its nominal quota while other tenants of its "
+                "cohort leave theirs unused: 0 none (a hard cap), blank no limit of its own.",
+            },
+        ),
+        ("Jobs", {"fields": [("max_running_jobs", "max_queued_jobs")]}),
+    ]
 
 
 class PolicyForm(forms.ModelForm):
@@ -67,6 +84,19 @@ class MembershipInline(admin.TabularInline):
 
 def _used_of(used: int, limit: int, unit: str = "") -> str:
     return f"{used}{unit} / {limit}{unit}"
+
+
+def _borrowing(quota: Quota) -> str:
+    """The tenant's borrowing in words: its cohort and how much it may go above nominal."""
+    limits = [
+        f"{what} {'no limit' if limit is None else f'+{limit}{unit}'}"
+        for what, limit, unit in zip(
+            ("GPUs", "CPU", "memory"), quota.borrowing_limit, ("", "m", " MiB"), strict=True
+        )
+        if limit != 0
+    ]
+    cohort = f"cohort {quota.cohort}" if quota.cohort else "cluster-wide cohort"
+    return f"borrows {', '.join(limits)} ({cohort})" if limits else "borrows nothing (hard quota)"
 
 
 def _usage(tenant: Tenant) -> Usage:
@@ -116,7 +146,7 @@ class TenantAdmin(admin.ModelAdmin):
             f"GPUs {usage.gpus}/{quota.gpus}, CPU {usage.cpu_millis}m/{quota.cpu_millis}m, "
             f"memory {usage.memory_mib}/{quota.memory_mib} MiB, running jobs "
             f"{usage.running_jobs}/{quota.max_running_jobs}, "
-            f"queued {usage.queued_jobs}/{quota.max_queued_jobs}"
+            f"queued {usage.queued_jobs}/{quota.max_queued_jobs}; {_borrowing(quota)}"
         )
 
     def save_related(

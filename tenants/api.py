@@ -16,15 +16,37 @@ from common.api import ApiView, ResourcesSerializer, api_user, errors
 from tenants.models import ApiToken, Membership, PodSecurity, Role, Tenant
 from tenants.policy import policy_of, policy_set
 from tenants.scoping import Perm, has_perm, tenants_for
+from tenants.services import QUOTA_FIELDS, quota_set
 from tenants.tokens import TokenRefused, token_create, token_revoke
 from tenants.usage import tenant_usage
 
 
-class QuotaSerializer(ResourcesSerializer):
-    """The most a tenant's running jobs may hold together, and how many jobs it may run and keep waiting."""
+def _limit(resource: str) -> serializers.IntegerField:
+    return serializers.IntegerField(
+        min_value=0,
+        allow_null=True,
+        help_text=f"{resource} the tenant may borrow above its nominal quota from its cohort's unused quota: "
+        "0 none, null no limit of its own (still bounded by what the cohort has to lend).",
+    )
 
-    max_running_jobs = serializers.IntegerField()
-    max_queued_jobs = serializers.IntegerField()
+
+class QuotaSerializer(ResourcesSerializer):
+    """A tenant's nominal (guaranteed) GPUs, CPU and memory, what it may borrow beyond them from its cohort,
+    and how many jobs it may run and keep waiting; every field optional on PATCH."""
+
+    gpus = serializers.IntegerField(min_value=0, help_text="Nominal (guaranteed) whole GPUs.")
+    cpu_millis = serializers.IntegerField(min_value=0, help_text="Nominal CPU in millicores.")
+    memory_mib = serializers.IntegerField(min_value=0, help_text="Nominal memory in MiB.")
+    gpus_borrowing_limit = _limit("GPUs")
+    cpu_millis_borrowing_limit = _limit("CPU (millicores)")
+    memory_mib_borrowing_limit = _limit("Memory (MiB)")
+    cohort = serializers.SlugField(
+        max_length=40,
+        allow_blank=True,
+        help_text="Tenants of one cohort lend each other unused nominal quota; blank: the cluster-wide cohort.",
+    )
+    max_running_jobs = serializers.IntegerField(min_value=0)
+    max_queued_jobs = serializers.IntegerField(min_value=0)
 
 
 class UsageSerializer(ResourcesSerializer):
@@ -167,6 +189,35 @@ class TenantPolicyView(ApiView):
         except DjangoValidationError as exc:
             raise serializers.ValidationError(exc.message_dict) from None
         return Response(PolicySerializer(policy_of(tenant)).data)
+
+
+class TenantQuotaView(ApiView):
+    """GET: the tenant's quota (any member). PATCH: change it (platform admins only), all fields or none."""
+
+    @extend_schema(responses={200: QuotaSerializer, **errors(401, 404, 429)})
+    def get(self, request: Request, slug: str) -> Response:
+        return Response(QuotaSerializer(_tenant(request, slug).quota).data)
+
+    @extend_schema(
+        request=QuotaSerializer(partial=True),
+        responses={200: QuotaSerializer, **errors(400, 401, 403, 404, 429)},
+    )
+    def patch(self, request: Request, slug: str) -> Response:
+        tenant = _tenant(request, slug)
+        if not api_user(request).is_superuser:
+            raise PermissionDenied("only platform admins change a tenant's quota")
+        if not isinstance(request.data, dict):
+            raise serializers.ValidationError({"": ["send a JSON object of quota fields"]})
+        unknown = sorted(set(request.data) - set(QUOTA_FIELDS))
+        if unknown:
+            raise serializers.ValidationError({name: ["unknown quota field"] for name in unknown})
+        form = QuotaSerializer(data=request.data, partial=True)
+        form.is_valid(raise_exception=True)
+        try:
+            quota = quota_set(tenant=tenant, **form.validated_data)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict) from None
+        return Response(QuotaSerializer(quota).data)
 
 
 class TokenSerializer(serializers.ModelSerializer):

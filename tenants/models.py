@@ -61,13 +61,37 @@ class Membership(models.Model):
         return f"{self.user} in {self.tenant} ({self.role})"
 
 
+def _borrowing_limit(resource: str) -> models.PositiveIntegerField[int | None, int | None]:
+    return models.PositiveIntegerField(
+        default=0,
+        null=True,
+        blank=True,
+        help_text=f"How much {resource} the tenant may borrow above its nominal quota from its cohort's unused "
+        "quota: 0 (default) none, blank no limit of its own (the cohort's unused quota still bounds it).",
+    )
+
+
 class Quota(models.Model):
-    """The most a tenant may hold at once (running jobs) and keep waiting (queued jobs)."""
+    """What a tenant is guaranteed (its nominal quota), what it may borrow beyond that from the other tenants
+    of its cohort while they leave it unused (Kueue's nominalQuota, borrowingLimit, cohort), and how many jobs
+    it may run and keep waiting."""
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="quota")
-    gpus = models.PositiveIntegerField(default=0, help_text="GPUs held by running jobs, at most.")
-    cpu_millis = models.PositiveIntegerField(default=8000, help_text="CPU in millicores (1000 = one core).")
-    memory_mib = models.PositiveIntegerField(default=16384, help_text="Memory in MiB.")
+    gpus = models.PositiveIntegerField(default=0, help_text="Nominal (guaranteed) GPUs of running jobs.")
+    cpu_millis = models.PositiveIntegerField(
+        default=8000, help_text="Nominal CPU in millicores (1000 = one core)."
+    )
+    memory_mib = models.PositiveIntegerField(default=16384, help_text="Nominal memory in MiB.")
+    gpus_borrowing_limit = _borrowing_limit("GPUs")
+    cpu_millis_borrowing_limit = _borrowing_limit("CPU (millicores)")
+    memory_mib_borrowing_limit = _borrowing_limit("memory (MiB)")
+    cohort = models.SlugField(
+        max_length=40,
+        blank=True,
+        default="",
+        help_text="Tenants of one cohort lend each other their unused nominal quota; blank: the cohort of all "
+        "tenants with a blank cohort (the whole cluster).",
+    )
     max_running_jobs = models.PositiveIntegerField(default=4)
     max_queued_jobs = models.PositiveIntegerField(default=100)
 
@@ -79,8 +103,27 @@ class Quota(models.Model):
 
     @property
     def resources(self) -> Resources:
-        """The GPUs, CPU and memory the tenant's running jobs may hold together."""
+        """The GPUs, CPU and memory the tenant's running jobs are guaranteed together (nominal quota)."""
         return Resources(self.gpus, self.cpu_millis, self.memory_mib)
+
+    @property
+    def borrowing_limit(self) -> tuple[int | None, int | None, int | None]:
+        """Per resource (GPUs, CPU, memory), how much it may borrow; None: bounded by the cohort only."""
+        return (self.gpus_borrowing_limit, self.cpu_millis_borrowing_limit, self.memory_mib_borrowing_limit)
+
+    def ceiling(self) -> Resources:
+        """The most the tenant's running jobs may ever hold together: nominal plus borrowing limit, capped by
+        the sum of its cohort's nominal quotas (active tenants); its nominal quota when it borrows nothing."""
+        nominal = self.resources.as_shape()
+        if self.borrowing_limit == (0, 0, 0):
+            return self.resources
+        members = Quota.objects.filter(cohort=self.cohort, tenant__active=True).exclude(pk=self.pk)
+        cohort = Resources.total(q.resources for q in members) + self.resources
+        top = [
+            amount if limit == 0 else min(total, amount + (total if limit is None else limit))
+            for amount, limit, total in zip(nominal, self.borrowing_limit, cohort.as_shape(), strict=True)
+        ]
+        return Resources(*top)
 
 
 class PodSecurity(models.TextChoices):

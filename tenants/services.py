@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from guardian.shortcuts import assign_perm, get_users_with_perms, remove_perm
 
 from common.transactions import durable_service
@@ -18,6 +21,34 @@ def tenant_create(
     tenant = Tenant.objects.create(slug=slug, name=name, weight=weight)
     Quota.objects.create(tenant=tenant, **(quota or {}))
     return tenant
+
+
+QUOTA_FIELDS = (
+    "gpus",
+    "cpu_millis",
+    "memory_mib",
+    "gpus_borrowing_limit",
+    "cpu_millis_borrowing_limit",
+    "memory_mib_borrowing_limit",
+    "cohort",
+    "max_running_jobs",
+    "max_queued_jobs",
+)
+
+
+@durable_service
+def quota_set(*, tenant: Tenant, **fields: Any) -> Quota:
+    """Change some of the tenant's quota fields (nominal amounts, borrowing limits, cohort, job limits), all
+    or none; raises django's ValidationError with the refused fields."""
+    unknown = sorted(set(fields) - set(QUOTA_FIELDS))
+    if unknown:
+        raise ValidationError({name: ["unknown quota field"] for name in unknown})
+    quota = Quota.objects.select_for_update().get(tenant=tenant)
+    for name, value in fields.items():
+        setattr(quota, name, value)
+    quota.full_clean(exclude=["tenant"])
+    quota.save()
+    return quota
 
 
 @durable_service

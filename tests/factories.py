@@ -27,7 +27,7 @@ def make_user(username: str | None = None, password: str = "pw", **fields: Any) 
     return user
 
 
-def make_tenant(slug: str | None = None, active: bool = True, **quota: int) -> Tenant:
+def make_tenant(slug: str | None = None, active: bool = True, **quota: int | str | None) -> Tenant:
     """A saved tenant with a roomy quota (override any quota field by keyword)."""
     slug = slug or f"team{next(_seq)}"
     tenant = Tenant.objects.create(slug=slug, name=f"Team {slug}", active=active)

@@ -110,12 +110,13 @@ def table(*columns: str, title: str | None = None) -> Table:
 
 
 def jobs_table(jobs: Iterable[dict[str, Any]]) -> Table:
-    """A row per job."""
+    """A row per job; a job admitted on borrowed quota says so beside its status."""
     grid = table("ID", "NAME", "TENANT", "OWNER", "STATUS", "LEARNERS", "GPUS", "CREATED", "ETA")
     for job in jobs:
         res = job["resources"]
+        status = job["status"] + (" (borrowed)" if job.get("borrowed") else "")
         grid.add_row(
-            job["id"], job["name"], job["tenant"], job["owner"], job["status"],
+            job["id"], job["name"], job["tenant"], job["owner"], status,
             str(res["learners"]), str(res["learners"] * res["gpus"]), when(job["created_at"]),
             eta_text(job, brief=True),
         )  # fmt: skip
@@ -133,6 +134,7 @@ def job_panel(job: dict[str, Any]) -> list[Table]:
         ("status", state + (f": {job['message']}" if job.get("message") else "")),
         ("queue position", str(job["queue_position"]) if job.get("queue_position") else "-"),
         ("eta", eta_text(job)),
+        ("quota", "borrowed (admitted above the tenant's nominal quota)" if job.get("borrowed") else "nominal"),
         ("priority", str(job["priority"])),
         ("attempt", f"{job['attempt']} (retries allowed: {job['max_retries']})"),
         ("image", str(spec.get("image", "-"))),

@@ -59,9 +59,10 @@ def namespace_for(tenant: Tenant) -> str:
 
 
 def tenant_limits(tenant: Tenant) -> TenantLimits:
-    """The tenant's quota as the namespace ResourceQuota enforces it (a safety net under admission)."""
-    quota = tenant.quota
-    return TenantLimits(gpus=quota.gpus, cpu_millis=quota.cpu_millis, memory_mib=quota.memory_mib)
+    """The tenant's quota as the namespace ResourceQuota enforces it (a safety net under admission): the most
+    it may hold, borrowing included."""
+    top = tenant.quota.ceiling()
+    return TenantLimits(gpus=top.gpus, cpu_millis=top.cpu_millis, memory_mib=top.memory_mib)
 
 
 def rendezvous_port(job: Job) -> int:

@@ -12,9 +12,11 @@ dataclasses, does no I/O and imports nothing of Django. Policy ``trainyard`` (de
   (``Node.taints``, NoSchedule/NoExecute; ``QueuedJob.tolerated``, worked out by the caller from the
   tolerations its pods will carry). CPU-only jobs tolerate no GPU taint, so they stay off tainted GPU
   nodes; among the nodes they may use, best-fit puts them on nodes with no free GPUs first.
-* Quotas (GPUs, CPU, memory, running jobs) are never exceeded. A tenant's queue is strict: once its
-  next job is blocked by its own quota its later jobs wait too, but other tenants carry on. A job
-  over its whole quota, or too big for the empty cluster, is reported and blocks nothing.
+* Quotas (GPUs, CPU, memory, running jobs) are never exceeded; a tenant may borrow above its nominal
+  GPU/CPU/memory quota what its cohort leaves unused, within its borrowing limit (jobs.core.borrowing).
+  A tenant's queue is strict: once its next job is blocked by its own quota its later jobs wait too,
+  but other tenants carry on. A job over its whole quota, or too big for the empty cluster, is
+  reported and blocks nothing.
 * Backfill (EASY, per node): the first job in turn order blocked by capacity is the *head*. Releases
   (running jobs' ``ends_at``; this cycle's admissions at ``now + expected_duration``; unknown ends
   last) are replayed in time order until the head's gang fits: that time is ``start_at`` (None if it
@@ -42,6 +44,7 @@ from operator import attrgetter
 from typing import Literal
 
 from common.resources import Resources
+from jobs.core.borrowing import NO_BORROWING, Cohorts, Limit, over_nominal
 from jobs.core.nodepool import ANY as _ANY
 from jobs.core.nodepool import Key as _Key
 from jobs.core.nodepool import NodePool, Shape, slots_in
@@ -79,7 +82,8 @@ class QueuedJob:
 
 @dataclass(frozen=True, slots=True)
 class TenantState:
-    """A tenant's weight, quota and current usage (running jobs only)."""
+    """A tenant's weight, nominal quota and current usage (running jobs only); what it may borrow beyond
+    ``quota`` and from whom (``borrowing_limit``, ``cohort``: jobs.core.borrowing; by default nothing)."""
 
     name: str
     weight: float
@@ -87,6 +91,12 @@ class TenantState:
     max_running_jobs: int
     used: Resources
     running_jobs: int
+    borrowing_limit: Limit = NO_BORROWING
+    cohort: str = ""
+
+    @property
+    def nominal(self) -> Shape:
+        return self.quota.as_shape()
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +137,11 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """Start ``job_id`` now with one node name per learner."""
+    """Start ``job_id`` now with one node name per learner; ``borrowed``: above its tenant's nominal quota."""
 
     job_id: str
     placements: list[str]
+    borrowed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +204,7 @@ class _Cycle:
         self.total = tuple(map(sum, zip(*self.caps, strict=True))) if nodes else (0, 0, 0)
         self.by_size: dict[_Key, list[Shape]] = {}
         self.tenants = {tenant.name: tenant for tenant in snapshot.tenants}
+        self.cohorts = Cohorts(snapshot.tenants)
         self.used = {tenant.name: list(tenant.used.as_shape()) for tenant in snapshot.tenants}
         self.running = {tenant.name: tenant.running_jobs for tenant in snapshot.tenants}
         # The reserved job's whole demand, per tenant: charged against its quota before it starts.
@@ -240,29 +252,16 @@ class _Cycle:
         return max(fractions, default=0.0) / max(self.tenants[tenant].weight, 1e-12)
 
     def quota_reason(self, job: QueuedJob) -> tuple[str, bool] | None:
-        """Why the tenant's quota stops ``job`` and whether it can never fit the quota, or None."""
+        """Why the tenant's quota (nominal, or what it may borrow: jobs.core.borrowing) stops ``job`` and
+        whether it can never fit the quota, or None."""
         tenant = self.tenants.get(job.tenant)
         if tenant is None:
             return f"unknown tenant {job.tenant}", True
-        held = self.held.get(job.tenant)
-        running = self.running[job.tenant] + (held is not None)
+        running = self.running[job.tenant] + (job.tenant in self.held)
         if running >= tenant.max_running_jobs:
             return f"tenant running-job limit {running}/{tenant.max_running_jobs} reached", False
         need = (job.gpus * job.learners, job.cpu_millis * job.learners, job.memory_mib * job.learners)
-        quota = tenant.quota.as_shape()
-        used = self.used[job.tenant]
-        for dim, (label, unit) in enumerate((("GPU", ""), ("CPU", "m"), ("memory", " MiB"))):
-            needed, allowed, in_use = need[dim], quota[dim], used[dim]
-            reserved = held[dim] if held else 0
-            if needed > allowed:
-                return f"needs {needed}{unit} {label} > tenant quota {allowed}{unit}; can never start", True
-            if in_use + reserved + needed > allowed:
-                extra = f"; {reserved}{unit} held for the reserved job" if reserved else ""
-                return (
-                    f"tenant {label} quota {in_use}{unit}/{allowed}{unit} in use (needs {needed}{unit}{extra})",
-                    False,
-                )
-        return None
+        return self.cohorts.check(tenant, need, self.used, self.held)
 
     def sizes(self, key: _Key) -> list[Shape]:
         """The capacities of the nodes a job of ``key`` may use, largest first (cached for the cycle)."""
@@ -323,7 +322,8 @@ class _Cycle:
         self.running[job.tenant] += 1
         ends = _INF if job.expected_duration is None else self.snap.now + job.expected_duration
         self.admitted_ends.append((ends, placed, shape))
-        self.admitted.append(Admission(job.id, [self.nodes[node].name for node in placed]))
+        borrowed = over_nominal(used, self.tenants[job.tenant].nominal)
+        self.admitted.append(Admission(job.id, [self.nodes[node].name for node in placed], borrowed))
 
     def releases(self) -> list[tuple[float, int, Shape]]:
         """What comes free, where and when: (end, node index, one learner's shape), in time then node order."""

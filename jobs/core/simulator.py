@@ -13,7 +13,9 @@ Trace conventions (Alibaba GPU trace v2023, ``openb_pod_list_*.csv``):
 * ``gpu_spec`` (empty in the default trace) becomes the job's ``gpu_type`` when it names a single
   model; a list of alternatives (``A|B``) is treated as any type.
 * Tasks go to ``tenant-0 .. tenant-N-1`` by CRC-32 of the task name; equal weights; each quota is
-  ``quota_share`` of the cluster (1.0: never binds) with no running-job limit.
+  ``quota_share`` of the cluster (1.0: never binds) with no running-job limit. With ``borrowing`` that
+  quota is nominal and every tenant may borrow, without a limit of its own, what the others leave
+  unused (one cluster-wide cohort, jobs.core.borrowing); without it the quota is a hard cap.
 * A job that cannot fit the empty cluster is dropped before the replay and counted (under FIFO it
   would block the queue forever).
 * ``time_scale`` multiplies arrival times (0.01 replays the trace 100x denser) to study load;
@@ -44,6 +46,7 @@ from jobs.core.admission import (
     TenantState,
     admit,
 )
+from jobs.core.borrowing import NO_BORROWING, Limit
 from jobs.core.eta import RunningFacts, estimate
 from jobs.core.simulator_tuning import SpeedModel, TunedJob, TuningStats, next_look, record, tuner_look
 
@@ -83,6 +86,8 @@ class SimResult:
     """What the tuner did (None: a replay without tuning)."""
     eta: EtaAccuracy | None = None
     """How close the first ETA each waiting job got came to its actual start (None: not measured)."""
+    borrowing: bool = False
+    """Whether tenants could borrow above their (nominal) quota."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,10 +181,12 @@ def simulate(
     estimates: bool = True,
     tuning: SpeedModel | None = None,
     eta: bool = False,
+    borrowing: bool = False,
 ) -> SimResult:
     """Replay ``jobs`` on ``nodes`` under ``policy`` on a virtual clock and summarise the outcome; with
     ``tuning``, running GPU jobs are tuned under that speed model (jobs/core/simulator_tuning.py); with
-    ``eta``, each waiting job's first ETA (jobs/core/eta.py) is kept and scored against its start."""
+    ``eta``, each waiting job's first ETA (jobs/core/eta.py) is kept and scored against its start; with
+    ``borrowing``, tenants may borrow above their quota what the others leave unused."""
     runnable = _fits_empty(jobs, nodes)
     names = [f"tenant-{k}" for k in range(tenants)]
     names += sorted({j.tenant for j in runnable} - set(names))
@@ -187,6 +194,7 @@ def simulate(
         runnable, nodes, names, policy=policy, quota_share=quota_share, estimates=estimates, tuning=tuning
     )
     replay.first_eta = {} if eta else None
+    replay.limit = (None, None, None) if borrowing else NO_BORROWING
     replay.run()
     stats = replay.stats
     if stats is not None:
@@ -197,6 +205,7 @@ def simulate(
     run_time = {jid: ended[jid] - started[jid] for jid in ended} if tuning else None
     cap_g = sum(n.capacity.gpus for n in nodes)
     result = _summarise(policy, jobs, runnable, started, ended, replay.cycles, cap_g, names, run_time, stats)
+    result = replace(result, borrowing=borrowing)
     if replay.first_eta is None:
         return result
     arrival = {j.id: j.arrival for j in runnable}
@@ -260,6 +269,7 @@ class _Replay:
         self.cycles = 0
         self.arrived = 0
         self.first_eta: dict[str, float | None] | None = None
+        self.limit: Limit = NO_BORROWING
 
     def run(self) -> None:
         """Advance the clock from event to event: completions, then tuner looks, then arrivals, then one
@@ -334,7 +344,8 @@ class _Replay:
     def cycle(self, now: float) -> None:
         """One admission cycle over the queue; start what it admits."""
         tenant_states = [
-            TenantState(t, 1.0, self.quota, 10**9, self.used[t], self.running_count[t]) for t in self.names
+            TenantState(t, 1.0, self.quota, 10**9, self.used[t], self.running_count[t], self.limit)
+            for t in self.names
         ]
         snap = Snapshot(
             list(self.queue.values()), tenant_states, self.nodes, now, list(self.running.values())

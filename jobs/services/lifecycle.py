@@ -90,13 +90,15 @@ def _locked(job_id: str) -> Job:
 
 
 @durable_service
-def job_admit(*, job_id: str, placements: Sequence[str]) -> Job | None:
-    """Start the next attempt of a waiting job on the planned nodes and queue its launch."""
+def job_admit(*, job_id: str, placements: Sequence[str], borrowed: bool = False) -> Job | None:
+    """Start the next attempt of a waiting job on the planned nodes and queue its launch; ``borrowed``: the
+    admission put its tenant above its nominal quota (jobs.core.borrowing)."""
     job = _locked(job_id)
     if job.status not in WAITING:
         return None
     job.attempt += 1
     job.placements = list(placements)
+    job.borrowed = borrowed
     Learner.objects.bulk_create(
         [
             Learner(job=job, attempt=job.attempt, index=i, pod_name="", node=node)
@@ -108,8 +110,9 @@ def job_admit(*, job_id: str, placements: Sequence[str]) -> Job | None:
         job,
         JobStatus.STARTING,
         reason=Reason.ADMITTED,
-        message=f"attempt {job.attempt} admitted on {', '.join(sorted(set(placements)))}",
-        data={"attempt": job.attempt, "placements": list(placements)},
+        message=f"attempt {job.attempt} admitted on {', '.join(sorted(set(placements)))}"
+        + (" (borrowed quota)" if borrowed else ""),
+        data={"attempt": job.attempt, "placements": list(placements), "borrowed": borrowed},
     )
     enqueue("jobs.tasks.launch", job.pk, job.attempt)
     return job

@@ -38,18 +38,21 @@ class PermissionDenied(JobRejected):
 
 
 def quota_problems(*, demand: Demand, quota: Quota) -> list[str]:
-    """Why a job with `demand` could never run under `quota`, even with the tenant's cluster share empty."""
+    """Why a job with `demand` could never run under `quota`, even with the tenant's cluster share empty and
+    all it may borrow from its cohort lent to it."""
     problems = []
-    if demand.total_gpus > quota.gpus:
-        problems.append(f"needs {demand.total_gpus} GPUs in all, the tenant's quota is {quota.gpus}")
-    if demand.total_cpu_millis > quota.cpu_millis:
-        problems.append(
-            f"needs {demand.total_cpu_millis}m CPU in all, the tenant's quota is {quota.cpu_millis}m"
-        )
-    if demand.total_memory_mib > quota.memory_mib:
-        problems.append(
-            f"needs {demand.total_memory_mib} MiB memory in all, the tenant's quota is {quota.memory_mib} MiB"
-        )
+    top = quota.ceiling()
+    for needed, nominal, most, what, unit in (
+        (demand.total_gpus, quota.gpus, top.gpus, "GPUs", ""),
+        (demand.total_cpu_millis, quota.cpu_millis, top.cpu_millis, "CPU", "m"),
+        (demand.total_memory_mib, quota.memory_mib, top.memory_mib, "memory", " MiB"),
+    ):
+        if needed > most:
+            beyond = f" (+{most - nominal}{unit} it may borrow)" if most > nominal else ""
+            unit_what = f"{unit} {what}" if what != "GPUs" else " GPUs"
+            problems.append(
+                f"needs {needed}{unit_what} in all, the tenant's quota is {nominal}{unit}{beyond}"
+            )
     if quota.max_running_jobs == 0:
         problems.append("the tenant may run no jobs (running-job quota is 0)")
     return problems

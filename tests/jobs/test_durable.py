@@ -41,7 +41,7 @@ from jobs.services.results import results_reported
 from jobs.services.tuning import job_autotune
 from tenants.models import Membership
 from tenants.policy import policy_set
-from tenants.services import membership_remove, membership_set, tenant_create
+from tenants.services import membership_remove, membership_set, quota_set, tenant_create
 from tests.factories import make_tenant, make_user, member
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -51,7 +51,7 @@ ENTRY_POINTS: list[Callable[..., Any]] = [
     job_submit, job_cancel, job_retry, job_requeue, job_delete, job_transition, job_admit, job_launched,
     job_apply_verdict, job_pods_gone, learner_node_unready, launch_refused, launch_requeued,
     deadline_exceeded, job_repair, logs_append, results_reported, job_autotune, tenant_create,
-    membership_set, membership_remove, policy_set,
+    membership_set, membership_remove, policy_set, quota_set,
 ]  # fmt: skip
 
 

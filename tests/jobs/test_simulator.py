@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from io import StringIO
 from pathlib import Path
 
@@ -228,3 +229,29 @@ def test_etas_are_exact_when_one_job_waits_for_another_of_known_length(tmp_path:
     assert result.eta.p50_wait == 90.0
     blind = simulate(jobs, nodes, policy="trainyard", eta=True, estimates=False).eta
     assert blind is not None and (blind.estimated, blind.unknown) == (0, 1)
+
+
+# --- quota borrowing in the replay ----------------------------------------------------------------------------
+
+
+def test_borrowing_lets_a_lone_tenant_use_the_idle_cluster_that_a_hard_quota_leaves_empty(tmp_path: Path):
+    # Two 4-GPU jobs of tenant-0 on one 8-GPU node; each of the two tenants' nominal quota is half the node,
+    # and tenant-1 submits nothing, so with borrowing it lends tenant-0 its 4 GPUs.
+    jobs, nodes = crafted(tmp_path, [("a", 1000, 4, 0.0, 100.0), ("b", 1000, 4, 0.0, 100.0)], (64_000, 8))
+    jobs = [replace(j, tenant="tenant-0") for j in jobs]
+    hard = simulate(jobs, nodes, policy="trainyard", tenants=2, quota_share=0.5)
+    lent = simulate(jobs, nodes, policy="trainyard", tenants=2, quota_share=0.5, borrowing=True)
+    assert (hard.borrowing, lent.borrowing) == (False, True)
+    assert hard.mean_queue_delay == 50.0 and hard.makespan == 200.0
+    assert lent.mean_queue_delay == 0.0 and lent.makespan == 100.0
+    assert lent.gpu_allocation == 2 * hard.gpu_allocation
+
+
+def test_simulate_command_with_borrowing_on_labels_its_runs():
+    out = StringIO()
+    call_command(
+        "simulate", "--json", "--borrowing", "on", trace=str(POD_LIST), nodes=str(GPU_NODES), limit=100,
+        node_sample=100, quota_share=0.25, policy="trainyard", stdout=out,
+    )  # fmt: skip
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(line["policy"], line["borrowing"]) for line in lines] == [("trainyard", True)]

@@ -463,3 +463,13 @@ def test_job_page_and_jobs_list_show_a_queued_jobs_eta(signed_in: Client, team: 
     listing = _html(signed_in.get("/jobs/"))
     assert f"starts ~{stamp}" in listing and "start time unknown: far back in the queue" in listing
     assert "stale" not in listing
+
+
+def test_job_page_and_list_show_a_borrowed_chip_only_on_borrowed_jobs(
+    signed_in: Client, team: Tenant, alice: User
+) -> None:
+    lent = named_job(team, alice, "lent-one", status="running", borrowed=True)
+    named_job(team, alice, "own-one", status="running")
+    listing = _html(signed_in.get("/jobs/"))
+    assert listing.count("chip-borrowed") == 1
+    assert "chip-borrowed" in _html(signed_in.get(f"/jobs/{lent.pk}/"))

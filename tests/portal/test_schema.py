@@ -43,6 +43,7 @@ API_ROUTES = {
     "/api/v1/tenants/{slug}/",
     "/api/v1/tenants/{slug}/members/",
     "/api/v1/tenants/{slug}/policy/",
+    "/api/v1/tenants/{slug}/quota/",
     "/api/v1/cluster/",
     "/api/v1/tokens/",
     "/api/v1/tokens/{token_id}/",
@@ -57,6 +58,8 @@ FUZZED = [
     ("/api/v1/jobs/{job_id}/logs/", "GET"),
     ("/api/v1/tenants/{slug}/policy/", "GET"),
     ("/api/v1/tenants/{slug}/policy/", "PATCH"),
+    ("/api/v1/tenants/{slug}/quota/", "GET"),
+    ("/api/v1/tenants/{slug}/quota/", "PATCH"),
 ]
 
 

@@ -1,5 +1,6 @@
 """``manage.py simulate``: replay a GPU trace through the admission policy and FfDL's FIFO, and with
-``--tuning on`` also with the tuner under a stated speed model (jobs/core/simulator_tuning.py)."""
+``--tuning on`` also with the tuner under a stated speed model (jobs/core/simulator_tuning.py); with
+``--borrowing on`` each tenant's quota is nominal and it may borrow what the others leave unused."""
 
 from __future__ import annotations
 
@@ -53,6 +54,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--no-estimates", action="store_true", help="Hide run times from backfill.")
         parser.add_argument(
+            "--borrowing",
+            choices=("off", "on"),
+            default="off",
+            help="on: the quota is nominal and tenants borrow what others leave unused; off: a hard cap.",
+        )
+        parser.add_argument(
             "--tuning",
             choices=("off", "on"),
             default="off",
@@ -86,6 +93,7 @@ class Command(BaseCommand):
             "tenants": options["tenants"],
             "quota_share": options["quota_share"],
             "estimates": not options["no_estimates"],
+            "borrowing": options["borrowing"] == "on",
         }
         results = [simulate(jobs, nodes, policy=p, eta=options["eta"], **common) for p in policies]
         model = SpeedModel(cpu_per_gpu_millis=options["cpu_per_gpu"]) if options["tuning"] == "on" else None
@@ -139,7 +147,10 @@ def _table(results: list[SimResult], jobs: int, nodes: int, tuned: list[SimResul
     untuned = results
     if tuned:
         results = [r for pair in zip(untuned, tuned, strict=True) for r in pair]
-    heads = "".join((r.policy + ("+tuning" if r.tuning else "")).rjust(18) for r in results)
+    heads = "".join(
+        (r.policy + ("+tuning" if r.tuning else "") + ("+borrow" if r.borrowing else "")).rjust(18)
+        for r in results
+    )
     lines = [f"{jobs} jobs on {nodes} nodes", "".ljust(width) + heads]
     for label, name, fmt in ROWS:
         lines.append(label.ljust(width) + "".join(fmt.format(getattr(r, name)).rjust(18) for r in results))
