@@ -14,7 +14,7 @@ from jobs import cluster
 from jobs.artifacts.storage import artifacts_delete
 from jobs.cluster import ClusterError
 from jobs.core.choices import EventKind, Reason
-from jobs.core.states import TERMINAL, TRANSITIONS, WAITING, JobStatus
+from jobs.core.states import STOPPING, TERMINAL, TRANSITIONS, WAITING, JobStatus
 from jobs.models import Job, JobEvent, ResultFile
 from jobs.services.lifecycle import enqueue, job_requeue_or_fail, transition
 from jobs.services.submit import JobRejected, PermissionDenied, job_submit
@@ -52,15 +52,7 @@ def job_cancel(*, job: Job, user: User) -> Job:
         return current
     idle = current.status in WAITING or current.status == JobStatus.HALTED
     target = JobStatus.CANCELLED if idle else JobStatus.CANCELLING
-    if target == JobStatus.CANCELLING:
-        enqueue("jobs.tasks.teardown", current.pk, current.attempt)
-    return job_transition.nested(
-        job_id=job.pk,
-        to=target,
-        reason=Reason.CANCELLED_BY_USER,
-        message=f"cancelled by {user.get_username()}",
-        actor=user,
-    )
+    return _stop(current, to=target, reason=Reason.CANCELLED_BY_USER, done="cancelled", user=user)
 
 
 @durable_service
@@ -79,14 +71,16 @@ def job_halt(*, job: Job, user: User) -> Job:
     target = JobStatus.HALTED if current.status in WAITING else JobStatus.HALTING
     if target not in TRANSITIONS[current.status]:
         _refuse(current, "only a queued, starting or running job can be halted")
-    if target == JobStatus.HALTING:
-        enqueue("jobs.tasks.teardown", current.pk, current.attempt)
+    return _stop(current, to=target, reason=Reason.HALTED_BY_USER, done="halted", user=user)
+
+
+def _stop(job: Job, *, to: str, reason: str, done: str, user: User) -> Job:
+    """Move a job a person stops (cancel, halt) to `to`; a stopping state (cancelling, halting) first has
+    its attempt torn down, and the job leaves it once the pods are gone."""
+    if to in STOPPING:
+        enqueue("jobs.tasks.teardown", job.pk, job.attempt)
     return job_transition.nested(
-        job_id=job.pk,
-        to=target,
-        reason=Reason.HALTED_BY_USER,
-        message=f"halted by {user.get_username()}",
-        actor=user,
+        job_id=job.pk, to=to, reason=reason, message=f"{done} by {user.get_username()}", actor=user
     )
 
 
