@@ -34,7 +34,9 @@ TRICKY = st.sampled_from(
         "x" * 5000,
     ]
 )  # fmt: skip
-ANY = JSON | TRICKY
+# Copied per draw: `[]`, `{}` and `[[[]]]` are single objects, and a later mutation stepping into one would
+# change it for every later example (or put a value inside itself, a cycle no JSON body can carry).
+ANY = JSON | TRICKY.map(copy.deepcopy)
 
 BASE_SPEC: dict[str, Any] = {
     "name": "fuzz",
@@ -171,3 +173,22 @@ def test_the_api_answers_every_submission_with_a_4xx_or_a_job(
     answer = response.json()
     if response.status_code != 201:
         assert answer["detail"] and isinstance(answer["errors"], dict)
+
+
+@pytest.mark.parametrize("base", [BASE_SPEC, BASE_FFDL], ids=["trainyard", "ffdl"])
+def test_a_nul_in_free_text_is_a_field_error_not_a_stored_spec(base: dict[str, Any]) -> None:
+    """Found by the API fuzzing: `evaluation_metrics.type: "\\u0000"` passed the parser, and PostgreSQL then
+    refused to store the spec (a 500). Every text of a normalized spec, values and keys, must be storable."""
+    document = copy.deepcopy(base)
+    document["evaluation_metrics"] = {"type": "\x00"}
+    with pytest.raises(SpecError) as refused:
+        parse_spec(document)
+    assert refused.value.errors == {
+        "evaluation_metrics.type": ["must not contain NUL characters or invalid Unicode"]
+    }
+    document["evaluation_metrics"] = {"type": "tensorboard", "in": "logs\x00"}
+    with pytest.raises(SpecError) as refused:
+        parse_spec(document)
+    assert refused.value.errors == {
+        "evaluation_metrics.in": ["must not contain NUL characters or invalid Unicode"]
+    }

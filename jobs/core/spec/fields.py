@@ -8,7 +8,7 @@ both the friendly keys (`cpu`, `memory`, `max_runtime`) and the normalized ones 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from jobs.core.spec.metrics import validate_evaluation_metrics
@@ -66,7 +66,7 @@ def validate(data: Mapping[Any, Any], errors: Errors) -> dict[str, Any]:
     learners = _int(data.get("learners"), "learners", errors, 1, MAX_LEARNERS, default=1)
     resources = _resources(data.get("resources"), errors)
     checkpoint_dir = abs_path(data.get("checkpoint_dir"), "checkpoint_dir", errors, default="/checkpoints")
-    return {
+    spec = {
         "name": _text(data.get("name"), "name", errors, max_len=100, single_line=True),
         "description": _text(data.get("description"), "description", errors, max_len=2000, default=""),
         "image": _image(data.get("image"), errors),
@@ -83,6 +83,29 @@ def validate(data: Mapping[Any, Any], errors: Errors) -> dict[str, Any]:
         "evaluation_metrics": validate_evaluation_metrics(data.get("evaluation_metrics"), errors),
         "framework": _small_mapping(data.get("framework"), "framework", errors, required=("name", "version")),
     }
+    for path in _unstorable(spec, ""):
+        if path not in errors.by_path:
+            errors.add(path, "must not contain NUL characters or invalid Unicode")
+    return spec
+
+
+def _unstorable(value: Any, path: str) -> Iterator[str]:
+    """The paths of the texts (values and keys) in a normalized spec that PostgreSQL cannot store and a
+    process cannot be given: fields pass free text through (a metric group's name, a framework's
+    version), so this one pass covers them all rather than each field its own."""
+    if isinstance(value, str):
+        if not clean_text(value):
+            yield path
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            where = join(path, key)
+            if isinstance(key, str) and not clean_text(key):
+                yield where
+            else:
+                yield from _unstorable(item, where)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _unstorable(item, f"{path}[{index}]")
 
 
 def _text(
