@@ -18,3 +18,19 @@ def gpu_tolerations_check(app_configs: Any = None, **kwargs: Any) -> list[Error]
     except ValueError as exc:
         return [Error(f"GPU_TOLERATIONS: {exc}", id="jobs.E001")]
     return []
+
+
+@register()
+def preemption_check(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """PREEMPTION must name a victim order or be "off"; the minimum runtime cannot be negative."""
+    from django.conf import settings
+
+    from jobs.core.preemption import ORDERS
+
+    errors = []
+    if settings.PREEMPTION not in (*ORDERS, "off"):
+        choices = ", ".join((*ORDERS, "off"))
+        errors.append(Error(f"PREEMPTION: {settings.PREEMPTION!r} is not one of {choices}", id="jobs.E002"))
+    if settings.PREEMPTION_MIN_RUNTIME_SECONDS < 0:
+        errors.append(Error("PREEMPTION_MIN_RUNTIME_SECONDS cannot be negative", id="jobs.E003"))
+    return errors

@@ -171,6 +171,10 @@ class Learner(models.Model):
     log_cursor_ts = models.DateTimeField(null=True, blank=True)
     log_cursor_seen = models.PositiveIntegerField(default=0)
     log_done = models.BooleanField(default=False, help_text="The container ended and its log is stored.")
+    checkpoint_at = models.DateTimeField(
+        null=True, blank=True, help_text='When it last printed a checkpoint line ({"checkpoint": step}).'
+    )
+    checkpoint_step = models.BigIntegerField(null=True, blank=True, help_text="The step of that checkpoint.")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -1,4 +1,5 @@
-"""The scheduler cycle: snapshot the queue, quotas and nodes, run the pure admission function, apply it.
+"""The scheduler cycle: snapshot the queue, quotas and nodes, run the pure admission function, apply it,
+then preempt what waiting jobs need back (jobs.preemption).
 
 Runs from Celery beat every few seconds and after every submit and finish; a PostgreSQL advisory lock
 makes sure two workers never run a cycle at once (so a job is never admitted twice).
@@ -17,7 +18,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from common.resources import Resources
-from jobs import cluster, estimates
+from jobs import cluster, estimates, preemption
 from jobs.cluster import NodeInfo
 from jobs.core import admission
 from jobs.core.states import JobStatus
@@ -33,11 +34,12 @@ LOCK_KEY = zlib.crc32(b"trainyard-scheduler-cycle")
 
 @dataclass
 class CycleResult:
-    """What one cycle did: the jobs it admitted, how many wait, and whether it ran at all."""
+    """What one cycle did: the jobs it admitted, how many wait, which it preempted, and whether it ran."""
 
     ran: bool
     admitted: list[str] = field(default_factory=list)
     pending: int = 0
+    preempted: list[str] = field(default_factory=list)
 
 
 def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapshot:
@@ -176,7 +178,13 @@ def run_cycle(*, nodes: Sequence[NodeInfo]) -> CycleResult:
         etas = estimates.estimate(snapshot=snapshot, decision=decision)
         admitted = [_admit(a) for a in decision.admitted]
         queue_positions_record(decision.pending, etas)
-    return CycleResult(ran=True, admitted=admitted, pending=len(decision.pending))
+        preempted = preemption.preempt(snapshot=snapshot, decision=decision)
+    return CycleResult(
+        ran=True,
+        admitted=admitted,
+        pending=len(decision.pending),
+        preempted=[p.victim for p in preempted],
+    )
 
 
 def _admit(decision: admission.Admission) -> str:

@@ -53,6 +53,7 @@ class PolicyForm(forms.ModelForm):
             "member_max_priority",
             "owner_max_priority",
             "pod_security",
+            "preempt_lower_priority",
         ]
 
     def clean(self) -> dict[str, Any]:

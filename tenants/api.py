@@ -152,6 +152,9 @@ class PolicySerializer(serializers.Serializer):
     member_max_priority = serializers.IntegerField(help_text="The highest priority a member may use.")
     owner_max_priority = serializers.IntegerField(help_text="The highest priority an owner may use.")
     pod_security = serializers.ChoiceField(choices=PodSecurity.values, help_text="The namespace's PSA level.")
+    preempt_lower_priority = serializers.BooleanField(
+        help_text="A waiting job may preempt the tenant's own running jobs of lower priority."
+    )
 
 
 POLICY_FIELDS = (
@@ -161,6 +164,7 @@ POLICY_FIELDS = (
     "member_max_priority",
     "owner_max_priority",
     "pod_security",
+    "preempt_lower_priority",
 )
 
 

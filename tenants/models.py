@@ -177,6 +177,11 @@ class Policy(models.Model):
         default=PodSecurity.RESTRICTED,
         help_text="Pod Security Admission level enforced on the tenant's namespace.",
     )
+    preempt_lower_priority = models.BooleanField(
+        default=False,
+        help_text="A waiting job may stop the tenant's own running jobs of lower priority to start "
+        "(gracefully; they go back to the queue and resume from their checkpoints).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -127,6 +127,11 @@ def policy_clean(data: dict[str, Any]) -> dict[str, Any]:
                 errors[field] = [f"must be a whole number from {low} to {high}"]
             else:
                 clean[field] = value
+    if "preempt_lower_priority" in data:
+        if not isinstance(data["preempt_lower_priority"], bool):
+            errors["preempt_lower_priority"] = ["must be true or false"]
+        else:
+            clean["preempt_lower_priority"] = data["preempt_lower_priority"]
     if "pod_security" in data:
         if data["pod_security"] not in PodSecurity.values:
             errors["pod_security"] = [f"must be one of {', '.join(PodSecurity.values)}"]

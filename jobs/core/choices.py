@@ -105,3 +105,5 @@ class Reason(StrEnum):
     HALTED_BY_USER = "HaltedByUser"
     HALTED = "Halted"
     RESUMED = "Resumed"
+    PREEMPTED = "Preempted"
+    PREEMPTING = "Preempting"

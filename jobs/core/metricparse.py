@@ -12,6 +12,10 @@ A job whose logs look different declares FfDL-style `regex_extractor` groups in 
 optionally the step. Such patterns come from users, so each runs under a time limit per line
 (`REGEX_TIMEOUT`); a pattern that times out is skipped for that line, never stalls the log follower.
 
+A checkpoint is reported the same way: ``{"checkpoint": 120}`` (or ``checkpoint=120``) once the state of
+step 120 is saved to CHECKPOINT_DIR. It becomes the metric ``checkpoint`` (value and step: the step), and
+preemption counts the work since the last one as what stopping the job would lose (jobs.core.preemption).
+
 Anything else is an ordinary log line. Names are at most 64 characters; values must be finite.
 """
 
@@ -37,6 +41,7 @@ KV_LINE = re.compile(
     r"((?:[A-Za-z_][A-Za-z0-9_./-]{0,63}=[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*[,;]?\s*)+)$"
 )
 STEP_KEYS = ("step", "iteration", "iter", "global_step")
+CHECKPOINT = "checkpoint"
 MAX_LINE = 4096
 REGEX_TIMEOUT = 0.005  # seconds a user pattern may spend on one line
 
@@ -139,6 +144,9 @@ def _from_json(text: str) -> list[MetricPoint]:
         if isinstance(name, str) and NAME.match(name) and value is not None:
             return [MetricPoint(name, value, step)]
         return []
+    if set(data) == {CHECKPOINT}:
+        step = _step(data[CHECKPOINT])
+        return [MetricPoint(CHECKPOINT, float(step), step)] if step is not None else []
     if isinstance(data.get("metrics"), dict):
         values = dict(data["metrics"])
         if "step" in data:
@@ -170,3 +178,11 @@ def _step(raw: Any) -> int | None:
     if value is None or value < 0 or value != int(value) or value > 2**62:
         return None
     return int(value)
+
+
+def checkpoint_step(point: MetricPoint) -> int | None:
+    """The step a ``checkpoint`` point reports (its step, else its value as a whole number), or None for
+    any other metric."""
+    if point.name != CHECKPOINT:
+        return None
+    return point.step if point.step is not None else _step(point.value)

@@ -16,7 +16,8 @@ stopping (``releasing``: cancelling, halting, being preempted) count as gone, so
 more jobs while earlier victims are still saving their work.
 
 The victims are chosen in ``order``, adding one at a time until the waiting job's gang fits the free
-nodes plus what they release, then dropping any that turned out not to be needed (latest-added first):
+nodes plus what they release, then dropping any that turned out not to be needed (latest-added first).
+Either order tries first the jobs whose admission borrowed (``Victim.borrowed``), then:
 
 * ``checkpoint-aware`` (Trainyard's): least work lost first, i.e. the fewest GPU-seconds since the
   candidate's last checkpoint (learner-seconds for CPU-only jobs), then the latest admitted;
@@ -45,6 +46,7 @@ class Victim:
 
     ``since_checkpoint``: seconds it has computed since its last checkpoint (since it started when it has
     none): what stopping it now would throw away. ``protected``: still inside its minimum runtime.
+    ``borrowed``: its admission put its tenant above its nominal quota.
     """
 
     job_id: str
@@ -55,6 +57,7 @@ class Victim:
     per_learner: Resources
     since_checkpoint: float
     protected: bool = False
+    borrowed: bool = False
 
     @property
     def total(self) -> Shape:
@@ -85,13 +88,14 @@ def sort_key(order: Order) -> SortKey:
     """The order victims are tried in (see the module docstring)."""
     if order == "checkpoint-aware":
         return lambda v: (
+            not v.borrowed,
             v.lost_gpu_seconds,
             len(v.placements) * v.since_checkpoint,
             -v.admitted_at,
             v.job_id,
         )
     if order == "youngest":
-        return lambda v: (v.priority, -v.admitted_at, v.job_id)
+        return lambda v: (not v.borrowed, v.priority, -v.admitted_at, v.job_id)
     raise ValueError(f"unknown preemption order {order!r}")
 
 

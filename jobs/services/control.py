@@ -66,12 +66,40 @@ def job_halt(*, job: Job, user: User) -> Job:
     if not can_manage_owned(user, job):
         raise PermissionDenied("you may not halt this job")
     current = Job.objects.select_for_update().get(pk=job.pk)
+    if current.status == JobStatus.HALTING and current.reason == Reason.PREEMPTED:
+        # Its pods are stopping already; it now ends halted rather than back in the queue.
+        return _note_halt(current, user)
     if current.status in (JobStatus.HALTING, JobStatus.HALTED):
         return current
     target = JobStatus.HALTED if current.status in WAITING else JobStatus.HALTING
     if target not in TRANSITIONS[current.status]:
         _refuse(current, "only a queued, starting or running job can be halted")
     return _stop(current, to=target, reason=Reason.HALTED_BY_USER, done="halted", user=user)
+
+
+def _note_halt(job: Job, user: User) -> Job:
+    """A person halts a job being preempted: it keeps stopping, and ends halted instead of requeued."""
+    job.reason, job.message = Reason.HALTED_BY_USER, f"halted by {user.get_username()}"
+    job.save(update_fields=["reason", "message", "updated_at"])
+    JobEvent.objects.create(
+        job=job, kind=EventKind.SCHEDULING, reason=job.reason, message=job.message, actor=user
+    )
+    return job
+
+
+@durable_service
+def job_preempt(*, job_id: str, attempt: int, message: str, data: Mapping[str, Any]) -> Job | None:
+    """Stop a running or starting job for another that needs its resources (jobs.preemption): its pods get
+    SIGTERM and their grace period to checkpoint, as for a halt, and once they are gone it goes back to the
+    queue (reason Preempted, no retry used) to resume from its checkpoint. None when the job has moved on
+    (another attempt, or no longer running)."""
+    job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+    if job.attempt != attempt or job.status not in (JobStatus.STARTING, JobStatus.RUNNING):
+        return None
+    enqueue("jobs.tasks.teardown", job.pk, job.attempt)
+    return transition(
+        job, JobStatus.HALTING, reason=Reason.PREEMPTED, message=message, data={**data, "counts": False}
+    )
 
 
 def _stop(job: Job, *, to: str, reason: str, done: str, user: User) -> Job:

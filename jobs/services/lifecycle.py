@@ -226,10 +226,16 @@ def _note_pod_reason(job: Job, verdict: Verdict) -> Job:
 @durable_service
 def job_pods_gone(*, job_id: str, attempt: int) -> Job | None:
     """A stopping job whose pods are all gone ends: a cancelling one is cancelled, a halting one halted (its
-    quota is free again; its checkpoint claims stay for `job_resume`)."""
+    quota is free again; its checkpoint claims stay for `job_resume`), a preempted one back in the queue to
+    resume from its checkpoint (no retry used)."""
     job = _locked(job_id)
     if job.attempt != attempt or job.status not in STOPPING:
         return None
+    if job.status == JobStatus.HALTING and job.reason == Reason.PREEMPTED:
+        message = "preempted; back in the queue, it resumes from its last checkpoint"
+        return transition(
+            job, JobStatus.REQUEUED, reason=Reason.PREEMPTED, message=message, data={"counts": False}
+        )
     if job.status == JobStatus.HALTING:
         message = "all pods stopped; resume it to go on from its checkpoint"
         return transition(job, JobStatus.HALTED, reason=Reason.HALTED, message=message)

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from django.db.models import Max
+from django.utils import timezone
 
 from common.telemetry import count as metrics_count
 from common.transactions import durable_service
-from jobs.core.metricparse import extractors_for, parse_metric_line
+from jobs.core.metricparse import checkpoint_step, extractors_for, parse_metric_line
 from jobs.models import Learner, LogLine, MetricSample
 from jobs.streams import job_group, send_after_commit
 
@@ -47,6 +48,9 @@ def logs_append(
             LogLine(job_id=job_id, learner=learner, attempt=attempt, seq=seq, ts=ts, text=text[:MAX_LOG_LINE])
         )
         for point in parse_metric_line(text, extractors):
+            step = checkpoint_step(point)
+            if step is not None:
+                row.checkpoint_at, row.checkpoint_step = ts or timezone.now(), step
             samples.append(
                 MetricSample(
                     job_id=job_id,
@@ -64,7 +68,12 @@ def logs_append(
     row.log_seq = seq
     row.log_cursor_ts, row.log_cursor_seen = cursor
     row.log_done = row.log_done or done
-    row.save(update_fields=["log_seq", "log_cursor_ts", "log_cursor_seen", "log_done", "updated_at"])
+    row.save(
+        update_fields=[
+            "log_seq", "log_cursor_ts", "log_cursor_seen", "log_done", "checkpoint_at", "checkpoint_step",
+            "updated_at",
+        ]
+    )  # fmt: skip
     if lines:
         send_after_commit(
             job_group(job_id),

@@ -391,6 +391,12 @@ LEARNER_TERMINATION_GRACE_SECONDS = env.int("LEARNER_TERMINATION_GRACE_SECONDS",
 # A launch refused by the namespace's ResourceQuota (the previous attempt's pods still count while they
 # terminate) is tried again with back-off this many times before the job goes back to the queue.
 LAUNCH_QUOTA_RETRIES = env.int("LAUNCH_QUOTA_RETRIES", default=8)
+# Preemption (jobs.core.preemption): how victims are chosen ("checkpoint-aware": least work lost since their
+# last checkpoint; "youngest": Kueue's lowest priority, then latest admitted; "off": no preemption), and how
+# long a job runs after its admission before it may be preempted at all. A victim's pods get SIGTERM and
+# LEARNER_TERMINATION_GRACE_SECONDS to save a checkpoint.
+PREEMPTION = env.str("PREEMPTION", default="checkpoint-aware")
+PREEMPTION_MIN_RUNTIME_SECONDS = env.int("PREEMPTION_MIN_RUNTIME_SECONDS", default=300)
 SCHEDULE_INTERVAL_SECONDS = env.float("SCHEDULE_INTERVAL_SECONDS", default=3.0)
 RECONCILE_INTERVAL_SECONDS = env.float("RECONCILE_INTERVAL_SECONDS", default=30.0)
 # The watcher lists every managed pod afresh this often (and after any failure), re-judging every active

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.core.metricparse import MetricPoint, extractors_for, parse_metric_line
+from jobs.core.metricparse import MetricPoint, checkpoint_step, extractors_for, parse_metric_line
 
 
 def test_json_metric_line() -> None:
@@ -93,3 +93,18 @@ def test_a_catastrophic_user_pattern_gives_up_on_the_line_instead_of_hanging() -
     evil = {"type": "regex_extractor", "groups": {"x": {"regex": r"^(a+)+(?P<v>\d)$", "values": ["v"]}}}
     # Without the per-line time limit this search backtracks for ages (2^40 paths).
     assert parse_metric_line("a" * 40 + "!", extractors_for(evil)) == []
+
+
+@pytest.mark.parametrize("line", ['{"checkpoint": 120}', "checkpoint=120"])
+def test_a_checkpoint_line_reports_its_step(line: str) -> None:
+    [point] = parse_metric_line(line)
+    assert point.name == "checkpoint" and checkpoint_step(point) == 120
+
+
+@pytest.mark.parametrize("line", ['{"checkpoint": -1}', '{"checkpoint": 1.5}', '{"checkpoint": "x"}'])
+def test_a_checkpoint_line_without_a_whole_step_is_an_ordinary_line(line: str) -> None:
+    assert [checkpoint_step(p) for p in parse_metric_line(line)] in ([], [None])
+
+
+def test_other_metrics_are_not_checkpoints() -> None:
+    assert [checkpoint_step(p) for p in parse_metric_line("step=3 loss=0.5")] == [None]

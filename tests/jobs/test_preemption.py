@@ -272,3 +272,12 @@ def test_preemption_rules_hold_for_any_cluster(case, order, by_priority):
             continue
         after = tenants[name].used.gpus - sum(sizes)
         assert after + max(sizes) > tenants[name].quota.gpus
+
+
+def test_jobs_whose_admission_borrowed_give_capacity_back_first():
+    victims = [
+        victim("b1", "b", 4, ("n0",), since=10),
+        Victim("b2", "b", 0, 0.0, ("n0",), Resources(4, 0, 0), 5000, borrowed=True),
+    ]
+    assert [p.victim for p in run(lender_and_borrower(victims), victims)] == ["b2"]
+    assert [p.victim for p in run(lender_and_borrower(victims), victims, order="youngest")] == ["b2"]

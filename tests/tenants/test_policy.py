@@ -250,3 +250,15 @@ def test_members_and_owners_have_their_own_priority_ceilings() -> None:
     with pytest.raises(JobRejected) as caught:
         submit(tenant, "owner", priority=60)
     assert "at most 50" in caught.value.errors["priority"][0]
+
+
+def test_admins_let_a_tenant_preempt_its_own_lower_priority_jobs() -> None:
+    tenant = make_tenant(slug="vision")
+    admin = make_user(is_superuser=True, is_staff=True)
+    url = "/api/v1/tenants/vision/policy/"
+    assert api(admin).get(url).json()["preempt_lower_priority"] is False
+    bad = api(admin).patch(url, {"preempt_lower_priority": "yes"}, content_type="application/json")
+    assert bad.status_code == 400 and set(bad.json()["errors"]) == {"preempt_lower_priority"}
+    good = api(admin).patch(url, {"preempt_lower_priority": True}, content_type="application/json")
+    assert good.status_code == 200 and good.json()["preempt_lower_priority"] is True
+    assert policy_of(tenant).preempt_lower_priority is True
