@@ -392,6 +392,9 @@ LEARNER_TERMINATION_GRACE_SECONDS = env.int("LEARNER_TERMINATION_GRACE_SECONDS",
 # terminate) is tried again with back-off this many times before the job goes back to the queue.
 LAUNCH_QUOTA_RETRIES = env.int("LAUNCH_QUOTA_RETRIES", default=8)
 SCHEDULE_INTERVAL_SECONDS = env.float("SCHEDULE_INTERVAL_SECONDS", default=3.0)
+# Fair share over time (docs/operations.md): a tenant's past usage, decayed with this half-life, counts in
+# its fair share next to what it holds now, so a team that used much lately yields. 0: off (usage now only).
+FAIR_SHARE_HALF_LIFE_SECONDS = env.float("FAIR_SHARE_HALF_LIFE_SECONDS", default=0.0)
 RECONCILE_INTERVAL_SECONDS = env.float("RECONCILE_INTERVAL_SECONDS", default=30.0)
 # The watcher lists every managed pod afresh this often (and after any failure), re-judging every active
 # job, so nothing a dropped event or a stalled watch hid stays wrong for longer.
