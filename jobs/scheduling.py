@@ -20,8 +20,9 @@ from django.utils import timezone
 from common.resources import Resources
 from jobs import cluster, estimates, preemption
 from jobs.cluster import NodeInfo
-from jobs.core import admission
+from jobs.core import admission, fairshare
 from jobs.core.states import JobStatus
+from jobs.fairshare import tenants_decayed_usage
 from jobs.models import Job
 from jobs.services import job_validate
 from jobs.services.lifecycle import job_admit, queue_positions_record
@@ -48,10 +49,12 @@ def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapsh
     Jobs that are `starting` may not have pods bound yet, so their planned placement is taken off the
     nodes' free capacity as well (counting them twice for a moment errs on the safe side). Each queued job
     carries the node taints its pods will tolerate, so admission offers it only nodes it may run on. What
-    each tenant holds comes from `usage_by_tenant`, as on its page.
+    each tenant holds comes from `usage_by_tenant`, as on its page; its past usage, for fair share over
+    time, from `tenants_decayed_usage` (nothing while FAIR_SHARE_HALF_LIFE_SECONDS is 0).
     """
     tenants = list(Tenant.objects.filter(active=True).select_related("quota"))
     usage = usage_by_tenant(tenants)
+    decayed = tenants_decayed_usage(tenants=tenants, now=now)
     active = Job.objects.holding_resources()
     waiting = Job.objects.waiting().filter(tenant__in=tenants).select_related("tenant")
     planned: dict[str, Resources] = defaultdict(lambda: Resources.ZERO)
@@ -74,7 +77,7 @@ def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapsh
     tolerated = _Tolerated(open_nodes)
     snapshot = admission.Snapshot(
         jobs=[_queued(job, tolerated(job.gpus)) for job in waiting],
-        tenants=[_tenant_state(t, usage[t.pk]) for t in tenants],
+        tenants=[_tenant_state(t, usage[t.pk], decayed=decayed.get(t.slug, fairshare.NONE)) for t in tenants],
         nodes=[_node(n, planned[n.name]) for n in open_nodes],
         now=now,
         running=running,
@@ -134,7 +137,9 @@ def _queued(job: Job, tolerated: frozenset[str]) -> admission.QueuedJob:
     )
 
 
-def _tenant_state(tenant: Tenant, usage: Usage) -> admission.TenantState:
+def _tenant_state(
+    tenant: Tenant, usage: Usage, *, decayed: fairshare.Triple = fairshare.NONE
+) -> admission.TenantState:
     quota = tenant.quota
     return admission.TenantState(
         name=tenant.slug,
@@ -145,6 +150,7 @@ def _tenant_state(tenant: Tenant, usage: Usage) -> admission.TenantState:
         running_jobs=usage.running_jobs,
         borrowing_limit=quota.borrowing_limit,
         cohort=quota.cohort,
+        decayed=decayed,
     )
 
 

@@ -3,9 +3,11 @@
 It runs in the beat scheduler cycle and in the trace-driven simulator, so it takes frozen
 dataclasses, does no I/O and imports nothing of Django. Policy ``trainyard`` (default):
 
-* Fair share: the tenant with the lowest weighted dominant share ``max(used / cluster) / weight``
-  (ties by name) offers its next job; shares are recomputed after each admission. Within a tenant:
-  priority (high first), then ``submitted_at``, then id.
+* Fair share: the tenant with the lowest weighted dominant share ``max((used + decayed) / cluster) /
+  weight`` (ties by name) offers its next job; shares are recomputed after each admission. ``used``: what
+  it holds now; ``decayed``: its past usage weighted by a half-life (jobs.core.fairshare; zero when that
+  is off), so a tenant that used much lately yields. Within a tenant: priority (high first), then
+  ``submitted_at``, then id.
 * Gangs are all-or-nothing: learners go one by one to the best-fit node (fewest free GPUs, then
   least free CPU, then name) of the demanded ``gpu_type`` (any node when None), or none is placed.
 * Taints: a node is a candidate for a job only if the job tolerates every one of the node's taints
@@ -83,7 +85,8 @@ class QueuedJob:
 @dataclass(frozen=True, slots=True)
 class TenantState:
     """A tenant's weight, nominal quota and current usage (running jobs only); what it may borrow beyond
-    ``quota`` and from whom (``borrowing_limit``, ``cohort``: jobs.core.borrowing; by default nothing)."""
+    ``quota`` and from whom (``borrowing_limit``, ``cohort``: jobs.core.borrowing; by default nothing);
+    ``decayed``: its past usage in the units of ``used`` (jobs.core.fairshare), for fair share only."""
 
     name: str
     weight: float
@@ -93,6 +96,7 @@ class TenantState:
     running_jobs: int
     borrowing_limit: Limit = NO_BORROWING
     cohort: str = ""
+    decayed: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     @property
     def nominal(self) -> Shape:
@@ -245,11 +249,14 @@ class _Cycle:
         return sorted(found)
 
     def share(self, tenant: str) -> float:
-        """The tenant's weighted dominant share: its largest fraction of any cluster resource, per weight."""
+        """The tenant's weighted dominant share: its largest fraction of any resource (now + decayed), per weight."""
+        state = self.tenants[tenant]
         fractions = (
-            used / total for used, total in zip(self.used[tenant], self.total, strict=True) if total > 0
+            (used + past) / total
+            for used, past, total in zip(self.used[tenant], state.decayed, self.total, strict=True)
+            if total > 0
         )
-        return max(fractions, default=0.0) / max(self.tenants[tenant].weight, 1e-12)
+        return max(fractions, default=0.0) / max(state.weight, 1e-12)
 
     def quota_reason(self, job: QueuedJob) -> tuple[str, bool] | None:
         """Why the tenant's quota (nominal, or what it may borrow: jobs.core.borrowing) stops ``job`` and

@@ -21,6 +21,8 @@ Trace conventions (Alibaba GPU trace v2023, ``openb_pod_list_*.csv``):
 * ``time_scale`` multiplies arrival times (0.01 replays the trace 100x denser) to study load;
   ``estimates`` gives the trainyard policy the true run times as expected durations (the usual
   backfill-simulation oracle); without them reservations have no start time.
+* ``fair_share_half_life`` (seconds, 0: off) gives each tenant its decayed usage of the finished and
+  running jobs (jobs.core.fairshare), as the platform does with ``FAIR_SHARE_HALF_LIFE_SECONDS``.
 
 The virtual clock jumps from event to event (arrivals and completions); at each event time all
 completions are applied, then all arrivals, then one admission cycle runs if anything is queued.
@@ -48,6 +50,7 @@ from jobs.core.admission import (
 )
 from jobs.core.borrowing import NO_BORROWING, Limit
 from jobs.core.eta import RunningFacts, estimate
+from jobs.core.fairshare import NONE, History, Run
 from jobs.core.simulator_tuning import SpeedModel, TunedJob, TuningStats, next_look, record, tuner_look
 
 
@@ -88,6 +91,8 @@ class SimResult:
     """How close the first ETA each waiting job got came to its actual start (None: not measured)."""
     borrowing: bool = False
     """Whether tenants could borrow above their (nominal) quota."""
+    fair_share_half_life: float = 0.0
+    """The half-life of past usage in fair share (0: only what tenants hold now counts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,11 +187,13 @@ def simulate(
     tuning: SpeedModel | None = None,
     eta: bool = False,
     borrowing: bool = False,
+    fair_share_half_life: float = 0.0,
 ) -> SimResult:
     """Replay ``jobs`` on ``nodes`` under ``policy`` on a virtual clock and summarise the outcome; with
     ``tuning``, running GPU jobs are tuned under that speed model (jobs/core/simulator_tuning.py); with
     ``eta``, each waiting job's first ETA (jobs/core/eta.py) is kept and scored against its start; with
-    ``borrowing``, tenants may borrow above their quota what the others leave unused."""
+    ``borrowing``, tenants may borrow above their quota what the others leave unused; with
+    ``fair_share_half_life``, their past usage decayed by it counts in fair share."""
     runnable = _fits_empty(jobs, nodes)
     names = [f"tenant-{k}" for k in range(tenants)]
     names += sorted({j.tenant for j in runnable} - set(names))
@@ -195,6 +202,7 @@ def simulate(
     )
     replay.first_eta = {} if eta else None
     replay.limit = (None, None, None) if borrowing else NO_BORROWING
+    replay.history = History(fair_share_half_life)
     replay.run()
     stats = replay.stats
     if stats is not None:
@@ -205,7 +213,7 @@ def simulate(
     run_time = {jid: ended[jid] - started[jid] for jid in ended} if tuning else None
     cap_g = sum(n.capacity.gpus for n in nodes)
     result = _summarise(policy, jobs, runnable, started, ended, replay.cycles, cap_g, names, run_time, stats)
-    result = replace(result, borrowing=borrowing)
+    result = replace(result, borrowing=borrowing, fair_share_half_life=fair_share_half_life)
     if replay.first_eta is None:
         return result
     arrival = {j.id: j.arrival for j in runnable}
@@ -270,6 +278,7 @@ class _Replay:
         self.arrived = 0
         self.first_eta: dict[str, float | None] | None = None
         self.limit: Limit = NO_BORROWING
+        self.history = History(0.0)
 
     def run(self) -> None:
         """Advance the clock from event to event: completions, then tuner looks, then arrivals, then one
@@ -326,6 +335,7 @@ class _Replay:
                 self.change(name, r.per_learner)
             self.charge(self.by_id[jid].tenant, -r.per_learner, -1)
             self.ended[jid] = now
+            self.history.finish(Run(self.by_id[jid].tenant, self.started[jid], now, r.per_learner.as_shape()))
             if jid in self.tuned and self.tuning is not None:
                 self.final_speeds.append(self.tuned[jid].speed(self.tuning))
                 self.tuned[jid].version = -1  # done: its remaining heap entries are stale
@@ -343,10 +353,18 @@ class _Replay:
 
     def cycle(self, now: float) -> None:
         """One admission cycle over the queue; start what it admits."""
+        runs = (
+            Run(self.by_id[jid].tenant, self.started[jid], None, r.per_learner.as_shape())
+            for jid, r in self.running.items()
+        )
+        decayed = self.history.at(now, runs)
         tenant_states = [
-            TenantState(t, 1.0, self.quota, 10**9, self.used[t], self.running_count[t], self.limit)
+            TenantState(
+                t, 1.0, self.quota, 10**9, self.used[t], self.running_count[t], self.limit,
+                decayed=decayed.get(t, NONE),
+            )
             for t in self.names
-        ]
+        ]  # fmt: skip
         snap = Snapshot(
             list(self.queue.values()), tenant_states, self.nodes, now, list(self.running.values())
         )

@@ -398,6 +398,9 @@ LAUNCH_QUOTA_RETRIES = env.int("LAUNCH_QUOTA_RETRIES", default=8)
 PREEMPTION = env.str("PREEMPTION", default="checkpoint-aware")
 PREEMPTION_MIN_RUNTIME_SECONDS = env.int("PREEMPTION_MIN_RUNTIME_SECONDS", default=300)
 SCHEDULE_INTERVAL_SECONDS = env.float("SCHEDULE_INTERVAL_SECONDS", default=3.0)
+# Fair share over time (docs/operations.md): a tenant's past usage, decayed with this half-life, counts in
+# its fair share next to what it holds now, so a team that used much lately yields. 0: off (usage now only).
+FAIR_SHARE_HALF_LIFE_SECONDS = env.float("FAIR_SHARE_HALF_LIFE_SECONDS", default=0.0)
 RECONCILE_INTERVAL_SECONDS = env.float("RECONCILE_INTERVAL_SECONDS", default=30.0)
 # The watcher lists every managed pod afresh this often (and after any failure), re-judging every active
 # job, so nothing a dropped event or a stalled watch hid stays wrong for longer.

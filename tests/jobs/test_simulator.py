@@ -9,7 +9,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from jobs.core.admission import Node
 from jobs.core.simulator import TraceJob, load_nodes, load_trace, ratios, simulate, tenant_of
@@ -255,3 +255,22 @@ def test_simulate_command_with_borrowing_on_labels_its_runs():
     )  # fmt: skip
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [(line["policy"], line["borrowing"]) for line in lines] == [("trainyard", True)]
+
+
+def test_simulate_command_with_a_fair_share_half_life_labels_its_runs_and_refuses_a_negative_one():
+    out = StringIO()
+    call_command(
+        "simulate", "--json", "--fair-share-half-life", "3600", trace=str(POD_LIST), nodes=str(GPU_NODES),
+        limit=100, node_sample=100, policy="trainyard", stdout=out,
+    )  # fmt: skip
+    (line,) = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert (line["policy"], line["fair_share_half_life"]) == ("trainyard", 3600.0)
+    assert set(line["tenant_mean_delay"]) == {f"tenant-{k}" for k in range(4)}
+    table = StringIO()
+    call_command(
+        "simulate", "--fair-share-half-life", "3600", trace=str(POD_LIST), nodes=str(GPU_NODES), limit=50,
+        node_sample=100, stdout=table,
+    )  # fmt: skip
+    assert "trainyard+fs3600" in table.getvalue() and "fifo+fs" not in table.getvalue()  # FIFO has no shares
+    with pytest.raises(CommandError, match="must not be negative"):
+        call_command("simulate", "--fair-share-half-life", "-1", trace=str(POD_LIST), nodes=str(GPU_NODES))

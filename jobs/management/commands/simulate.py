@@ -1,6 +1,7 @@
 """``manage.py simulate``: replay a GPU trace through the admission policy and FfDL's FIFO, and with
 ``--tuning on`` also with the tuner under a stated speed model (jobs/core/simulator_tuning.py); with
-``--borrowing on`` each tenant's quota is nominal and it may borrow what the others leave unused."""
+``--borrowing on`` each tenant's quota is nominal and it may borrow what the others leave unused; with
+``--fair-share-half-life`` past usage, decayed with that half-life, counts in fair share."""
 
 from __future__ import annotations
 
@@ -60,6 +61,13 @@ class Command(BaseCommand):
             help="on: the quota is nominal and tenants borrow what others leave unused; off: a hard cap.",
         )
         parser.add_argument(
+            "--fair-share-half-life",
+            type=float,
+            default=0.0,
+            metavar="SECONDS",
+            help="Past usage decayed with this half-life counts in fair share (0: only usage now).",
+        )
+        parser.add_argument(
             "--tuning",
             choices=("off", "on"),
             default="off",
@@ -79,6 +87,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["tenants"] < 1 or options["node_sample"] < 1:
             raise CommandError("--tenants and --node-sample must be at least 1")
+        if options["fair_share_half_life"] < 0:
+            raise CommandError("--fair-share-half-life must not be negative")
         jobs = load_trace(
             options["trace"],
             tenants=options["tenants"],
@@ -94,6 +104,7 @@ class Command(BaseCommand):
             "quota_share": options["quota_share"],
             "estimates": not options["no_estimates"],
             "borrowing": options["borrowing"] == "on",
+            "fair_share_half_life": options["fair_share_half_life"],
         }
         results = [simulate(jobs, nodes, policy=p, eta=options["eta"], **common) for p in policies]
         model = SpeedModel(cpu_per_gpu_millis=options["cpu_per_gpu"]) if options["tuning"] == "on" else None
@@ -147,10 +158,7 @@ def _table(results: list[SimResult], jobs: int, nodes: int, tuned: list[SimResul
     untuned = results
     if tuned:
         results = [r for pair in zip(untuned, tuned, strict=True) for r in pair]
-    heads = "".join(
-        (r.policy + ("+tuning" if r.tuning else "") + ("+borrow" if r.borrowing else "")).rjust(18)
-        for r in results
-    )
+    heads = "".join(_label(r).rjust(18) for r in results)
     lines = [f"{jobs} jobs on {nodes} nodes", "".ljust(width) + heads]
     for label, name, fmt in ROWS:
         lines.append(label.ljust(width) + "".join(fmt.format(getattr(r, name)).rjust(18) for r in results))
@@ -171,6 +179,12 @@ def _table(results: list[SimResult], jobs: int, nodes: int, tuned: list[SimResul
             shown = "n/a" if value is None else f"{value:.3f}"
             lines.append(f"tuning on/off {off.policy} {name}".ljust(44) + shown.rjust(18))
     return "\n".join(lines)
+
+
+def _label(r: SimResult) -> str:
+    """A run's column heading: its policy and what was on (``+fs3600``: fair share with a 3600 s half-life)."""
+    fair = f"+fs{r.fair_share_half_life:g}" if r.fair_share_half_life and r.policy == "trainyard" else ""
+    return r.policy + ("+tuning" if r.tuning else "") + ("+borrow" if r.borrowing else "") + fair
 
 
 def _tuning_rows(results: list[SimResult]) -> list[str]:
