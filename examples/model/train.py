@@ -2,7 +2,9 @@
 --code examples/model --follow` carries it into the learner's MODEL_DIR, where the command runs.
 
 It trains a small PyTorch MLP on synthetic data (the `net` module beside it defines the network), prints
-metric lines the platform charts, checkpoints to CHECKPOINT_DIR and resumes from it after a requeue, and
+metric lines the platform charts, checkpoints to CHECKPOINT_DIR every 10 steps and when told to stop
+(SIGTERM: a halt, a preemption, a drained node), reports each checkpoint with a `{"checkpoint": step}` line
+(docs/jobs.md), resumes from it after a requeue, and
 leaves the trained weights and a summary in RESULT_DIR, which the launcher uploads when it exits:
 `trainyard download JOB --results -o out/` brings them back.
 """
@@ -10,6 +12,8 @@ leaves the trained weights and a summary in RESULT_DIR, which the launcher uploa
 import json
 import os
 import pathlib
+import signal
+import sys
 import time
 
 import torch
@@ -29,8 +33,24 @@ if checkpoint.exists():
     optimizer.load_state_dict(state["optimizer"])
     start = state["step"]
     print(f"resumed from step {start}", flush=True)
+stop_asked = []
+signal.signal(signal.SIGTERM, lambda *_: stop_asked.append(True))
+
+
+def save(step: int) -> None:
+    """Write the checkpoint atomically and say so (the scheduler counts work lost from the last one)."""
+    partial = checkpoint.with_suffix(".tmp")
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, partial)
+    os.replace(partial, checkpoint)
+    print(json.dumps({"checkpoint": step}), flush=True)
+
+
 weights = torch.randn(32, 1)
 for step in range(start, STEPS):
+    if stop_asked:
+        save(step)
+        print(f"stopping at step {step}", flush=True)
+        sys.exit(0)
     began = time.perf_counter()
     x = torch.randn(256, 32)
     loss = torch.nn.functional.mse_loss(model(x), x @ weights)
@@ -43,11 +63,7 @@ for step in range(start, STEPS):
         flush=True,
     )
     if (step + 1) % 10 == 0:
-        partial = checkpoint.with_suffix(".tmp")
-        torch.save(
-            {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step + 1}, partial
-        )
-        os.replace(partial, checkpoint)
+        save(step + 1)
 results.mkdir(parents=True, exist_ok=True)
 torch.save(model.state_dict(), results / "model.pt")
 (results / "summary.json").write_text(json.dumps({"steps": STEPS, "final_loss": loss.item()}))
