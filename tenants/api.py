@@ -47,6 +47,12 @@ class QuotaSerializer(ResourcesSerializer):
     )
     max_running_jobs = serializers.IntegerField(min_value=0)
     max_queued_jobs = serializers.IntegerField(min_value=0)
+    weight = serializers.FloatField(
+        source="tenant.weight",
+        min_value=0.01,
+        max_value=1000,
+        help_text="Fair-share weight: with weight 2 a tenant gets twice the share of one with weight 1.",
+    )
 
 
 class UsageSerializer(ResourcesSerializer):
@@ -212,13 +218,15 @@ class TenantQuotaView(ApiView):
             raise PermissionDenied("only platform admins change a tenant's quota")
         if not isinstance(request.data, dict):
             raise serializers.ValidationError({"": ["send a JSON object of quota fields"]})
-        unknown = sorted(set(request.data) - set(QUOTA_FIELDS))
+        unknown = sorted(set(request.data) - {*QUOTA_FIELDS, "weight"})
         if unknown:
             raise serializers.ValidationError({name: ["unknown quota field"] for name in unknown})
         form = QuotaSerializer(data=request.data, partial=True)
         form.is_valid(raise_exception=True)
+        fields = dict(form.validated_data)
+        fields.update(fields.pop("tenant", {}))
         try:
-            quota = quota_set(tenant=tenant, **form.validated_data)
+            quota = quota_set(tenant=tenant, **fields)
         except DjangoValidationError as exc:
             raise serializers.ValidationError(exc.message_dict) from None
         return Response(QuotaSerializer(quota).data)

@@ -37,12 +37,18 @@ QUOTA_FIELDS = (
 
 
 @durable_service
-def quota_set(*, tenant: Tenant, **fields: Any) -> Quota:
-    """Change some of the tenant's quota fields (nominal amounts, borrowing limits, cohort, job limits), all
-    or none; raises django's ValidationError with the refused fields."""
+def quota_set(*, tenant: Tenant, weight: float | None = None, **fields: Any) -> Quota:
+    """Change some of the tenant's quota fields (nominal amounts, borrowing limits, cohort, job limits) and
+    its fair-share weight, all or none; raises django's ValidationError with the refused fields."""
     unknown = sorted(set(fields) - set(QUOTA_FIELDS))
     if unknown:
         raise ValidationError({name: ["unknown quota field"] for name in unknown})
+    if weight is not None:
+        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        locked.weight = weight
+        locked.full_clean(validate_unique=False)
+        locked.save(update_fields=["weight"])
+        tenant.weight = weight
     quota = Quota.objects.select_for_update().get(tenant=tenant)
     for name, value in fields.items():
         setattr(quota, name, value)

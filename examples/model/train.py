@@ -33,7 +33,7 @@ if checkpoint.exists():
     optimizer.load_state_dict(state["optimizer"])
     start = state["step"]
     print(f"resumed from step {start}", flush=True)
-stop_asked = []
+stop_asked: list[bool] = []
 signal.signal(signal.SIGTERM, lambda *_: stop_asked.append(True))
 
 

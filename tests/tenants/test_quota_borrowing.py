@@ -113,3 +113,17 @@ def test_admin_console_sets_borrowing_limits_and_cohort_and_refuses_negative_one
     quota = Quota.objects.get(tenant=tenant)
     assert (quota.gpus_borrowing_limit, quota.cohort) == (None, "research")
     assert "borrows GPUs no limit (cohort research)" in client.get(url).content.decode()
+
+
+def test_admins_set_the_fair_share_weight_with_the_quota_and_a_bad_one_changes_nothing() -> None:
+    tenant = make_tenant(slug="vision")
+    admin = logged_in(make_user(is_superuser=True, is_staff=True))
+    assert admin.get("/api/v1/tenants/vision/quota/").json()["weight"] == 1.0
+    bad = patch(admin, "vision", {"weight": 0, "gpus": 2})
+    assert bad.status_code == 400 and set(bad.json()["errors"]) == {"weight"}
+    tenant.refresh_from_db()
+    assert tenant.weight == 1.0 and Quota.objects.get(tenant=tenant).gpus != 2
+    good = patch(admin, "vision", {"weight": 2.5, "gpus": 2})
+    assert good.status_code == 200 and good.json()["weight"] == 2.5 and good.json()["gpus"] == 2
+    tenant.refresh_from_db()
+    assert tenant.weight == 2.5
