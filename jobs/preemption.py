@@ -17,11 +17,10 @@ from django.db.models import F, Max, Q
 
 from common.resources import Resources
 from jobs.core import admission
-from jobs.core.choices import EventKind, Reason
 from jobs.core.preemption import Preemption, Victim, plan
 from jobs.core.states import STOPPING
-from jobs.models import Job, JobEvent
-from jobs.services.control import job_preempt
+from jobs.models import Job
+from jobs.services.control import job_preempt, job_preempting
 from tenants.models import Policy
 
 
@@ -102,10 +101,8 @@ def preempt(*, snapshot: admission.Snapshot, decision: admission.Decision) -> li
         if stopped is not None:
             done[item.preemptor].append(item)
     for preemptor, items in done.items():
-        JobEvent.objects.create(
+        job_preempting.nested(
             job_id=preemptor,
-            kind=EventKind.SCHEDULING,
-            reason=Reason.PREEMPTING,
             message=_preemptor_message(items),
             data={
                 "victims": len(items),

@@ -102,6 +102,14 @@ def job_preempt(*, job_id: str, attempt: int, message: str, data: Mapping[str, A
     )
 
 
+@durable_service
+def job_preempting(*, job_id: str, message: str, data: Mapping[str, Any]) -> JobEvent:
+    """Tell a waiting job's owner that running jobs are being preempted to make room for it."""
+    return JobEvent.objects.create(
+        job_id=job_id, kind=EventKind.SCHEDULING, reason=Reason.PREEMPTING, message=message, data=dict(data)
+    )
+
+
 def _stop(job: Job, *, to: str, reason: str, done: str, user: User) -> Job:
     """Move a job a person stops (cancel, halt) to `to`; a stopping state (cancelling, halting) first has
     its attempt torn down, and the job leaves it once the pods are gone."""
