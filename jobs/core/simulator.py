@@ -18,6 +18,9 @@ Trace conventions (Alibaba GPU trace v2023, ``openb_pod_list_*.csv``):
   unused (one cluster-wide cohort, jobs.core.borrowing); without it the quota is a hard cap.
 * A job that cannot fit the empty cluster is dropped before the replay and counted (under FIFO it
   would block the queue forever).
+* A file without the columns that give a run time (the fill-only pod lists of the same trace, e.g.
+  ``openb_pod_list_multigpu50.csv``: ``name,cpu_milli,memory_mib,num_gpu,gpu_milli``) is refused with a
+  :class:`TraceError` naming the file and the missing columns.
 * ``time_scale`` multiplies arrival times (0.01 replays the trace 100x denser) to study load;
   ``estimates`` gives the trainyard policy the true run times as expected durations (the usual
   backfill-simulation oracle); without them reservations have no start time.
@@ -103,6 +106,14 @@ class EtaAccuracy:
     p50_wait: float
 
 
+class TraceError(ValueError):
+    """A trace file the simulator cannot replay (say, one without run times)."""
+
+
+RUN_TIME_COLUMNS = ("creation_time", "scheduled_time", "deletion_time")
+TRACE_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", *RUN_TIME_COLUMNS)
+
+
 def tenant_of(name: str, tenants: int) -> str:
     """Deterministic tenant of a trace task (CRC-32 of its name, stable across runs and machines)."""
     return f"tenant-{zlib.crc32(name.encode()) % tenants}"
@@ -114,7 +125,12 @@ def load_trace(
     """Read a pod list CSV into jobs ordered by arrival, skipping rows without a run time."""
     jobs: list[TraceJob] = []
     with open(path, newline="") as fh:
-        for row in csv.DictReader(fh):
+        reader = csv.DictReader(fh)
+        missing = [name for name in TRACE_COLUMNS if name not in (reader.fieldnames or ())]
+        if missing:
+            why = " (no run times: a fill-only pod list?)" if set(missing) & set(RUN_TIME_COLUMNS) else ""
+            raise TraceError(f"{path}: missing column(s) {', '.join(missing)}{why}; cannot replay it")
+        for row in reader:
             if limit is not None and len(jobs) >= limit:
                 break
             if not row["scheduled_time"] or not row["deletion_time"]:

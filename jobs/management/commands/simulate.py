@@ -11,7 +11,15 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobs.core.admission import Policy
-from jobs.core.simulator import TUNING_RATIO_FIELDS, SimResult, load_nodes, load_trace, ratios, simulate
+from jobs.core.simulator import (
+    TUNING_RATIO_FIELDS,
+    SimResult,
+    TraceError,
+    load_nodes,
+    load_trace,
+    ratios,
+    simulate,
+)
 from jobs.core.simulator_tuning import SpeedModel
 
 ROWS = (
@@ -79,12 +87,15 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["tenants"] < 1 or options["node_sample"] < 1:
             raise CommandError("--tenants and --node-sample must be at least 1")
-        jobs = load_trace(
-            options["trace"],
-            tenants=options["tenants"],
-            limit=options["limit"],
-            time_scale=options["time_scale"],
-        )
+        try:
+            jobs = load_trace(
+                options["trace"],
+                tenants=options["tenants"],
+                limit=options["limit"],
+                time_scale=options["time_scale"],
+            )
+        except TraceError as error:
+            raise CommandError(str(error)) from error
         nodes = load_nodes(options["nodes"])[:: options["node_sample"]]
         policies: tuple[Policy, ...] = (
             ("trainyard", "fifo") if options["policy"] == "both" else (options["policy"],)
