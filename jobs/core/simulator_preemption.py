@@ -11,9 +11,10 @@ the command's output, :meth:`PreemptionModel.describe`):
 * After each cycle the running jobs are the victims (those inside ``min_runtime_seconds`` of their latest
   start are protected; those already stopping are ``releasing``) and :func:`~jobs.core.preemption.plan`
   chooses, in ``order``. A chosen job keeps running, and holding its resources, for ``grace_seconds``
-  (SIGTERM to exit; it does not checkpoint on SIGTERM), then stops: the work since its last checkpoint at
-  that moment is lost, and it is queued again with its original submit time (it keeps its place) and
-  ``total - saved`` work left. One that finishes inside its grace simply finishes.
+  (SIGTERM to exit), then stops: the work since its last checkpoint at that moment is lost (the worst
+  case: a learner that saves on SIGTERM, as halting asks, and finishes within the grace loses nothing),
+  and it is queued again with its original submit time (it keeps its place) and ``total - saved`` work
+  left. One that finishes inside its grace simply finishes.
 * The replay runs a cycle at events only (arrivals, completions, ends of graces); with preemption a cycle
   also runs when the first protected job's minimum runtime ends while jobs wait, as the platform's
   periodic cycle would.
