@@ -1,11 +1,14 @@
 """Admission benchmark: cycle time (and the ETA pass after it) at 10,000 queued jobs x 500 nodes,
-trace-replay ratios vs FIFO, and quota borrowing on vs hard quotas on a contended cluster.
+trace-replay ratios vs FIFO, quota borrowing on vs hard quotas on a contended cluster, and reclaim by
+preemption (checkpoint-aware vs Kueue's youngest order; borrowing + preemption vs borrowing vs hard quotas).
 
-Run: ``.venv/bin/python bench/admission_bench.py`` (prints one JSON line per figure).
+Run: ``.venv/bin/python bench/admission_bench.py`` (prints one JSON line per figure); ``--only
+preemption`` prints the preemption figure alone (``--preemption-limit``: how many trace jobs it replays).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import statistics
@@ -18,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.core.admission import Node, Policy, QueuedJob, Resources, RunningJob, Snapshot, TenantState, admit
 from jobs.core.eta import estimate
-from jobs.core.simulator import load_nodes, load_trace, ratios, simulate
+from jobs.core.simulator import SimResult, load_nodes, load_trace, ratios, simulate
+from jobs.core.simulator_preemption import PreemptionModel
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "traces"
 NODE_KINDS = [("a100", 8, 128_000, 1_048_576), ("v100", 8, 96_000, 786_432), ("t4", 4, 64_000, 262_144)]
@@ -120,11 +124,16 @@ def replay(label: str, node_file: str, node_sample: int) -> None:
     print(json.dumps({"bench": "trace_ratio", "cluster": label, "ratio": "trainyard/fifo", **r}))
 
 
+def contended_nodes() -> list[Node]:
+    """Four 8-GPU nodes of one type (the first 8-GPU node's) from the trace's GPU nodes."""
+    nodes = [n for n in load_nodes(TRACES / "openb_node_list_gpu_node.csv") if n.capacity.gpus == 8]
+    return [n for n in nodes if n.gpu_type == nodes[0].gpu_type][:4]
+
+
 def borrowing_replay() -> None:
     """Four tenants, each with a nominal quota of a quarter of four 8-GPU nodes: borrowing on vs hard quotas."""
     jobs = load_trace(TRACES / "openb_pod_list_default.csv", tenants=4)
-    nodes = [n for n in load_nodes(TRACES / "openb_node_list_gpu_node.csv") if n.capacity.gpus == 8]
-    nodes = [n for n in nodes if n.gpu_type == nodes[0].gpu_type][:4]
+    nodes = contended_nodes()
     label = f"4 x 8-GPU {nodes[0].gpu_type} nodes, 4 tenants, nominal quota 1/4 each"
     results = {}
     for borrowing in (True, False):
@@ -147,7 +156,130 @@ def borrowing_replay() -> None:
     print(json.dumps(line))
 
 
+def _ratio(num: float, den: float) -> float | None:
+    return round(num / den, 4) if den else None
+
+
+def preemption_replay(limit: int) -> None:
+    """The borrowing figure's cluster and tenants (four 8-GPU nodes, four tenants of nominal quota a quarter
+    each) on the first ``limit`` jobs of the trace: hard quotas, borrowing alone, and borrowing with reclaim
+    by preemption in Kueue's youngest order and in Trainyard's checkpoint-aware order (the simulator's
+    stated checkpoint model, jobs/core/simulator_preemption.py)."""
+    jobs = load_trace(TRACES / "openb_pod_list_default.csv", tenants=4, limit=limit)
+    nodes = contended_nodes()
+    cluster = f"4 x 8-GPU {nodes[0].gpu_type} nodes, 4 tenants, nominal quota 1/4 each, first {limit} jobs"
+    demand: dict[str, float] = {}
+    for j in jobs:
+        demand[j.tenant] = demand.get(j.tenant, 0.0) + j.gpus * j.duration
+    lightest = min(demand, key=lambda t: (demand[t], t))
+    span = max(j.arrival + j.duration for j in jobs) - min(j.arrival for j in jobs)
+    nominal = int(sum(n.capacity.gpus for n in nodes) * 0.25)
+    load = {t: round(v / (nominal * span), 3) for t, v in sorted(demand.items())}
+    runs: dict[str, tuple[bool, PreemptionModel | None]] = {
+        "hard quotas": (False, None),
+        "borrowing": (True, None),
+        "borrowing+preemption youngest": (True, PreemptionModel(order="youngest")),
+        "borrowing+preemption checkpoint-aware": (True, PreemptionModel(order="checkpoint-aware")),
+    }
+    results: dict[str, SimResult] = {}
+    for label, (borrowing, model) in runs.items():
+        start = time.perf_counter()
+        r = simulate(
+            jobs,
+            nodes,
+            policy="trainyard",
+            tenants=4,
+            quota_share=0.25,
+            borrowing=borrowing,
+            preemption=model,
+        )
+        wall = round(time.perf_counter() - start, 1)
+        p = r.preemption
+        line: dict[str, object] = {
+            "bench": "preemption_replay",
+            "cluster": cluster,
+            "run": label,
+            "wall_s": wall,
+            "completed": r.completed,
+            "gpu_allocation": round(r.gpu_allocation, 4),
+            "mean_queue_delay": round(r.mean_queue_delay),
+            "p95_queue_delay": round(r.p95_queue_delay),
+            "tenant_mean_delay": {t: round(v) for t, v in r.tenant_mean_delay.items()},
+            "tenant_p95_delay": {t: round(v) for t, v in r.tenant_p95_delay.items()},
+            "lightest_tenant": lightest,
+            "tenant_demand_over_nominal": load,
+        }
+        if p is not None:
+            line |= {
+                "preemptions": p.preemptions,
+                "jobs_preempted": p.jobs_preempted,
+                "gpu_hours_lost": round(p.gpu_hours_lost, 2),
+                "gpu_hours_run": round(p.gpu_hours_run, 1),
+                "model": p.model,
+            }
+        print(json.dumps(line))
+        results[label] = r
+    ckpt = results["borrowing+preemption checkpoint-aware"]
+    kueue = results["borrowing+preemption youngest"]
+    assert ckpt.preemption is not None and kueue.preemption is not None
+    lost = (ckpt.preemption.gpu_hours_lost, kueue.preemption.gpu_hours_lost)
+    count = (ckpt.preemption.preemptions, kueue.preemption.preemptions)
+    print(
+        json.dumps(
+            {
+                "bench": "preemption_ratio",
+                "cluster": cluster,
+                "ratio": "checkpoint-aware / youngest",
+                "gpu_hours_lost": _ratio(*lost),
+                "preemptions": _ratio(*count),
+                "gpu_hours_lost_per_preemption": _ratio(
+                    lost[0] / count[0] if count[0] else 0.0, lost[1] / count[1] if count[1] else 0.0
+                ),
+                "gpu_allocation": _ratio(ckpt.gpu_allocation, kueue.gpu_allocation),
+                "mean_queue_delay": _ratio(ckpt.mean_queue_delay, kueue.mean_queue_delay),
+                "tenant_mean_delay": {
+                    t: _ratio(v, kueue.tenant_mean_delay[t]) for t, v in ckpt.tenant_mean_delay.items()
+                },
+            }
+        )
+    )
+    for base in ("borrowing", "hard quotas"):
+        other = results[base]
+        for label in ("borrowing+preemption checkpoint-aware", "borrowing+preemption youngest"):
+            r = results[label]
+            print(
+                json.dumps(
+                    {
+                        "bench": "reclaim_ratio",
+                        "cluster": cluster,
+                        "ratio": f"{label} / {base}",
+                        "lightest_tenant": lightest,
+                        "lightest_tenant_mean_delay": _ratio(
+                            r.tenant_mean_delay[lightest], other.tenant_mean_delay[lightest]
+                        ),
+                        "lightest_tenant_p95_delay": _ratio(
+                            r.tenant_p95_delay[lightest], other.tenant_p95_delay[lightest]
+                        ),
+                        "mean_queue_delay": _ratio(r.mean_queue_delay, other.mean_queue_delay),
+                        "gpu_allocation": _ratio(r.gpu_allocation, other.gpu_allocation),
+                        "tenant_mean_delay": {
+                            t: _ratio(v, other.tenant_mean_delay[t]) for t, v in r.tenant_mean_delay.items()
+                        },
+                    }
+                )
+            )
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--only", choices=("preemption",), help="Print only this figure.")
+    parser.add_argument(
+        "--preemption-limit", type=int, default=3000, help="Trace jobs the preemption figure replays."
+    )
+    args = parser.parse_args()
+    if args.only == "preemption":
+        preemption_replay(args.preemption_limit)
+        return
     snapshot = big_snapshot()
     policies: tuple[Policy, ...] = ("trainyard", "fifo")
     for policy in policies:
@@ -163,6 +295,7 @@ def main() -> None:
         replay("gpu nodes, all 1213 (uncontended)", "openb_node_list_gpu_node.csv", 1)
         replay("gpu nodes, every 100th: 13 nodes, 56 GPUs (contended)", "openb_node_list_gpu_node.csv", 100)
         borrowing_replay()
+        preemption_replay(args.preemption_limit)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ cycle (``jobs.preemption``) and the simulator plan with the same code. Two kinds
   tenant's own jobs of lower priority, when they are what keeps it out (capacity or the tenant's quota).
 
 Only the first job of each tenant's queue that waits (in the admission's order) may preempt: a tenant's
-queue is strict. Jobs inside their minimum runtime (``Victim.protected``) are never victims. Jobs already
-stopping (``releasing``: cancelling, halting, being preempted) count as gone, so a cycle does not stop
-more jobs while earlier victims are still saving their work.
+queue is strict. A job that can never start (over what its tenant may ever hold, or too big for the nodes
+it may use) blocks nothing in admission, so it is passed over here too and the next job may preempt.
+Jobs inside their minimum runtime (``Victim.protected``) are never victims. Jobs already stopping
+(``releasing``: cancelling, halting, being preempted) count as gone, so a cycle does not stop more jobs
+while earlier victims are still saving their work.
 
 The victims are chosen in ``order``, adding one at a time until the waiting job's gang fits the free
 nodes plus what they release, then dropping any that turned out not to be needed (latest-added first).
@@ -226,8 +228,10 @@ def plan(
             continue
         if job.learners < 1 or min(job.per_learner.as_shape()) < 0:
             continue
-        seen.add(job.tenant)
         eligible = state.eligible(job)
+        if _never(state, job, eligible):
+            continue
+        seen.add(job.tenant)
         if state.slots(job, state.free, eligible) >= job.learners and _quota_ok(state, job, ()):
             continue  # it will start once what is stopping is gone, or waits behind a reservation
         chosen, kind = _reclaim(state, job, eligible, key)
@@ -245,6 +249,15 @@ def plan(
             )
         state.start(job, eligible)
     return out
+
+
+def _never(state: _Plan, job: QueuedJob, eligible: Sequence[bool]) -> bool:
+    """Whether ``job`` can never start: it needs more than its tenant may ever hold, or its gang does not
+    fit the empty nodes it may use."""
+    ceiling = state.cohorts.ceiling(state.tenants[job.tenant])
+    if not _within(_need(job), ceiling):
+        return True
+    return state.slots(job, [node.capacity.as_shape() for node in state.nodes], eligible) < job.learners
 
 
 def _quota_ok(state: _Plan, job: QueuedJob, chosen: Sequence[Victim]) -> bool:

@@ -18,14 +18,21 @@ Trace conventions (Alibaba GPU trace v2023, ``openb_pod_list_*.csv``):
   unused (one cluster-wide cohort, jobs.core.borrowing); without it the quota is a hard cap.
 * A job that cannot fit the empty cluster is dropped before the replay and counted (under FIFO it
   would block the queue forever).
+* A file without the columns that give a run time (the fill-only pod lists of the same trace, e.g.
+  ``openb_pod_list_multigpu50.csv``: ``name,cpu_milli,memory_mib,num_gpu,gpu_milli``) is refused with a
+  :class:`TraceError` naming the file and the missing columns.
 * ``time_scale`` multiplies arrival times (0.01 replays the trace 100x denser) to study load;
   ``estimates`` gives the trainyard policy the true run times as expected durations (the usual
   backfill-simulation oracle); without them reservations have no start time.
 * ``fair_share_half_life`` (seconds, 0: off) gives each tenant its decayed usage of the finished and
   running jobs (jobs.core.fairshare), as the platform does with ``FAIR_SHARE_HALF_LIFE_SECONDS``.
+* With ``preemption`` (jobs/core/simulator_preemption.py, a stated checkpoint model) each cycle is followed
+  by the platform's preemption planner; a job's queueing delay is then all the time it spent queued,
+  before its first start and again after each preemption.
 
 The virtual clock jumps from event to event (arrivals and completions); at each event time all
-completions are applied, then all arrivals, then one admission cycle runs if anything is queued.
+completions are applied, then the ends of preemption graces, then all arrivals, then one admission cycle
+runs if anything is queued.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from jobs.core.admission import (
 from jobs.core.borrowing import NO_BORROWING, Limit
 from jobs.core.eta import RunningFacts, estimate
 from jobs.core.fairshare import NONE, History, Run
+from jobs.core.simulator_preemption import Preempter, PreemptionModel, PreemptionStats
 from jobs.core.simulator_tuning import SpeedModel, TunedJob, TuningStats, next_look, record, tuner_look
 
 
@@ -93,6 +101,9 @@ class SimResult:
     """Whether tenants could borrow above their (nominal) quota."""
     fair_share_half_life: float = 0.0
     """The half-life of past usage in fair share (0: only what tenants hold now counts)."""
+    tenant_p95_delay: dict[str, float] = field(default_factory=dict)
+    preemption: PreemptionStats | None = None
+    """What preemption did, and the model it ran under (None: a replay without preemption)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +119,14 @@ class EtaAccuracy:
     p50_wait: float
 
 
+class TraceError(ValueError):
+    """A trace file the simulator cannot replay (say, one without run times)."""
+
+
+RUN_TIME_COLUMNS = ("creation_time", "scheduled_time", "deletion_time")
+TRACE_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", *RUN_TIME_COLUMNS)
+
+
 def tenant_of(name: str, tenants: int) -> str:
     """Deterministic tenant of a trace task (CRC-32 of its name, stable across runs and machines)."""
     return f"tenant-{zlib.crc32(name.encode()) % tenants}"
@@ -119,7 +138,12 @@ def load_trace(
     """Read a pod list CSV into jobs ordered by arrival, skipping rows without a run time."""
     jobs: list[TraceJob] = []
     with open(path, newline="") as fh:
-        for row in csv.DictReader(fh):
+        reader = csv.DictReader(fh)
+        missing = [name for name in TRACE_COLUMNS if name not in (reader.fieldnames or ())]
+        if missing:
+            why = " (no run times: a fill-only pod list?)" if set(missing) & set(RUN_TIME_COLUMNS) else ""
+            raise TraceError(f"{path}: missing column(s) {', '.join(missing)}{why}; cannot replay it")
+        for row in reader:
             if limit is not None and len(jobs) >= limit:
                 break
             if not row["scheduled_time"] or not row["deletion_time"]:
@@ -188,12 +212,16 @@ def simulate(
     eta: bool = False,
     borrowing: bool = False,
     fair_share_half_life: float = 0.0,
+    preemption: PreemptionModel | None = None,
 ) -> SimResult:
     """Replay ``jobs`` on ``nodes`` under ``policy`` on a virtual clock and summarise the outcome; with
     ``tuning``, running GPU jobs are tuned under that speed model (jobs/core/simulator_tuning.py); with
     ``eta``, each waiting job's first ETA (jobs/core/eta.py) is kept and scored against its start; with
     ``borrowing``, tenants may borrow above their quota what the others leave unused; with
-    ``fair_share_half_life``, their past usage decayed by it counts in fair share."""
+    ``fair_share_half_life``, their past usage decayed by it counts in fair share; with ``preemption``,
+    each cycle is followed by the preemption planner (jobs/core/simulator_preemption.py)."""
+    if preemption is not None and tuning is not None:
+        raise ValueError("preemption and tuning are not simulated together")
     runnable = _fits_empty(jobs, nodes)
     names = [f"tenant-{k}" for k in range(tenants)]
     names += sorted({j.tenant for j in runnable} - set(names))
@@ -203,6 +231,8 @@ def simulate(
     replay.first_eta = {} if eta else None
     replay.limit = (None, None, None) if borrowing else NO_BORROWING
     replay.history = History(fair_share_half_life)
+    if preemption is not None:
+        replay.preempter = Preempter(preemption, min((n.free.gpus for n in nodes), default=0))
     replay.run()
     stats = replay.stats
     if stats is not None:
@@ -212,8 +242,19 @@ def simulate(
     started, ended = replay.started, replay.ended
     run_time = {jid: ended[jid] - started[jid] for jid in ended} if tuning else None
     cap_g = sum(n.capacity.gpus for n in nodes)
-    result = _summarise(policy, jobs, runnable, started, ended, replay.cycles, cap_g, names, run_time, stats)
+    preempter = replay.preempter
+    if preempter is not None:
+        run_time = preempter.held
+    result = _summarise(
+        policy, jobs, runnable, started, ended, replay.cycles, cap_g, names, run_time, stats,
+        preempter.extra_wait if preempter is not None else None,
+    )  # fmt: skip
     result = replace(result, borrowing=borrowing, fair_share_half_life=fair_share_half_life)
+    if preempter is not None:
+        done = [j for j in runnable if j.id in ended]
+        work = sum(j.gpus * j.duration for j in done)
+        held = sum(j.gpus * preempter.held[j.id] for j in done)
+        result = replace(result, preemption=preempter.finish(work, held))
     if replay.first_eta is None:
         return result
     arrival = {j.id: j.arrival for j in runnable}
@@ -279,16 +320,19 @@ class _Replay:
         self.first_eta: dict[str, float | None] | None = None
         self.limit: Limit = NO_BORROWING
         self.history = History(0.0)
+        self.preempter: Preempter | None = None
 
     def run(self) -> None:
         """Advance the clock from event to event: completions, then tuner looks, then arrivals, then one
         admission cycle if anything is queued; until every job has arrived and completed."""
         runnable = self.runnable
-        while self.arrived < len(runnable) or self.completions:
+        preempter = self.preempter
+        while self.arrived < len(runnable) or self.completions or (preempter and preempter.kills):
             now = min(
                 runnable[self.arrived].arrival if self.arrived < len(runnable) else math.inf,
                 self.live(self.completions, look=False),
                 self.live(self.looks, look=True),
+                preempter.next_event() if preempter is not None else math.inf,
             )
             if now == math.inf:
                 break
@@ -297,6 +341,8 @@ class _Replay:
                 entry = heapq.heappop(self.looks)
                 if self.current(entry, look=True):
                     self.look(entry[1], now)
+            for jid in preempter.due(now) if preempter is not None else ():
+                self.preempt(jid, now)
             self.arrive(now)
             if self.queue:
                 self.cycle(now)
@@ -315,6 +361,8 @@ class _Replay:
     def current(self, entry: _Entry, *, look: bool) -> bool:
         """Whether a heap entry still stands (not superseded by a later change of its job's allocation)."""
         t = self.tuned.get(entry[1])
+        if t is None and not look and self.preempter is not None:
+            return self.preempter.runs.get(entry[1], 0) == entry[2]
         return t.version == entry[2] if t is not None else not look
 
     def live(self, heap: list[_Entry], *, look: bool) -> float:
@@ -335,7 +383,11 @@ class _Replay:
                 self.change(name, r.per_learner)
             self.charge(self.by_id[jid].tenant, -r.per_learner, -1)
             self.ended[jid] = now
-            self.history.finish(Run(self.by_id[jid].tenant, self.started[jid], now, r.per_learner.as_shape()))
+            self.history.finish(
+                Run(self.by_id[jid].tenant, self.run_start(jid), now, r.per_learner.as_shape())
+            )
+            if self.preempter is not None:
+                self.preempter.ended(jid, now)
             if jid in self.tuned and self.tuning is not None:
                 self.final_speeds.append(self.tuned[jid].speed(self.tuning))
                 self.tuned[jid].version = -1  # done: its remaining heap entries are stale
@@ -354,7 +406,7 @@ class _Replay:
     def cycle(self, now: float) -> None:
         """One admission cycle over the queue; start what it admits."""
         runs = (
-            Run(self.by_id[jid].tenant, self.started[jid], None, r.per_learner.as_shape())
+            Run(self.by_id[jid].tenant, self.run_start(jid), None, r.per_learner.as_shape())
             for jid, r in self.running.items()
         )
         decayed = self.history.at(now, runs)
@@ -372,11 +424,12 @@ class _Replay:
         decision = admit(snap, policy=self.policy)
         first = self.first_eta
         if first is not None and any(p.job_id not in first for p in decision.pending):
-            running = {
-                jid: RunningFacts(self.by_id[jid].tenant, self.started[jid], None) for jid in self.running
-            }
+            since = self.preempter.run_start if self.preempter is not None else self.started
+            running = {jid: RunningFacts(self.by_id[jid].tenant, since[jid], None) for jid in self.running}
             for jid, found in estimate(snap, decision, durations={}, running=running).items():
                 first.setdefault(jid, found.start)
+        if self.preempter is not None:  # before the starts below change the nodes the snapshot holds
+            self.preempter.plan(snap, decision, self.running, lambda jid: self.by_id[jid].tenant)
         for adm in decision.admitted:
             self.start(adm.job_id, tuple(adm.placements), now)
 
@@ -388,6 +441,13 @@ class _Replay:
             self.change(name, -per)
         self.charge(j.tenant, per, 1)
         end = now + j.duration
+        preempter, run = self.preempter, 0
+        if preempter is not None:
+            end = now + preempter.remaining(jid, j.duration)
+            preempter.started(jid, now)
+            run = preempter.runs.get(jid, 0)
+            free = min(self.nodes[self.where[name]].free.gpus for name in placements)
+            preempter.check(free, sum(used.gpus for used in self.used.values()))
         tuning, stats = self.tuning, self.stats
         span = tuning.cpu_range(j.gpus, j.cpu_millis, self.max_node_cpu) if tuning else None
         if tuning is not None and stats is not None and span is not None:
@@ -398,8 +458,28 @@ class _Replay:
             self.start_speeds.append(t.speed(tuning))
             heapq.heappush(self.looks, (now + tuning.window_seconds, jid, 0))
         self.running[jid] = RunningJob(jid, end if self.estimates else None, placements, per)
-        self.started[jid] = now
-        heapq.heappush(self.completions, (end, jid, 0))
+        self.started.setdefault(jid, now)
+        heapq.heappush(self.completions, (end, jid, run))
+
+    def run_start(self, jid: str) -> float:
+        """When the running job's current run began (its first start, unless it was preempted since)."""
+        return self.preempter.run_start[jid] if self.preempter is not None else self.started[jid]
+
+    def preempt(self, jid: str, now: float) -> None:
+        """A preempted job's grace is over: free its resources and queue it again, with its submit time and
+        the work it has left after its last checkpoint."""
+        assert self.preempter is not None
+        j, r = self.by_id[jid], self.running.pop(jid)
+        for name in r.placements:
+            self.change(name, r.per_learner)
+        self.charge(j.tenant, -r.per_learner, -1)
+        self.history.finish(Run(j.tenant, self.run_start(jid), now, r.per_learner.as_shape()))
+        self.preempter.stop(jid, j.tenant, r.per_learner.gpus * len(r.placements), now)
+        left = self.preempter.remaining(jid, j.duration)
+        self.queue[jid] = QueuedJob(
+            j.id, j.tenant, 0, j.arrival, 1, j.gpus, j.cpu_millis, j.memory_mib, j.gpu_type,
+            left if self.estimates else None,
+        )  # fmt: skip
 
     def look(self, jid: str, now: float) -> None:
         """The tuner looks at a running job: record its decision, apply a change of CPU, plan the next look."""
@@ -464,15 +544,20 @@ def _summarise(
     names: list[str],
     run_time: dict[str, float] | None = None,
     tuning: TuningStats | None = None,
+    extra_wait: dict[str, float] | None = None,
 ) -> SimResult:
     done = [j for j in runnable if j.id in ended]
-    delays = sorted(started[j.id] - j.arrival for j in done)
+    wait = {j.id: started[j.id] - j.arrival for j in done}
+    for jid, extra in (extra_wait or {}).items():
+        if jid in wait:
+            wait[jid] += extra
+    delays = sorted(wait.values())
     makespan = (max(ended.values()) - min(j.arrival for j in done)) if done else 0.0
     gpu_time = {t: 0.0 for t in names}
     tenant_delays: dict[str, list[float]] = {t: [] for t in names}
     for j in done:
         gpu_time[j.tenant] += j.gpus * (run_time[j.id] if run_time is not None else j.duration)
-        tenant_delays[j.tenant].append(started[j.id] - j.arrival)
+        tenant_delays[j.tenant].append(wait[j.id])
     allocated = sum(gpu_time.values())
     return SimResult(
         policy=policy,
@@ -489,6 +574,7 @@ def _summarise(
         tenant_gpu_share={t: (v / allocated if allocated else 0.0) for t, v in gpu_time.items()},
         tenant_mean_delay={t: (sum(v) / len(v) if v else 0.0) for t, v in tenant_delays.items()},
         tuning=tuning,
+        tenant_p95_delay={t: _percentile(sorted(v), 0.95) for t, v in tenant_delays.items()},
     )
 
 

@@ -3,6 +3,7 @@ the victims that lose the least work."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -126,6 +127,25 @@ def test_reclaim_never_pushes_a_borrower_below_its_nominal_quota():
     # needing 8, one victim is enough
     snap = Snapshot([job("a1", "a", 4, learners=2)], snap.tenants, snap.nodes)
     assert len(run(snap, victims)) == 1
+
+
+@pytest.mark.parametrize(
+    "never",
+    [
+        job("huge", "a", 16, at=0),  # over all a may ever hold (nominal 4 + 4 it may borrow)
+        job("wide", "a", 4, learners=3, at=0),  # over it too, as a gang of 12
+        QueuedJob("odd", "a", 0, 0, 1, 4, 0, 0, gpu_type="H100"),  # no node of its type
+    ],
+)
+def test_a_job_that_can_never_start_does_not_keep_its_tenants_next_job_from_reclaiming(never):
+    # admission passes over a job that can never start and reserves for a1: so does preemption
+    victims = [victim("b1", "b", 4, ("n0",)), victim("b2", "b", 4, ("n0",))]
+    snap = Snapshot(
+        [never, job("a1", "a", 4, at=1)],
+        [tenant("a", 4, borrow=4), tenant("b", 4, used=8, running=2)],
+        [node("n0", 0)],
+    )
+    assert [p.preemptor for p in run(snap, victims)] == ["a1"]
 
 
 def test_other_cohorts_are_not_touched():

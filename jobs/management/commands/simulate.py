@@ -1,7 +1,9 @@
 """``manage.py simulate``: replay a GPU trace through the admission policy and FfDL's FIFO, and with
 ``--tuning on`` also with the tuner under a stated speed model (jobs/core/simulator_tuning.py); with
 ``--borrowing on`` each tenant's quota is nominal and it may borrow what the others leave unused; with
-``--fair-share-half-life`` past usage, decayed with that half-life, counts in fair share."""
+``--fair-share-half-life`` past usage, decayed with that half-life, counts in fair share; with
+``--preemption youngest|checkpoint-aware`` (and borrowing) a tenant below its nominal quota takes back what
+it lent, under a stated checkpoint model (jobs/core/simulator_preemption.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,17 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobs.core.admission import Policy
-from jobs.core.simulator import TUNING_RATIO_FIELDS, SimResult, load_nodes, load_trace, ratios, simulate
+from jobs.core.preemption import ORDERS
+from jobs.core.simulator import (
+    TUNING_RATIO_FIELDS,
+    SimResult,
+    TraceError,
+    load_nodes,
+    load_trace,
+    ratios,
+    simulate,
+)
+from jobs.core.simulator_preemption import PreemptionModel
 from jobs.core.simulator_tuning import SpeedModel
 
 ROWS = (
@@ -82,6 +94,27 @@ class Command(BaseCommand):
         parser.add_argument(
             "--eta", action="store_true", help="Also score each waiting job's first ETA against its start."
         )
+        parser.add_argument(
+            "--preemption",
+            choices=("off", *ORDERS),
+            default="off",
+            help="Reclaim lent quota (needs --borrowing on), choosing victims in this order.",
+        )
+        parser.add_argument(
+            "--grace", type=float, default=30.0, help="Seconds a preempted job runs on before it stops."
+        )
+        parser.add_argument(
+            "--min-runtime",
+            type=float,
+            default=300.0,
+            help="Seconds after a (re)start a job is not preempted.",
+        )
+        parser.add_argument(
+            "--checkpoint-interval",
+            type=float,
+            default=None,
+            help="Seconds between checkpoints (default: per job, uniform 600-3600, seeded by the job id).",
+        )
         parser.add_argument("--json", action="store_true", help="One JSON line per policy, then the ratios.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -89,12 +122,16 @@ class Command(BaseCommand):
             raise CommandError("--tenants and --node-sample must be at least 1")
         if options["fair_share_half_life"] < 0:
             raise CommandError("--fair-share-half-life must not be negative")
-        jobs = load_trace(
-            options["trace"],
-            tenants=options["tenants"],
-            limit=options["limit"],
-            time_scale=options["time_scale"],
-        )
+        preemption = _preemption(options)
+        try:
+            jobs = load_trace(
+                options["trace"],
+                tenants=options["tenants"],
+                limit=options["limit"],
+                time_scale=options["time_scale"],
+            )
+        except TraceError as error:
+            raise CommandError(str(error)) from error
         nodes = load_nodes(options["nodes"])[:: options["node_sample"]]
         policies: tuple[Policy, ...] = (
             ("trainyard", "fifo") if options["policy"] == "both" else (options["policy"],)
@@ -106,6 +143,8 @@ class Command(BaseCommand):
             "borrowing": options["borrowing"] == "on",
             "fair_share_half_life": options["fair_share_half_life"],
         }
+        if preemption is not None:
+            common["preemption"] = preemption
         results = [simulate(jobs, nodes, policy=p, eta=options["eta"], **common) for p in policies]
         model = SpeedModel(cpu_per_gpu_millis=options["cpu_per_gpu"]) if options["tuning"] == "on" else None
         tuned = [simulate(jobs, nodes, policy=p, tuning=model, **common) for p in policies] if model else []
@@ -131,6 +170,47 @@ class Command(BaseCommand):
         if model is not None:
             self.stdout.write("\n".join(model.describe()))
         self.stdout.write(_table(results, len(jobs), len(nodes), tuned))
+
+
+def _preemption(options: dict[str, Any]) -> PreemptionModel | None:
+    """The preemption model the options ask for (None: ``--preemption off``), or a CommandError."""
+    if options["preemption"] == "off":
+        return None
+    if options["borrowing"] != "on":
+        raise CommandError("--preemption reclaims lent quota: it needs --borrowing on")
+    if options["tuning"] == "on":
+        raise CommandError("--preemption and --tuning on are not simulated together")
+    if options["policy"] != "trainyard":
+        raise CommandError(
+            "--preemption needs --policy trainyard: FIFO's head-of-line blocking keeps a reclaiming job "
+            "waiting after its victims stopped, so each cycle would stop more"
+        )
+    interval = options["checkpoint_interval"]
+    if options["grace"] < 0 or options["min_runtime"] < 0 or (interval is not None and interval <= 0):
+        raise CommandError("--grace and --min-runtime must be >= 0 and --checkpoint-interval > 0")
+    return PreemptionModel(options["preemption"], options["grace"], options["min_runtime"], interval)
+
+
+PREEMPTION_ROWS = (
+    ("preemptions", "preemptions", "{:d}"),
+    ("jobs preempted", "jobs_preempted", "{:d}"),
+    ("GPU-hours lost", "gpu_hours_lost", "{:.1f}"),
+)
+
+
+def _preemption_rows(results: list[SimResult], width: int) -> list[str]:
+    """What preemption did, per policy, and the model it ran under; none without preemption."""
+    models = {r.preemption.model for r in results if r.preemption}
+    if not models:
+        return []
+    lines = [
+        label.ljust(width)
+        + "".join(
+            (fmt.format(getattr(r.preemption, name)) if r.preemption else "-").rjust(18) for r in results
+        )
+        for label, name, fmt in PREEMPTION_ROWS
+    ]
+    return lines + [f"preemption: {model}" for model in sorted(models)]
 
 
 ETA_ROWS = (
@@ -165,6 +245,7 @@ def _table(results: list[SimResult], jobs: int, nodes: int, tuned: list[SimResul
     if tuned:
         lines += _tuning_rows(results)
     lines += _eta_rows(results, width)
+    lines += _preemption_rows(results, width)
     for tenant in results[0].tenant_gpu_share:
         cells = "".join(
             f"{r.tenant_gpu_share[tenant]:.3f}/{r.tenant_mean_delay[tenant]:.0f}s".rjust(18) for r in results
@@ -184,7 +265,8 @@ def _table(results: list[SimResult], jobs: int, nodes: int, tuned: list[SimResul
 def _label(r: SimResult) -> str:
     """A run's column heading: its policy and what was on (``+fs3600``: fair share with a 3600 s half-life)."""
     fair = f"+fs{r.fair_share_half_life:g}" if r.fair_share_half_life and r.policy == "trainyard" else ""
-    return r.policy + ("+tuning" if r.tuning else "") + ("+borrow" if r.borrowing else "") + fair
+    shared = "+reclaim" if r.preemption else "+borrow" if r.borrowing else ""
+    return r.policy + ("+tuning" if r.tuning else "") + shared + fair
 
 
 def _tuning_rows(results: list[SimResult]) -> list[str]:
