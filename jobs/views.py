@@ -137,16 +137,20 @@ def job_new(request: HttpRequest) -> HttpResponse:
     )
 
 
-JOB_PARTS = ("timeline", "learners", "times", "results")
+JOB_PARTS = ("timeline", "learners", "times", "results", "borrowed", "actions")
 """The parts of the job page that change with its state: `portal/_job_<part>.html`, re-rendered live."""
 
 
-def _job_history(job: Job) -> dict[str, Any]:
+def _job_history(request: HttpRequest, job: Job) -> dict[str, Any]:
     return {
         "job": job,
         "events": job_events(job=job),
         "learners": job.learner_set.order_by("-attempt", "index"),
         "results": job_results(job=job),
+        "can_manage": can_manage_owned(request.user, job),
+        "halt_states": [
+            s for s, moves in TRANSITIONS.items() if moves & {JobStatus.HALTING, JobStatus.HALTED}
+        ],
     }
 
 
@@ -167,13 +171,9 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     return render_page(
         request,
         "portal/job_detail.html",
-        _job_history(job)
+        _job_history(request, job)
         | {
             "learner_indexes": indexes,
-            "can_manage": can_manage_owned(request.user, job),
-            "halt_states": [
-                s for s, moves in TRANSITIONS.items() if moves & {JobStatus.HALTING, JobStatus.HALTED}
-            ],
             "live": live,
             "tuning_events": job_events(job=job).filter(kind=EventKind.TUNING),
         },
@@ -184,14 +184,16 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
 @login_required
 @vary_on_headers("HX-Request")
 def job_parts(request: HttpRequest, job_id: str) -> HttpResponse:
-    """The job page's timeline, learner rows, times and results, re-rendered from the page's own templates
-    (so both always agree) when a state change arrives over the WebSocket. htmx gets one fragment that swaps
-    each part in out of band; any other client gets the parts as HTML strings in JSON, with the status."""
+    """The job page's timeline, learner rows, times, results, borrowed chip and action buttons, re-rendered
+    from the page's own templates (so both always agree) when a state change arrives over the WebSocket.
+    htmx gets one fragment that swaps each part in out of band (the actions only for those who may act);
+    any other client gets the parts as HTML strings in JSON, with the status."""
     job = _job_or_404(request, job_id)
-    context = _job_history(job)
+    context = _job_history(request, job)
     if request.headers.get("HX-Request"):
         return HttpResponse(render_to_string("portal/_job_parts.html", context, request))
-    parts = {name: render_to_string(f"portal/_job_{name}.html", context, request) for name in JOB_PARTS}
+    names = [name for name in JOB_PARTS if name != "actions" or context["can_manage"]]
+    parts = {name: render_to_string(f"portal/_job_{name}.html", context, request) for name in names}
     return JsonResponse({"status": job.status, **parts})
 
 

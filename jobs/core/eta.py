@@ -4,19 +4,27 @@ Why: a queue position says nothing about when; users plan around a time. The est
 ends: running jobs (and the jobs this cycle admitted) release their nodes and their tenant's quota at
 their expected end; the queued jobs then start, in the order the cycle considered them, each at the
 first release after which its gang fits (best-fit, as admission places it) and its tenant's quota has
-room, holding its resources until its own expected end. The replay runs three times, with every
-duration at its expected value, its low and its high end, for the estimate and its range.
+room, holding its resources until its own expected end. The quota rule is admission's own
+(:class:`jobs.core.borrowing.Cohorts`): a tenant may borrow above its nominal quota what its cohort leaves
+unused at that moment of the replay, up to its borrowing limit; a job beyond its ceiling never starts.
+Backfill as admission does it: a job may start at an earlier instant of the replay than the job ahead
+of it (never at ``now``, which the cycle just decided) when its gang and quota fit there until it is
+known to end (its declared ``expected_duration``, else for good), beside everything placed after it;
+a tenant's queue stays strict behind a job that waited for its quota. The replay runs three times, with
+every duration at its expected value, its low and its high end, for the estimate and its range.
 
-Deliberate simplifications, so that it stays cheap (it runs every scheduling cycle): the replay's clock
-only moves forward (a job never starts before the one ahead of it; backfill can start a small job
-earlier, so estimates err late), and only the first ``per_tenant`` queued jobs of each tenant (and
-``limit`` in all) are estimated; the rest are "far back in the queue". A job waits "unknown" when it
-can never fit, or when it fits only after jobs whose duration nobody knows (no ``max_runtime``, no
-finished runs to learn from). Pure: no Django, no clock; times are seconds since the epoch.
+Deliberate simplifications, so that it stays cheap (it runs every scheduling cycle): jobs are placed
+one by one in the order the cycle considered them (fair share is not recomputed as the replay goes;
+a placed job is never moved; the search for backfill stops after ``BACKFILL_BUDGET`` node states, after
+which jobs start in order and their estimates err late), and only the first ``per_tenant`` queued jobs
+of each tenant (and ``limit`` in all) are estimated; the rest are "far back in the queue". A job waits
+"unknown" when it can never fit, or when it fits only after jobs whose duration nobody knows (no
+``max_runtime``, no finished runs to learn from). Pure: no Django, no clock; times are seconds since the epoch.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from collections.abc import Mapping
@@ -24,11 +32,14 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from jobs.core.admission import Decision, QueuedJob, RunningJob, Snapshot
+from jobs.core.borrowing import Cohorts
 from jobs.core.durations import Duration
-from jobs.core.nodepool import ANY, Key, NodePool, Shape
+from jobs.core.nodepool import ANY, Key, NodePool, Shape, slots_in
 
 PER_TENANT = 20
 LIMIT = 200
+BACKFILL_BUDGET = 200_000
+"""Node states one replay may look at in search of backfill; past it, jobs start in order (err late)."""
 _INF = float("inf")
 _NO_TAINTS: frozenset[str] = frozenset()
 FAR_BACK = "unknown: far back in the queue"
@@ -87,7 +98,9 @@ class _Replay:
         self.all_taints: frozenset[str] = frozenset().union(*taints)
         self.pool = NodePool([node.free.as_shape() for node in nodes], types, taints)
         self.capacity = NodePool([node.capacity.as_shape() for node in nodes], types, taints)
-        self.quota = {t.name: (t.quota.as_shape(), t.max_running_jobs) for t in snap.tenants}
+        self.types, self.taints = types, taints
+        self.tenants = {t.name: t for t in snap.tenants}
+        self.cohorts = Cohorts(snap.tenants)
         self.used = {t.name: [*t.used.as_shape(), t.running_jobs] for t in snap.tenants}
         self.heap: list[tuple[float, int, _Release]] = []
         self.order = itertools.count()
@@ -106,6 +119,13 @@ class _Replay:
         for _, _, release in self.heap:
             self._free(release, self.final, self.final_used)
         self.clock = self.now
+        # The replay's past: (instant, free per node, use per tenant) for each instant the clock moved on
+        # from after ``now``, kept up to date as backfilled jobs take resources in it.
+        self.history: list[tuple[float, list[Shape], dict[str, list[int]]]] = []
+        # Per tenant, the start of its latest job that waited for its quota: its queue is strict, so no
+        # later job of the tenant backfills before it (as admission holds a quota-blocked tenant's queue).
+        self.blocked_until: dict[str, float] = {}
+        self.budget = BACKFILL_BUDGET
 
     def _running_release(self, running: RunningJob) -> _Release:
         """A running job's end: started + its learned or declared duration (not before now), else its
@@ -153,23 +173,26 @@ class _Replay:
         return (job.gpu_type or ANY, job.tolerated & self.all_taints if self.all_taints else _NO_TAINTS)
 
     def quota_room(self, job: QueuedJob, used: Mapping[str, list[int]]) -> bool:
-        quota, max_running = self.quota[job.tenant]
-        held = used[job.tenant]
-        need = _shape(job)
-        return held[3] < max_running and all(
-            held[dim] + need[dim] * job.learners <= quota[dim] for dim in range(3)
-        )
+        """Whether the tenant's quota lets ``job`` start on top of ``used``: its running-job limit and
+        admission's rule for nominal quota and borrowing (jobs.core.borrowing)."""
+        tenant = self.tenants[job.tenant]
+        if used[job.tenant][3] >= tenant.max_running_jobs:
+            return False
+        return self.cohorts.check(tenant, _total(job), used, {}) is None
 
     def never_fits(self, job: QueuedJob) -> bool:
-        quota, max_running = self.quota[job.tenant]
-        over_quota = max_running < 1 or any(
-            n * job.learners > q for n, q in zip(_shape(job), quota, strict=True)
+        """Whether ``job`` exceeds its tenant's ceiling (nominal plus what it may ever borrow) or the
+        empty cluster: then it never starts."""
+        tenant = self.tenants[job.tenant]
+        ceiling = self.cohorts.ceiling(tenant)
+        over_quota = tenant.max_running_jobs < 1 or any(
+            n > top for n, top in zip(_total(job), ceiling, strict=True)
         )
         return over_quota or self.capacity.slots(self.key(job), _shape(job), job.learners) < job.learners
 
     def place(self, job: QueuedJob) -> float | str:
         """Start ``job`` at the first release after which it fits: its start, or why it has none."""
-        if job.tenant not in self.quota or job.learners < 1:
+        if job.tenant not in self.tenants or job.learners < 1:
             return NO_TENANT
         if self.never_fits(job):
             return NEVER_FITS
@@ -179,16 +202,28 @@ class _Replay:
             or self.final.slots(key, need, job.learners) < job.learners
         ):
             return self._unknown_reason(job)
-        placed = self.pool.place_gang(key, need, job.learners) if self.quota_room(job, self.used) else None
+        early = self._backfill(job, key, need)
+        if early is not None:
+            return early
+        quota_ok = self.quota_room(job, self.used)
+        waited_for_quota = not quota_ok
+        placed = self.pool.place_gang(key, need, job.learners) if quota_ok else None
         while placed is None:
             if not self.heap:
                 return self._unknown_reason(job)
             end = self.heap[0][0]
+            if end > self.clock:
+                used = {name: list(held) for name, held in self.used.items()}
+                self.history.append((self.clock, list(self.pool.free), used))
             while self.heap and self.heap[0][0] == end:
                 self._free(heapq.heappop(self.heap)[2], self.pool, self.used)
             self.clock = max(self.clock, end)
-            if self.quota_room(job, self.used):
+            quota_ok = self.quota_room(job, self.used)
+            waited_for_quota = waited_for_quota or not quota_ok
+            if quota_ok:
                 placed = self.pool.place_gang(key, need, job.learners)
+        if waited_for_quota:
+            self.blocked_until[job.tenant] = self.clock
         self._charge(job, +1)
         release = self._release(job, self.clock, tuple(placed))
         self._add(release)
@@ -200,6 +235,80 @@ class _Replay:
                 final[dim] += need[dim] * job.learners
             final[3] += 1
         return self.clock
+
+    def _backfill(self, job: QueuedJob, key: Key, need: Shape) -> float | None:
+        """Start ``job`` at an earlier instant of the replay's past, as admission's backfill would: the
+        first after ``now`` at which its gang fits and its quota has room until it is known to end (its
+        declared ``expected_duration``; without one, it must fit beside every job placed after it, as in
+        admission's surplus rule). Takes the resources and returns that instant, or None."""
+        span = _span(self.facts.duration(job), self.variant)
+        if span is None or not self.history:
+            return None
+        horizon = _INF if job.expected_duration is None else job.expected_duration
+        floor = self.blocked_until.get(job.tenant, self.now)
+        eligible = [
+            k
+            for k, (gpu_type, taints) in enumerate(zip(self.types, self.taints, strict=True))
+            if (key[0] == ANY or gpu_type == key[0]) and taints <= key[1]
+        ]
+        times = [at for at, _, _ in self.history]
+        for first, (at, free_at, used_at) in enumerate(self.history):
+            if at <= self.now or at < floor or not self.quota_room(job, used_at):
+                continue
+            self.budget -= len(eligible)
+            if self.budget < 0:
+                return None
+            if sum(slots_in(free_at[k], need, job.learners) for k in eligible) < job.learners:
+                continue
+            past = self.history[first : bisect.bisect_left(times, at + horizon)]
+            self.budget -= (len(past) + 1) * len(free_at)
+            if self.budget < 0:
+                return None
+            states = [(free, used) for _, free, used in past]
+            if at + horizon > self.clock:
+                states.append((self.pool.free, self.used))
+            placed = self._fit_through(job, key, need, states)
+            if placed is not None:
+                self._take(job, at + span, placed, past)
+                return at
+        return None
+
+    def _fit_through(
+        self, job: QueuedJob, key: Key, need: Shape, states: list[tuple[list[Shape], dict[str, list[int]]]]
+    ) -> list[int] | None:
+        """Best-fit placement of ``job`` in what stays free through every state of ``states``, or None."""
+        if not all(self.quota_room(job, used) for _, used in states):
+            return None
+        lowest = [
+            (min(f[0] for f in column), min(f[1] for f in column), min(f[2] for f in column))
+            for column in zip(*(free for free, _ in states), strict=True)
+        ]
+        return NodePool(lowest, self.types, self.taints).place_gang(key, need, job.learners)
+
+    def _take(
+        self,
+        job: QueuedJob,
+        end: float,
+        placed: list[int],
+        past: list[tuple[float, list[Shape], dict[str, list[int]]]],
+    ) -> None:
+        """Hold a backfilled job's resources in the past instants it runs through (and from the clock on
+        when it runs past it, with its release queued at its end)."""
+        need = _shape(job)
+        for at, free, used in past:
+            if at >= end:
+                break
+            for node in placed:
+                free[node] = (free[node][0] - need[0], free[node][1] - need[1], free[node][2] - need[2])
+            held = used[job.tenant]
+            for dim, amount in enumerate(_total(job)):
+                held[dim] += amount
+            held[3] += 1
+        if end > self.clock:
+            for node in placed:
+                self.pool.shift(node, need, -1)
+            self._charge(job, +1)
+            self._add(_Release(end, tuple(placed), need, job.tenant, job.id))
 
     def _unknown_reason(self, job: QueuedJob) -> str:
         """Why ``job`` fits only after jobs of unknown end; names one only when it is the job's tenant's."""
@@ -226,6 +335,10 @@ class _Facts:
 
 def _shape(job: QueuedJob) -> Shape:
     return (job.gpus, job.cpu_millis, job.memory_mib)
+
+
+def _total(job: QueuedJob) -> Shape:
+    return (job.gpus * job.learners, job.cpu_millis * job.learners, job.memory_mib * job.learners)
 
 
 def estimated_ids(

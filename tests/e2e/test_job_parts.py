@@ -14,6 +14,7 @@ from django.db import connections, transaction
 from playwright.sync_api import APIResponse, Route, expect
 
 from jobs.models import Job
+from jobs.services.control import job_halt
 from jobs.services.lifecycle import transition
 from tests.e2e.conftest import login
 from tests.factories import make_job, make_tenant, member
@@ -95,3 +96,25 @@ def _until(page: Any, check: Callable[[], bool]) -> None:
             return
         page.wait_for_timeout(50)
     raise AssertionError("timed out")
+
+
+def test_a_job_halted_while_its_page_is_open_offers_resume_without_a_reload(page: Any) -> None:
+    alice = member(make_tenant("vision"), "member", username="alice")
+    job = make_job(alice.memberships.get().tenant, alice)
+    login(page, "alice")
+    page.goto(f"/jobs/{job.pk}/")
+    actions = page.locator("#job-actions")
+    expect(actions.locator("[data-action=halt]")).to_be_visible()
+
+    def halt() -> None:
+        try:
+            job_halt(job=Job.objects.get(pk=job.pk), user=alice)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(halt).result()
+    expect(page.locator("#job-status .badge")).to_have_text("Halted", timeout=10_000)
+    expect(actions.locator("[data-action=resume]")).to_be_visible(timeout=10_000)
+    expect(actions.locator("[data-action=halt]")).to_have_count(0)
+    expect(actions.locator("[data-action=cancel]")).to_be_visible()

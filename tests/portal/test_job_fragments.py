@@ -53,10 +53,13 @@ def test_htmx_gets_every_job_part_swapped_into_the_pages_own_container(
     fragment = response.content.decode()
     assert response.status_code == 200 and response["Content-Type"].startswith("text/html")
     oob = _ids(fragment)
-    assert oob.oob == dict.fromkeys(["events", "learners", "job-times", "results"], "innerHTML")
+    ids = ["events", "learners", "job-times", "results", "job-borrowed", "job-actions"]
+    assert oob.oob == dict.fromkeys(ids, "innerHTML")
     assert all(page.tags[element_id] == oob.tags[element_id] for element_id in oob.oob)
     parts = signed_in.get(f"/jobs/{job.pk}/parts/").json()
     containers = {"events": "timeline", "learners": "learners", "job-times": "times", "results": "results"}
+    containers["job-borrowed"] = "borrowed"  # the actions differ by their forms' masked CSRF tokens
+    assert 'data-action="retry"' in parts["actions"] and 'data-action="retry"' in fragment
     for element_id, name in containers.items():
         assert f'id="{element_id}" hx-swap-oob="innerHTML">{parts[name]}</' in fragment
     assert "event-cancelled" in fragment and "CancelledByUser" in fragment and "gpu-node-0" in fragment

@@ -333,9 +333,10 @@ def test_job_parts_follow_the_jobs_state_for_the_live_page(
     job_cancel(job=job, user=alice)
     after = signed_in.get(f"/jobs/{job.pk}/parts/").json()
     assert (
-        set(after) == {"status", "timeline", "learners", "times", "results"}
+        set(after) == {"status", "timeline", "learners", "times", "results", "borrowed", "actions"}
         and after["status"] == "cancelled"
     )
+    assert 'data-action="cancel"' in before["actions"] and 'data-action="retry"' in after["actions"]
     assert after["timeline"].count("<li") == before["timeline"].count("<li") + 1
     assert "event-cancelled" in after["timeline"] and "CancelledByUser" in after["timeline"]
     assert "hello-0" in after["learners"] and "gpu-node-0" in after["learners"]
