@@ -14,6 +14,9 @@ from dataclasses import dataclass, field, replace
 
 from django.contrib.auth.models import User
 from django.db import connection, transaction
+from django.db.models import F, FloatField
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce, Extract
 from django.utils import timezone
 
 from common.resources import Resources
@@ -40,62 +43,121 @@ class CycleResult:
     pending: int = 0
 
 
+def _epoch(*fields: str) -> Cast:
+    """Seconds since the epoch of the first of `fields` that is set, worked out by PostgreSQL (15: exact, so
+    the very float `datetime.timestamp()` gives) rather than from ten thousand datetimes built in Python."""
+    when = Coalesce(*fields) if len(fields) > 1 else F(fields[0])
+    return Cast(Extract(when, "epoch"), FloatField())
+
+
+def _number(key: str) -> Cast:
+    """A number in the spec (`KT`: as text, cast by PostgreSQL; far cheaper than decoding JSON per row)."""
+    return Cast(KT(key), FloatField())
+
+
+# What the snapshot reads: the columns it needs, never whole rows (a spec can be large, and model instances
+# are slow to build by the ten thousand).
+_HOLDING_COLUMNS = (
+    "id", "status", "placements", "gpus", "cpu_millis", "memory_mib", _number("spec__max_runtime_seconds"),
+    _epoch("started_at", "admitted_at"),
+)  # fmt: skip
+_WAITING_COLUMNS = (
+    "id", "tenant_id", "priority", _epoch("created_at"), "learners", "gpus", "cpu_millis", "memory_mib",
+    KT("spec__resources__gpu_type"), _number("spec__max_runtime_seconds"),
+)  # fmt: skip
+
+
 def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapshot:
     """The admission input from the database (queue, tenants, admitted jobs) and the cluster's nodes.
 
     Jobs that are `starting` may not have pods bound yet, so their planned placement is taken off the
     nodes' free capacity as well (counting them twice for a moment errs on the safe side). Each queued job
-    carries the node taints its pods will tolerate, so admission offers it only nodes it may run on. What
-    each tenant holds comes from `usage_by_tenant`, as on its page.
+    carries the node taints its pods will tolerate, so admission offers it only nodes it may run on, and
+    its GPU type in canonical form (`_GpuTypes`). What each tenant holds comes from `usage_by_tenant`, as on
+    its page. Jobs are read as plain tuples of the columns needed: a cycle reads ten thousand of them.
     """
     tenants = list(Tenant.objects.filter(active=True).select_related("quota"))
     usage = usage_by_tenant(tenants)
-    active = Job.objects.holding_resources()
-    waiting = Job.objects.waiting().filter(tenant__in=tenants).select_related("tenant")
     planned: dict[str, Resources] = defaultdict(lambda: Resources.ZERO)
     running = []
-    for job in active:
-        if job.status == JobStatus.STARTING:
-            for node in job.placements:
-                planned[node] += job.per_learner
-        runtime = job.spec.get("max_runtime_seconds")
-        started = job.started_at or job.admitted_at
+    for (
+        pk,
+        status,
+        placements,
+        gpus,
+        cpu,
+        memory,
+        runtime,
+        started,
+    ) in Job.objects.holding_resources().values_list(*_HOLDING_COLUMNS):
+        per_learner = Resources(gpus, cpu, memory)
+        if status == JobStatus.STARTING:
+            for node in placements:
+                planned[node] += per_learner
         running.append(
             admission.RunningJob(
-                job_id=job.pk,
-                ends_at=started.timestamp() + runtime if runtime and started else None,
-                placements=tuple(job.placements),
-                per_learner=job.per_learner,
+                job_id=pk,
+                ends_at=started + runtime if runtime and started is not None else None,
+                placements=tuple(placements),
+                per_learner=per_learner,
             )
         )
     open_nodes = [n for n in nodes if n.ready and not n.unschedulable]
     tolerated = _Tolerated(open_nodes)
-    snapshot = admission.Snapshot(
-        jobs=[_queued(job, tolerated(job.gpus)) for job in waiting],
+    types = _GpuTypes(n.gpu_type for n in open_nodes)
+    slugs = {t.pk: t.slug for t in tenants}
+    waiting = Job.objects.waiting().filter(tenant__in=tenants).values_list(*_WAITING_COLUMNS)
+    return admission.Snapshot(
+        jobs=[
+            admission.QueuedJob(
+                id=pk,
+                tenant=slugs[tenant],
+                priority=priority,
+                submitted_at=submitted_at,
+                learners=learners,
+                gpus=gpus,
+                cpu_millis=cpu,
+                memory_mib=memory,
+                gpu_type=types.job(gpu_type),
+                expected_duration=runtime,
+                tolerated=tolerated(gpus),
+            )
+            for pk, tenant, priority, submitted_at, learners, gpus, cpu, memory, gpu_type, runtime in waiting
+        ],
         tenants=[_tenant_state(t, usage[t.pk]) for t in tenants],
-        nodes=[_node(n, planned[n.name]) for n in open_nodes],
+        nodes=[_node(n, planned[n.name], types.node(n.gpu_type)) for n in open_nodes],
         now=now,
         running=running,
     )
-    return _canonical_gpu_types(snapshot)
 
 
 def _canonical_gpu_types(snapshot: admission.Snapshot) -> admission.Snapshot:
-    """Nodes and jobs with canonical GPU types (GPU_TYPE_ALIASES), so that admission's plain comparison
-    matches a job's `A100` with a node's `NVIDIA-A100-SXM4-40GB` and `tesla-t4` with `Tesla-T4`, and its
-    reasons name the type as users write it. Applying it twice changes nothing."""
-    types = cluster.gpu_types()
-    known = types.known(n.gpu_type for n in snapshot.nodes)
-    nodes = [
-        replace(n, gpu_type=types.resolve(n.gpu_type, known)) if n.gpu_type else n for n in snapshot.nodes
-    ]
-    jobs = [
-        replace(j, gpu_type=types.resolve(j.gpu_type, known) or types.canonical(j.gpu_type))
-        if j.gpu_type
-        else j
-        for j in snapshot.jobs
-    ]
+    """Nodes and jobs with canonical GPU types (`_GpuTypes`); applying it twice changes nothing."""
+    types = _GpuTypes(n.gpu_type for n in snapshot.nodes)
+    nodes = [replace(n, gpu_type=types.node(n.gpu_type)) if n.gpu_type else n for n in snapshot.nodes]
+    jobs = [replace(j, gpu_type=types.job(j.gpu_type)) if j.gpu_type else j for j in snapshot.jobs]
     return replace(snapshot, nodes=nodes, jobs=jobs)
+
+
+class _GpuTypes:
+    """Canonical GPU types (GPU_TYPE_ALIASES) among the nodes' own, so that admission's plain comparison
+    matches a job's `A100` with a node's `NVIDIA-A100-SXM4-40GB` and `tesla-t4` with `Tesla-T4`, and its
+    reasons name the type as users write it. A job's type is worked out once per spelling."""
+
+    def __init__(self, products: Iterable[str | None]) -> None:
+        self.types = cluster.gpu_types()
+        self.known = self.types.known(products)
+        self.jobs: dict[str, str | None] = {}
+
+    def node(self, product: str | None) -> str | None:
+        return self.types.resolve(product, self.known) if product else product
+
+    def job(self, name: str | None) -> str | None:
+        if not name:
+            return name
+        if name not in self.jobs:
+            self.jobs[name] = self.types.resolve(name, self.known) or self.types.canonical(name)
+        return self.jobs[name]
 
 
 class _Tolerated:
@@ -116,22 +178,6 @@ class _Tolerated:
         return self.known[with_gpus]
 
 
-def _queued(job: Job, tolerated: frozenset[str]) -> admission.QueuedJob:
-    return admission.QueuedJob(
-        id=job.pk,
-        tenant=job.tenant.slug,
-        priority=job.priority,
-        submitted_at=job.created_at.timestamp(),
-        learners=job.learners,
-        gpus=job.gpus,
-        cpu_millis=job.cpu_millis,
-        memory_mib=job.memory_mib,
-        gpu_type=job.spec["resources"].get("gpu_type"),
-        expected_duration=job.spec.get("max_runtime_seconds"),
-        tolerated=tolerated,
-    )
-
-
 def _tenant_state(tenant: Tenant, usage: Usage) -> admission.TenantState:
     quota = tenant.quota
     return admission.TenantState(
@@ -146,8 +192,9 @@ def _tenant_state(tenant: Tenant, usage: Usage) -> admission.TenantState:
     )
 
 
-def _node(node: NodeInfo, planned: Resources) -> admission.Node:
-    """A node as admission sees it (clusterio keeps its own triple, converted here at the boundary)."""
+def _node(node: NodeInfo, planned: Resources, gpu_type: str | None = None) -> admission.Node:
+    """A node as admission sees it (clusterio keeps its own triple, converted here at the boundary), with
+    ``gpu_type`` (canonical) in place of its own label when given."""
     free, allocatable = node.free, node.allocatable
     return admission.Node(
         name=node.name,
@@ -157,7 +204,7 @@ def _node(node: NodeInfo, planned: Resources) -> admission.Node:
             max(0, free.memory_mib - planned.memory_mib),
         ),
         capacity=Resources(allocatable.gpus, allocatable.cpu_millis, allocatable.memory_mib),
-        gpu_type=node.gpu_type,
+        gpu_type=gpu_type or node.gpu_type,
         taints=tuple(str(t) for t in node.taints),
     )
 
