@@ -13,10 +13,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.db.models import F, FloatField
+from django.db.models.expressions import Combinable
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce, Extract
 from django.utils import timezone
@@ -28,7 +30,7 @@ from jobs.core import admission
 from jobs.core.states import JobStatus
 from jobs.models import Job
 from jobs.services import job_validate
-from jobs.services.lifecycle import job_admit, queue_positions_record
+from jobs.services.lifecycle import POSITION_COLUMNS, job_admit, queue_positions_record
 from tenants.models import Tenant
 from tenants.usage import Usage, usage_by_tenant
 
@@ -59,17 +61,19 @@ def _number(key: str) -> Cast:
 
 # What the snapshot reads: the columns it needs, never whole rows (a spec can be large, and model instances
 # are slow to build by the ten thousand).
-_HOLDING_COLUMNS = (
+_HOLDING_COLUMNS: tuple[str | Combinable, ...] = (
     "id", "status", "placements", "gpus", "cpu_millis", "memory_mib", _number("spec__max_runtime_seconds"),
     _epoch("started_at", "admitted_at"),
 )  # fmt: skip
-_WAITING_COLUMNS = (
+_WAITING_COLUMNS: tuple[str | Combinable, ...] = (
     "id", "tenant_id", "priority", _epoch("created_at"), "learners", "gpus", "cpu_millis", "memory_mib",
     KT("spec__resources__gpu_type"), _number("spec__max_runtime_seconds"),
 )  # fmt: skip
 
 
-def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapshot:
+def build_snapshot(
+    *, nodes: Sequence[NodeInfo], now: float, positions: list[tuple[Any, ...]] | None = None
+) -> admission.Snapshot:
     """The admission input from the database (queue, tenants, admitted jobs) and the cluster's nodes.
 
     Jobs that are `starting` may not have pods bound yet, so their planned placement is taken off the
@@ -77,6 +81,9 @@ def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapsh
     carries the node taints its pods will tolerate, so admission offers it only nodes it may run on, and
     its GPU type in canonical form (`_GpuTypes`). What each tenant holds comes from `usage_by_tenant`, as on
     its page. Jobs are read as plain tuples of the columns needed: a cycle reads ten thousand of them.
+
+    `positions`, when given, gets each queued job's stored position, reason and ETA (`POSITION_COLUMNS`),
+    read by the same query, for `queue_positions_record` to compare with.
     """
     tenants = list(Tenant.objects.filter(active=True).select_related("quota"))
     usage = usage_by_tenant(tenants)
@@ -108,7 +115,11 @@ def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapsh
     tolerated = _Tolerated(open_nodes)
     types = _GpuTypes(n.gpu_type for n in open_nodes)
     slugs = {t.pk: t.slug for t in tenants}
-    waiting = Job.objects.waiting().filter(tenant__in=tenants).values_list(*_WAITING_COLUMNS)
+    columns = _WAITING_COLUMNS if positions is None else (*_WAITING_COLUMNS, *POSITION_COLUMNS[1:])
+    waiting = list(Job.objects.waiting().filter(tenant__in=tenants).values_list(*columns))
+    if positions is not None:
+        first = len(_WAITING_COLUMNS)
+        positions.extend((row[0], *row[first:]) for row in waiting)
     return admission.Snapshot(
         jobs=[
             admission.QueuedJob(
@@ -124,7 +135,7 @@ def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapsh
                 expected_duration=runtime,
                 tolerated=tolerated(gpus),
             )
-            for pk, tenant, priority, submitted_at, learners, gpus, cpu, memory, gpu_type, runtime in waiting
+            for pk, tenant, priority, submitted_at, learners, gpus, cpu, memory, gpu_type, runtime, *_ in waiting
         ],
         tenants=[_tenant_state(t, usage[t.pk]) for t in tenants],
         nodes=[_node(n, planned[n.name], types.node(n.gpu_type)) for n in open_nodes],
@@ -218,13 +229,14 @@ def run_cycle(*, nodes: Sequence[NodeInfo]) -> CycleResult:
             cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [LOCK_KEY])
             if not cursor.fetchone()[0]:
                 return CycleResult(ran=False)
-        snapshot = build_snapshot(nodes=nodes, now=timezone.now().timestamp())
+        positions: list[tuple[Any, ...]] = []
+        snapshot = build_snapshot(nodes=nodes, now=timezone.now().timestamp(), positions=positions)
         if not snapshot.jobs:
             return CycleResult(ran=True)
         decision = admission.admit(snapshot)
         etas = estimates.estimate(snapshot=snapshot, decision=decision)
         admitted = [_admit(a) for a in decision.admitted]
-        queue_positions_record(decision.pending, etas)
+        queue_positions_record(decision.pending, etas, stored=positions)
     return CycleResult(ran=True, admitted=admitted, pending=len(decision.pending))
 
 

@@ -355,29 +355,39 @@ _POSITION_FIELDS = (
     ("eta_reason", "varchar"),
 )
 _POSITION_NAMES = tuple(name for name, _ in _POSITION_FIELDS)
+POSITION_COLUMNS = ("id", *_POSITION_NAMES)
+"""The columns `queue_positions_record` compares, id first (a caller that reads them already passes them)."""
 _WRITE_CHUNK = 2000
 _Stored = tuple[Any, ...]
 
 
-def queue_positions_record(pending: Iterable[Pending], etas: Mapping[str, Eta] | None = None) -> int:
+def queue_positions_record(
+    pending: Iterable[Pending],
+    etas: Mapping[str, Eta] | None = None,
+    *,
+    stored: Iterable[_Stored] | None = None,
+) -> int:
     """Store each waiting job's position, reason and ETA (from `etas`, when given); an event only when the
     reason changes (an ETA moves too often to be worth one). Returns how many rows it wrote.
 
     A cycle leaves most of ten thousand waiting jobs as they were, so the stored values are read as plain
     tuples and only the rows that change are locked (a row another transaction holds is skipped: the next
     cycle catches up) and written, one UPDATE per chunk. A job that stopped waiting meanwhile is left alone.
+    `stored`: the waiting jobs' `POSITION_COLUMNS` as the caller read them earlier in this transaction
+    (run_cycle's snapshot does); read here when not given. Changed rows are compared again once locked.
     """
     by_id = {p.job_id: p for p in pending}
     etas = etas or {}
-    # All waiting jobs, not `pk__in` ten thousand ids: PostgreSQL finds them faster by status (indexed).
-    stored = Job.objects.waiting().values_list("id", *_POSITION_NAMES)
+    if stored is None:
+        # All waiting jobs, not `pk__in` ten thousand ids: PostgreSQL finds them faster by status (indexed).
+        stored = Job.objects.waiting().values_list(*POSITION_COLUMNS)
     changed = [row[0] for row in stored if row[0] in by_id and _position(by_id[row[0]], etas, row) != row[1:]]
     if not changed:
         return 0
     locked = (
         Job.objects.filter(pk__in=changed, status__in=WAITING)
         .select_for_update(no_key=True, skip_locked=True)
-        .values_list("id", *_POSITION_NAMES)
+        .values_list(*POSITION_COLUMNS)
     )
     rows, events = [], []
     for row in locked:
@@ -414,7 +424,7 @@ def _positions_write(rows: Sequence[_Stored]) -> None:
     the primary key instead."""
     meta, quote = Job._meta, connection.ops.quote_name
     column = {field.name: field.column for field in meta.concrete_fields if field.column}
-    columns = [quote(column[name]) for name in ("id", *_POSITION_NAMES)]
+    columns = [quote(column[name]) for name in POSITION_COLUMNS]
     types = ("varchar", *(kind for _, kind in _POSITION_FIELDS))
     first = "(" + ", ".join(f"%s::{kind}" for kind in types) + ")"
     other = "(" + ", ".join("%s" for _ in types) + ")"

@@ -19,7 +19,7 @@ from jobs.core.choices import EventKind, Reason
 from jobs.core.eta import Eta
 from jobs.core.states import JobStatus
 from jobs.models import Job, JobEvent
-from jobs.scheduling import build_snapshot
+from jobs.scheduling import build_snapshot, run_cycle
 from jobs.services import lifecycle
 from jobs.services.lifecycle import queue_positions_record
 from tests.factories import make_job, make_tenant
@@ -216,3 +216,16 @@ def test_the_snapshot_is_the_one_the_old_instance_read_gave_on_a_mixed_queue() -
     assert any(j.tolerated for j in snapshot.jobs) and any(n.taints for n in snapshot.nodes)
     a100 = next(n for n in snapshot.nodes if n.name == "a100-0")  # less the starting job's two learners
     assert a100.free.as_shape() == (0, 24_000, 114_688)
+
+
+@pytest.mark.django_db
+def test_a_second_cycle_over_an_unchanged_queue_writes_nothing() -> None:
+    tenant = make_tenant()
+    jobs = [make_job(tenant, spec=_spec(None, 600)) for _ in range(3)]
+    full = [NodeInfo("cpu-0", True, None, Resources(0, 8000, 32768), Resources(0, 0, 0))]
+    assert run_cycle(nodes=full).pending == 3
+    assert set(Job.objects.values_list("queue_position", flat=True)) == {1, 2, 3}
+    before = _ctids()
+    with CaptureQueriesContext(connection) as queries:
+        assert run_cycle(nodes=full).pending == len(jobs)
+    assert _updates(queries) == [] and _ctids() == before
