@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db.models import DurationField, ExpressionWrapper, F, FloatField
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Coalesce, Extract
 from django.utils import timezone
 
+from jobs.columns import elapsed, epoch, spec_number
 from jobs.core import admission, eta
 from jobs.core.durations import Duration, DurationModel, FinishedRun
 from jobs.core.states import JobStatus
@@ -22,14 +20,9 @@ from jobs.models import Job
 LEARN_FROM = 5000
 LEARN_DAYS = 30
 _SHAPE = ("learners", "gpus", "cpu_millis", "memory_mib")
-# Numbers and times as PostgreSQL computes them (floats, exact on 15): Django's JSON and timezone-aware
-# datetime loaders are pure Python, and the cycle reads these by the thousand.
-_RUNTIME = Cast(KT("spec__max_runtime_seconds"), FloatField())
-_SINCE = Cast(Extract(Coalesce("started_at", "admitted_at"), "epoch"), FloatField())
-_RAN = Cast(
-    Extract(ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField()), "epoch"),
-    FloatField(),
-)
+_RUNTIME = spec_number("max_runtime_seconds")
+_SINCE = epoch("started_at", "admitted_at")
+_RAN = elapsed("started_at", "finished_at")
 
 
 def duration_model() -> DurationModel:

@@ -17,15 +17,13 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import connection, transaction
-from django.db.models import F, FloatField
 from django.db.models.expressions import Combinable
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Coalesce, Extract
 from django.utils import timezone
 
 from common.resources import Resources
 from jobs import cluster, estimates
 from jobs.cluster import NodeInfo
+from jobs.columns import KT, epoch, spec_number
 from jobs.core import admission
 from jobs.core.states import JobStatus
 from jobs.models import Job
@@ -47,27 +45,15 @@ class CycleResult:
     pending: int = 0
 
 
-def _epoch(*fields: str) -> Cast:
-    """Seconds since the epoch of the first of `fields` that is set, worked out by PostgreSQL (15: exact, so
-    the very float `datetime.timestamp()` gives) rather than from ten thousand datetimes built in Python."""
-    when = Coalesce(*fields) if len(fields) > 1 else F(fields[0])
-    return Cast(Extract(when, "epoch"), FloatField())
-
-
-def _number(key: str) -> Cast:
-    """A number in the spec (`KT`: as text, cast by PostgreSQL; far cheaper than decoding JSON per row)."""
-    return Cast(KT(key), FloatField())
-
-
 # What the snapshot reads: the columns it needs, never whole rows (a spec can be large, and model instances
 # are slow to build by the ten thousand).
 _HOLDING_COLUMNS: tuple[str | Combinable, ...] = (
-    "id", "status", "placements", "gpus", "cpu_millis", "memory_mib", _number("spec__max_runtime_seconds"),
-    _epoch("started_at", "admitted_at"),
+    "id", "status", "placements", "gpus", "cpu_millis", "memory_mib", spec_number("max_runtime_seconds"),
+    epoch("started_at", "admitted_at"),
 )  # fmt: skip
 _WAITING_COLUMNS: tuple[str | Combinable, ...] = (
-    "id", "tenant_id", "priority", _epoch("created_at"), "learners", "gpus", "cpu_millis", "memory_mib",
-    KT("spec__resources__gpu_type"), _number("spec__max_runtime_seconds"),
+    "id", "tenant_id", "priority", epoch("created_at"), "learners", "gpus", "cpu_millis", "memory_mib",
+    KT("spec__resources__gpu_type"), spec_number("max_runtime_seconds"),
 )  # fmt: skip
 
 
