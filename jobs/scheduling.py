@@ -72,7 +72,7 @@ def build_snapshot(
     read by the same query, for `queue_positions_record` to compare with.
     """
     tenants = list(Tenant.objects.filter(active=True).select_related("quota"))
-    usage = usage_by_tenant(tenants)
+    usage = usage_by_tenant(tenants, queued=False)
     planned: dict[str, Resources] = defaultdict(lambda: Resources.ZERO)
     running = []
     for (
