@@ -445,9 +445,9 @@ class Phases:
         from jobs import estimates, scheduling
         from jobs.core import admission
 
-        def record(*args: Any) -> int:
+        def record(*args: Any, **kwargs: Any) -> int:
             self.recorded = args
-            self.written = scheduling_record(*args)
+            self.written = scheduling_record(*args, **kwargs)
             return self.written
 
         scheduling_record = self.wrap("write", scheduling.queue_positions_record)
