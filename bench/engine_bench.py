@@ -36,9 +36,12 @@ Figures:
    into ``snapshot_ms`` (``build_snapshot``: the queries and conversion), ``admit_ms`` (the pure policy),
    ``eta_ms`` (``jobs.estimates.estimate``), ``write_ms`` (``queue_positions_record``) and, in ``cold`` and
    each of ``warm``, ``apply_ms`` (``job_admit`` per admitted job) and ``other_ms`` (lock, commit and
-   on-commit pushes). ``cold`` is the first cycle (every row written, some hundred jobs admitted),
-   ``second`` the next one (most ETAs move: the admitted jobs now run from their admission). Launch tasks
-   are not sent (no worker runs here). ``baseline`` is the old snapshot and write
+   on-commit pushes); ``python_cpu_ms`` is this process's CPU time in the cycle (PostgreSQL's is not in
+   it), ``cycle_ms_min`` the fastest warm cycle and ``load_1min`` the machine's load average at the end
+   (other work on a shared machine stretches every figure). ``cold`` is the first cycle (every row
+   written, some hundred jobs admitted), ``second`` the next one (most ETAs move: the admitted jobs now
+   run from their admission). Launch tasks are not sent (no worker runs here). ``baseline`` is the old
+   snapshot and write
    (``bench/cycle_baseline.py``) on the same data in the same run: its snapshot in full, its write of every
    row timed on a 1,000-row subset and scaled linearly (``bulk_update`` of 10,000 rows ran for 26 minutes
    in PostgreSQL, so it is never run; linear scaling flatters it), its warm write in full when at most
@@ -468,11 +471,13 @@ def timed_cycle(nodes: list[Any]) -> tuple[dict[str, float], Phases]:
 
     phases = Phases()
     with phases.patched():
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = run_cycle(nodes=nodes)
         cycle_ms = (time.perf_counter() - start) * 1000
+        cpu_ms = (time.process_time() - cpu) * 1000
     figures: dict[str, float] = {
         "cycle_ms": round(cycle_ms, 1),
+        "python_cpu_ms": round(cpu_ms, 1),
         **{f"{step}_ms": round(ms, 1) for step, ms in phases.ms.items()},
         "other_ms": round(cycle_ms - sum(phases.ms.values()), 1),
         "admitted": len(result.admitted),
@@ -551,7 +556,10 @@ def admission_cycle(jobs: int = 10_000, runs: int = 3) -> dict[str, object]:
         "nodes": len(snapshot.nodes),
         "tenants": len(snapshot.tenants),
         "cycle_ms": median["cycle_ms"],
+        "cycle_ms_min": min(w[0]["cycle_ms"] for w in warm),
+        "python_cpu_ms": median["python_cpu_ms"],
         "target_ms": 200,
+        "load_1min": round(os.getloadavg()[0], 2),
         "snapshot_ms": median["snapshot_ms"],
         "admit_ms": median["admit_ms"],
         "eta_ms": median["eta_ms"],
