@@ -1,8 +1,9 @@
 """Engine benchmark: the whole job engine in one process, measured end to end, plus the scheduler cycle
 on a deep queue in PostgreSQL and the simulator's trainyard-vs-FIFO ratios.
 
-Run: ``.venv/bin/python bench/engine_bench.py`` (about 2 minutes on 2 cores; prints one JSON line per
-figure). Needs the local PostgreSQL and Redis the tests use; it never touches the developer's data:
+Run: ``.venv/bin/python bench/engine_bench.py [--jobs N] [--runs N] [--only engine|cycle|trace]`` (about 3
+minutes on 2 cores; prints one JSON line per figure). Needs the local PostgreSQL and Redis the tests use;
+it never touches the developer's data:
 
 * database ``trainyard_bench`` (created if missing, migrated, flushed at start; the other connection
   settings come from ``DATABASE_URL`` as usual), settings ``portal.settings.test``;
@@ -29,15 +30,30 @@ Figures:
    line reports the timestamps' precision it saw. ``vs_ffdl_60s_poll`` compares with FfDL's status poll
    once a minute, modelled as a lag uniform on [0, 60 s] (p50 30 s, p99 59.4 s): a model, not a run.
    ``succeeded`` includes draining the learner's log (a job finishes only with its full log stored).
-3. ``admission_cycle_db``: ``jobs.scheduling.build_snapshot`` (``snapshot_ms``: the queries and
-   conversion) and ``jobs.core.admission.admit`` (``admit_ms``: the pure policy) on 10,000 queued Job rows
-   across 20 tenants, 500 running jobs and 500 fake ``clusterio.capacity.NodeInfo`` nodes; median of 3.
+3. ``admission_cycle_db``: the whole scheduler cycle, ``jobs.scheduling.run_cycle``, on ``--jobs`` (10,000)
+   queued Job rows across 20 tenants, 500 running jobs and 500 fake ``clusterio.capacity.NodeInfo`` nodes.
+   ``cycle_ms`` is the median of ``--runs`` (3) warm cycles (few rows change; the target is 200 ms), split
+   into ``snapshot_ms`` (``build_snapshot``: the queries and conversion), ``admit_ms`` (the pure policy),
+   ``eta_ms`` (``jobs.estimates.estimate``), ``write_ms`` (``queue_positions_record``) and, in ``cold`` and
+   each of ``warm``, ``apply_ms`` (``job_admit`` per admitted job) and ``other_ms`` (lock, commit and
+   on-commit pushes); ``python_cpu_ms`` is this process's CPU time in the cycle (PostgreSQL's is not in
+   it), ``cycle_ms_min`` the fastest warm cycle and ``load_1min`` the machine's load average at the end
+   (other work on a shared machine stretches every figure). ``cold`` is the first cycle (every row
+   written, some hundred jobs admitted), ``second`` the next one (most ETAs move: the admitted jobs now
+   run from their admission). Launch tasks are not sent (no worker runs here). ``baseline`` is the old
+   snapshot and write
+   (``bench/cycle_baseline.py``) on the same data in the same run: its snapshot in full, its write of every
+   row timed on a 1,000-row subset and scaled linearly (``bulk_update`` of 10,000 rows ran for 26 minutes
+   in PostgreSQL, so it is never run; linear scaling flatters it), its warm write in full when at most
+   1,000 rows change; ``speedup_cold`` / ``speedup_warm`` are old over new.
 4. ``trace_replay`` / ``trace_ratio``: the simulator on the default trace, by
    ``bench/admission_bench.py``'s own ``replay`` (skipped when ``../shared/data/traces`` is absent).
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 import json
 import os
 import random
@@ -404,36 +420,168 @@ def fill_queue(jobs: int = 10_000, nodes: int = 500, tenants: int = 20, seed: in
     return infos
 
 
-def admission_cycle(runs: int = 3) -> dict[str, object]:
-    from jobs.core import admission
+class Phases:
+    """Wall time of each step of ``jobs.scheduling.run_cycle``, by wrapping the functions it calls."""
+
+    STEPS = ("snapshot", "admit", "eta", "apply", "write")
+
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = dict.fromkeys(self.STEPS, 0.0)
+        self.written = 0
+        self.recorded: tuple[Any, ...] = ()
+
+    def wrap(self, step: str, work: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return work(*args, **kwargs)
+            finally:
+                self.ms[step] += (time.perf_counter() - start) * 1000
+
+        return timed
+
+    @contextmanager
+    def patched(self) -> Iterator[None]:
+        """The cycle's steps timed; the launch tasks admission queues are not sent (no worker here)."""
+        from unittest import mock
+
+        from jobs import estimates, scheduling
+        from jobs.core import admission
+
+        def record(*args: Any, **kwargs: Any) -> int:
+            self.recorded = args
+            self.written = scheduling_record(*args, **kwargs)
+            return self.written
+
+        scheduling_record = self.wrap("write", scheduling.queue_positions_record)
+        with (
+            mock.patch.object(scheduling, "build_snapshot", self.wrap("snapshot", scheduling.build_snapshot)),
+            mock.patch.object(admission, "admit", self.wrap("admit", admission.admit)),
+            mock.patch.object(estimates, "estimate", self.wrap("eta", estimates.estimate)),
+            mock.patch.object(scheduling, "_admit", self.wrap("apply", scheduling._admit)),
+            mock.patch.object(scheduling, "queue_positions_record", record),
+            mock.patch("jobs.services.lifecycle.enqueue"),
+        ):
+            yield
+
+
+def timed_cycle(nodes: list[Any]) -> tuple[dict[str, float], Phases]:
+    """One ``run_cycle`` over ``nodes``: its wall time, each step's, and how many rows it wrote."""
+    from jobs.scheduling import run_cycle
+
+    phases = Phases()
+    with phases.patched():
+        start, cpu = time.perf_counter(), time.process_time()
+        result = run_cycle(nodes=nodes)
+        cycle_ms = (time.perf_counter() - start) * 1000
+        cpu_ms = (time.process_time() - cpu) * 1000
+    figures: dict[str, float] = {
+        "cycle_ms": round(cycle_ms, 1),
+        "python_cpu_ms": round(cpu_ms, 1),
+        **{f"{step}_ms": round(ms, 1) for step, ms in phases.ms.items()},
+        "other_ms": round(cycle_ms - sum(phases.ms.values()), 1),
+        "admitted": len(result.admitted),
+        "rows_written": phases.written,
+    }
+    return figures, phases
+
+
+def _ms(work: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    work()
+    return (time.perf_counter() - start) * 1000
+
+
+def baseline_write(recorded: tuple[Any, ...], subset: int) -> dict[str, float]:
+    """The old write (instances, ``bulk_update``) against the new one on the same ``subset`` pending jobs,
+    each made stale first so that every row changes, each in a transaction rolled back. Never more rows:
+    ``bulk_update`` over 10,000 ran for 26 minutes in PostgreSQL."""
+    from django.db import transaction
+
+    from bench import cycle_baseline
+    from jobs.models import Job
+    from jobs.services.lifecycle import queue_positions_record
+
+    pending, etas = recorded
+    chosen = list(pending)[:subset]
+    ids = [p.job_id for p in chosen]
+    times: dict[str, float] = {}
+    for name, record in (("old", cycle_baseline.queue_positions_record), ("new", queue_positions_record)):
+        with transaction.atomic():
+            Job.objects.filter(pk__in=ids).update(queue_position=None, message="", eta=None, eta_reason="")
+            times[name] = _ms(functools.partial(record, chosen, etas))
+            transaction.set_rollback(True)
+    return {"rows": len(chosen), "old_ms": round(times["old"], 1), "new_ms": round(times["new"], 1)}
+
+
+def admission_cycle(jobs: int = 10_000, runs: int = 3) -> dict[str, object]:
+    """The whole scheduler cycle on ``jobs`` queued rows: cold (every row written), then warm, with each
+    step's time and the same steps done the old way (``bench/cycle_baseline.py``) in the same run."""
+    from django.db import transaction
+
+    from bench import cycle_baseline
     from jobs.scheduling import build_snapshot
 
-    nodes = fill_queue()
-    snapshot_times, admit_times = [], []
-    snapshot = decision = None
-    for _ in range(runs):
-        start = time.perf_counter()
-        snapshot = build_snapshot(nodes=nodes, now=time.time())
-        middle = time.perf_counter()
-        decision = admission.admit(snapshot)
-        end = time.perf_counter()
-        snapshot_times.append((middle - start) * 1000)
-        admit_times.append((end - middle) * 1000)
-    assert snapshot is not None and decision is not None
-    snapshot_ms = statistics.median(snapshot_times)
-    admit_ms = statistics.median(admit_times)
+    nodes = fill_queue(jobs=jobs)
+    cold, _ = timed_cycle(nodes)
+    # The second cycle rewrites most ETAs: the jobs the first admitted now run from their admission time.
+    settle, _ = timed_cycle(nodes)
+    warm = [timed_cycle(nodes) for _ in range(runs)]
+    recorded = warm[-1][1].recorded
+    median = {key: round(statistics.median(w[0][key] for w in warm), 1) for key in warm[0][0]}
+
+    # The old way, same data, same run: its snapshot in full (it only reads), its write of all rows scaled
+    # from a 1,000-row subset (linearly, which flatters it: bulk_update's CASE grows worse than linearly),
+    # and its warm write in full only when few rows change (it locks and loads every pending job).
+    old_snapshot = statistics.median(
+        _ms(lambda: cycle_baseline.build_snapshot(nodes=nodes, now=time.time())) for _ in range(runs)
+    )
+    subset = baseline_write(recorded, min(1000, jobs))
+    scale = len(recorded[0]) / max(1, subset["rows"])
+    old_write_cold = subset["old_ms"] * scale
+    old_write_warm: float | None = None
+    if median["rows_written"] <= 1000:
+        with transaction.atomic():
+            old_write_warm = _ms(lambda: cycle_baseline.queue_positions_record(*recorded))
+            transaction.set_rollback(True)
+    same = median["admit_ms"] + median["eta_ms"] + median["other_ms"]
+    old_cold = old_snapshot + cold["admit_ms"] + cold["eta_ms"] + cold["apply_ms"] + cold["other_ms"]
+    old_cold += old_write_cold
+    old_warm = None if old_write_warm is None else old_snapshot + same + old_write_warm
+    snapshot = build_snapshot(nodes=nodes, now=time.time())
     return {
         "bench": "admission_cycle_db",
         "queued": len(snapshot.jobs),
         "running": len(snapshot.running),
         "nodes": len(snapshot.nodes),
         "tenants": len(snapshot.tenants),
-        "admitted": len(decision.admitted),
-        "snapshot_ms": round(snapshot_ms, 1),
-        "admit_ms": round(admit_ms, 1),
-        "cycle_ms": round(snapshot_ms + admit_ms, 1),
-        "snapshot_share": round(snapshot_ms / (snapshot_ms + admit_ms), 3),
-        "runs": runs,
+        "cycle_ms": median["cycle_ms"],
+        "cycle_ms_min": min(w[0]["cycle_ms"] for w in warm),
+        "python_cpu_ms": median["python_cpu_ms"],
+        "target_ms": 200,
+        "load_1min": round(os.getloadavg()[0], 2),
+        "snapshot_ms": median["snapshot_ms"],
+        "admit_ms": median["admit_ms"],
+        "eta_ms": median["eta_ms"],
+        "write_ms": median["write_ms"],
+        "rows_written": median["rows_written"],
+        "warm_runs": runs,
+        "cold": cold,
+        "second": settle,
+        "warm": [w[0] for w in warm],
+        "baseline": {
+            "what": "bench/cycle_baseline.py (the old snapshot and write), same data and run; admit, eta, "
+            "apply and commit as measured for the new cycle",
+            "snapshot_ms": round(old_snapshot, 1),
+            "write_subset": subset,
+            "write_cold_ms": round(old_write_cold, 1),
+            "write_cold_how": f"old write of {subset['rows']} rows scaled x{scale:.1f} (linear: flatters it)",
+            "write_warm_ms": None if old_write_warm is None else round(old_write_warm, 1),
+            "cold_cycle_ms": round(old_cold, 1),
+            "warm_cycle_ms": None if old_warm is None else round(old_warm, 1),
+        },
+        "speedup_cold": round(old_cold / cold["cycle_ms"], 2),
+        "speedup_warm": None if old_warm is None else round(old_warm / median["cycle_ms"], 2),
     }
 
 
@@ -452,18 +600,26 @@ def trace_ratios() -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=10_000, help="queued jobs for the admission cycle")
+    parser.add_argument("--runs", type=int, default=3, help="warm cycles to take the median of")
+    parser.add_argument("--only", choices=["engine", "cycle", "trace"], help="run one of the figures")
+    args = parser.parse_args()
     started = time.perf_counter()
     prepare_database()
     from django.core.management import call_command
 
-    clock = PodClock()
-    with running_engine(clock):
-        records = engine_latencies(clock)
-    for record in records:
-        emit(record)
-    call_command("flush", verbosity=0, interactive=False)
-    emit(admission_cycle())
-    trace_ratios()
+    if args.only in (None, "engine"):
+        clock = PodClock()
+        with running_engine(clock):
+            records = engine_latencies(clock)
+        for record in records:
+            emit(record)
+        call_command("flush", verbosity=0, interactive=False)
+    if args.only in (None, "cycle"):
+        emit(admission_cycle(jobs=args.jobs, runs=args.runs))
+    if args.only in (None, "trace"):
+        trace_ratios()
     emit({"bench": "engine_bench", "wall_s": round(time.perf_counter() - started, 1)})
 
 

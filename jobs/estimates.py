@@ -8,10 +8,10 @@ looks at (the finished runs it learns from, the jobs running now, and the queued
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from django.utils import timezone
 
+from jobs.columns import elapsed, epoch, spec_number
 from jobs.core import admission, eta
 from jobs.core.durations import Duration, DurationModel, FinishedRun
 from jobs.core.states import JobStatus
@@ -19,7 +19,10 @@ from jobs.models import Job
 
 LEARN_FROM = 5000
 LEARN_DAYS = 30
-_FIELDS = ("pk", "tenant__slug", "name", "learners", "gpus", "cpu_millis", "memory_mib")
+_SHAPE = ("learners", "gpus", "cpu_millis", "memory_mib")
+_RUNTIME = spec_number("max_runtime_seconds")
+_SINCE = epoch("started_at", "admitted_at")
+_RAN = elapsed("started_at", "finished_at")
 
 
 def duration_model() -> DurationModel:
@@ -28,32 +31,44 @@ def duration_model() -> DurationModel:
     rows = (
         Job.objects.filter(status=JobStatus.SUCCEEDED, started_at__isnull=False, finished_at__gte=since)
         .order_by("-finished_at")
-        .values_list(*_FIELDS[1:], "started_at", "finished_at")[:LEARN_FROM]
+        .values_list("tenant__slug", "name", *_SHAPE, _RAN)[:LEARN_FROM]
     )
     return DurationModel(
-        FinishedRun(tenant, name, (learners, gpus, cpu, memory), (finished - started).total_seconds())
-        for tenant, name, learners, gpus, cpu, memory, started, finished in rows
+        FinishedRun(tenant, name, (learners, gpus, cpu, memory), seconds)
+        for tenant, name, learners, gpus, cpu, memory, seconds in rows
     )
-
-
-def _duration(model: DurationModel, row: tuple[Any, ...]) -> Duration | None:
-    _, tenant, name, learners, gpus, cpu, memory, runtime = row[:8]
-    shape = (learners, gpus, cpu, memory)
-    return model.estimate(tenant=tenant, name=name, shape=shape, max_runtime=runtime)
 
 
 def estimate(*, snapshot: admission.Snapshot, decision: admission.Decision) -> dict[str, eta.Eta]:
-    """The ETA of every job ``decision`` leaves queued."""
+    """The ETA of every job ``decision`` leaves queued.
+
+    The queued jobs' tenants and shapes come from the snapshot; only their names (what durations are
+    learned by) and the running jobs' start times are read here."""
     model = duration_model()
+    queued = {job.id: job for job in snapshot.jobs}
     wanted = [*eta.estimated_ids(snapshot, decision), *(a.job_id for a in decision.admitted)]
-    rows = Job.objects.filter(pk__in=wanted).values_list(*_FIELDS, "spec__max_runtime_seconds")
-    durations = {row[0]: _duration(model, row) for row in rows}
-    running = Job.objects.filter(pk__in=[r.job_id for r in snapshot.running]).values_list(
-        *_FIELDS, "spec__max_runtime_seconds", "started_at", "admitted_at"
-    )
+    names = Job.objects.filter(pk__in=wanted).values_list("id", "name")
+    durations = {pk: _duration(model, queued[pk], name) for pk, name in names if pk in queued}
+    running = {r.job_id for r in snapshot.running}
     facts = {}
-    for row in running:
-        since = row[8] or row[9]
-        if since is not None:
-            facts[row[0]] = eta.RunningFacts(row[1], since.timestamp(), _duration(model, row))
+    for (
+        pk,
+        slug,
+        name,
+        learners,
+        gpus,
+        cpu,
+        memory,
+        runtime,
+        since,
+    ) in Job.objects.holding_resources().values_list("id", "tenant__slug", "name", *_SHAPE, _RUNTIME, _SINCE):
+        if pk in running and since is not None:
+            shape = (learners, gpus, cpu, memory)
+            duration = model.estimate(tenant=slug, name=name, shape=shape, max_runtime=runtime)
+            facts[pk] = eta.RunningFacts(slug, since, duration)
     return eta.estimate(snapshot, decision, durations=durations, running=facts)
+
+
+def _duration(model: DurationModel, job: admission.QueuedJob, name: str) -> Duration | None:
+    shape = (job.learners, job.gpus, job.cpu_millis, job.memory_mib)
+    return model.estimate(tenant=job.tenant, name=name, shape=shape, max_runtime=job.expected_duration)

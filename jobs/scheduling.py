@@ -7,25 +7,30 @@ makes sure two workers never run a cycle at once (so a job is never admitted twi
 
 from __future__ import annotations
 
+import gc
 import logging
 import zlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import connection, transaction
+from django.db.models.expressions import Combinable
 from django.utils import timezone
 
 from common.resources import Resources
 from jobs import cluster, estimates, preemption
 from jobs.cluster import NodeInfo
+from jobs.columns import KT, epoch, spec_number
 from jobs.core import admission, fairshare
 from jobs.core.states import JobStatus
 from jobs.fairshare import tenants_decayed_usage
 from jobs.models import Job
 from jobs.services import job_validate
-from jobs.services.lifecycle import job_admit, queue_positions_record
+from jobs.services.lifecycle import POSITION_COLUMNS, job_admit, queue_positions_record
 from tenants.models import Tenant
 from tenants.usage import Usage, usage_by_tenant
 
@@ -43,64 +48,121 @@ class CycleResult:
     preempted: list[str] = field(default_factory=list)
 
 
-def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapshot:
+# What the snapshot reads: the columns it needs, never whole rows (a spec can be large, and model instances
+# are slow to build by the ten thousand).
+_HOLDING_COLUMNS: tuple[str | Combinable, ...] = (
+    "id", "status", "placements", "gpus", "cpu_millis", "memory_mib", spec_number("max_runtime_seconds"),
+    epoch("started_at", "admitted_at"),
+)  # fmt: skip
+_WAITING_COLUMNS: tuple[str | Combinable, ...] = (
+    "id", "tenant_id", "priority", epoch("created_at"), "learners", "gpus", "cpu_millis", "memory_mib",
+    KT("spec__resources__gpu_type"), spec_number("max_runtime_seconds"),
+)  # fmt: skip
+
+
+def build_snapshot(
+    *, nodes: Sequence[NodeInfo], now: float, positions: list[tuple[Any, ...]] | None = None
+) -> admission.Snapshot:
     """The admission input from the database (queue, tenants, admitted jobs) and the cluster's nodes.
 
     Jobs that are `starting` may not have pods bound yet, so their planned placement is taken off the
     nodes' free capacity as well (counting them twice for a moment errs on the safe side). Each queued job
-    carries the node taints its pods will tolerate, so admission offers it only nodes it may run on. What
-    each tenant holds comes from `usage_by_tenant`, as on its page; its past usage, for fair share over
-    time, from `tenants_decayed_usage` (nothing while FAIR_SHARE_HALF_LIFE_SECONDS is 0).
+    carries the node taints its pods will tolerate, so admission offers it only nodes it may run on, and
+    its GPU type in canonical form (`_GpuTypes`). What each tenant holds comes from `usage_by_tenant`, as on
+    its page; its past usage, for fair share over time, from `tenants_decayed_usage` (nothing while
+    FAIR_SHARE_HALF_LIFE_SECONDS is 0). Jobs are read as plain tuples of the columns needed: a cycle reads
+    ten thousand of them.
+
+    `positions`, when given, gets each queued job's stored position, reason and ETA (`POSITION_COLUMNS`),
+    read by the same query, for `queue_positions_record` to compare with.
     """
     tenants = list(Tenant.objects.filter(active=True).select_related("quota"))
-    usage = usage_by_tenant(tenants)
+    usage = usage_by_tenant(tenants, queued=False)
     decayed = tenants_decayed_usage(tenants=tenants, now=now)
-    active = Job.objects.holding_resources()
-    waiting = Job.objects.waiting().filter(tenant__in=tenants).select_related("tenant")
     planned: dict[str, Resources] = defaultdict(lambda: Resources.ZERO)
     running = []
-    for job in active:
-        if job.status == JobStatus.STARTING:
-            for node in job.placements:
-                planned[node] += job.per_learner
-        runtime = job.spec.get("max_runtime_seconds")
-        started = job.started_at or job.admitted_at
+    for (
+        pk,
+        status,
+        placements,
+        gpus,
+        cpu,
+        memory,
+        runtime,
+        started,
+    ) in Job.objects.holding_resources().values_list(*_HOLDING_COLUMNS):
+        per_learner = Resources(gpus, cpu, memory)
+        if status == JobStatus.STARTING:
+            for node in placements:
+                planned[node] += per_learner
         running.append(
             admission.RunningJob(
-                job_id=job.pk,
-                ends_at=started.timestamp() + runtime if runtime and started else None,
-                placements=tuple(job.placements),
-                per_learner=job.per_learner,
+                job_id=pk,
+                ends_at=started + runtime if runtime and started is not None else None,
+                placements=tuple(placements),
+                per_learner=per_learner,
             )
         )
     open_nodes = [n for n in nodes if n.ready and not n.unschedulable]
     tolerated = _Tolerated(open_nodes)
-    snapshot = admission.Snapshot(
-        jobs=[_queued(job, tolerated(job.gpus)) for job in waiting],
+    types = _GpuTypes(n.gpu_type for n in open_nodes)
+    slugs = {t.pk: t.slug for t in tenants}
+    columns = _WAITING_COLUMNS if positions is None else (*_WAITING_COLUMNS, *POSITION_COLUMNS[1:])
+    waiting = list(Job.objects.waiting().filter(tenant__in=tenants).values_list(*columns))
+    if positions is not None:
+        first = len(_WAITING_COLUMNS)
+        positions.extend((row[0], *row[first:]) for row in waiting)
+    return admission.Snapshot(
+        jobs=[
+            admission.QueuedJob(
+                id=pk,
+                tenant=slugs[tenant],
+                priority=priority,
+                submitted_at=submitted_at,
+                learners=learners,
+                gpus=gpus,
+                cpu_millis=cpu,
+                memory_mib=memory,
+                gpu_type=types.job(gpu_type),
+                expected_duration=runtime,
+                tolerated=tolerated(gpus),
+            )
+            for pk, tenant, priority, submitted_at, learners, gpus, cpu, memory, gpu_type, runtime, *_ in waiting
+        ],
         tenants=[_tenant_state(t, usage[t.pk], decayed=decayed.get(t.slug, fairshare.NONE)) for t in tenants],
-        nodes=[_node(n, planned[n.name]) for n in open_nodes],
+        nodes=[_node(n, planned[n.name], types.node(n.gpu_type)) for n in open_nodes],
         now=now,
         running=running,
     )
-    return _canonical_gpu_types(snapshot)
 
 
 def _canonical_gpu_types(snapshot: admission.Snapshot) -> admission.Snapshot:
-    """Nodes and jobs with canonical GPU types (GPU_TYPE_ALIASES), so that admission's plain comparison
-    matches a job's `A100` with a node's `NVIDIA-A100-SXM4-40GB` and `tesla-t4` with `Tesla-T4`, and its
-    reasons name the type as users write it. Applying it twice changes nothing."""
-    types = cluster.gpu_types()
-    known = types.known(n.gpu_type for n in snapshot.nodes)
-    nodes = [
-        replace(n, gpu_type=types.resolve(n.gpu_type, known)) if n.gpu_type else n for n in snapshot.nodes
-    ]
-    jobs = [
-        replace(j, gpu_type=types.resolve(j.gpu_type, known) or types.canonical(j.gpu_type))
-        if j.gpu_type
-        else j
-        for j in snapshot.jobs
-    ]
+    """Nodes and jobs with canonical GPU types (`_GpuTypes`); applying it twice changes nothing."""
+    types = _GpuTypes(n.gpu_type for n in snapshot.nodes)
+    nodes = [replace(n, gpu_type=types.node(n.gpu_type)) if n.gpu_type else n for n in snapshot.nodes]
+    jobs = [replace(j, gpu_type=types.job(j.gpu_type)) if j.gpu_type else j for j in snapshot.jobs]
     return replace(snapshot, nodes=nodes, jobs=jobs)
+
+
+class _GpuTypes:
+    """Canonical GPU types (GPU_TYPE_ALIASES) among the nodes' own, so that admission's plain comparison
+    matches a job's `A100` with a node's `NVIDIA-A100-SXM4-40GB` and `tesla-t4` with `Tesla-T4`, and its
+    reasons name the type as users write it. A job's type is worked out once per spelling."""
+
+    def __init__(self, products: Iterable[str | None]) -> None:
+        self.types = cluster.gpu_types()
+        self.known = self.types.known(products)
+        self.jobs: dict[str, str | None] = {}
+
+    def node(self, product: str | None) -> str | None:
+        return self.types.resolve(product, self.known) if product else product
+
+    def job(self, name: str | None) -> str | None:
+        if not name:
+            return name
+        if name not in self.jobs:
+            self.jobs[name] = self.types.resolve(name, self.known) or self.types.canonical(name)
+        return self.jobs[name]
 
 
 class _Tolerated:
@@ -121,22 +183,6 @@ class _Tolerated:
         return self.known[with_gpus]
 
 
-def _queued(job: Job, tolerated: frozenset[str]) -> admission.QueuedJob:
-    return admission.QueuedJob(
-        id=job.pk,
-        tenant=job.tenant.slug,
-        priority=job.priority,
-        submitted_at=job.created_at.timestamp(),
-        learners=job.learners,
-        gpus=job.gpus,
-        cpu_millis=job.cpu_millis,
-        memory_mib=job.memory_mib,
-        gpu_type=job.spec["resources"].get("gpu_type"),
-        expected_duration=job.spec.get("max_runtime_seconds"),
-        tolerated=tolerated,
-    )
-
-
 def _tenant_state(
     tenant: Tenant, usage: Usage, *, decayed: fairshare.Triple = fairshare.NONE
 ) -> admission.TenantState:
@@ -154,8 +200,9 @@ def _tenant_state(
     )
 
 
-def _node(node: NodeInfo, planned: Resources) -> admission.Node:
-    """A node as admission sees it (clusterio keeps its own triple, converted here at the boundary)."""
+def _node(node: NodeInfo, planned: Resources, gpu_type: str | None = None) -> admission.Node:
+    """A node as admission sees it (clusterio keeps its own triple, converted here at the boundary), with
+    ``gpu_type`` (canonical) in place of its own label when given."""
     free, allocatable = node.free, node.allocatable
     return admission.Node(
         name=node.name,
@@ -165,25 +212,26 @@ def _node(node: NodeInfo, planned: Resources) -> admission.Node:
             max(0, free.memory_mib - planned.memory_mib),
         ),
         capacity=Resources(allocatable.gpus, allocatable.cpu_millis, allocatable.memory_mib),
-        gpu_type=node.gpu_type,
+        gpu_type=gpu_type or node.gpu_type,
         taints=tuple(str(t) for t in node.taints),
     )
 
 
 def run_cycle(*, nodes: Sequence[NodeInfo]) -> CycleResult:
     """One admission cycle over `nodes`; a no-op when another cycle holds the lock."""
-    with transaction.atomic():
+    with _collector_paused(), transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [LOCK_KEY])
             if not cursor.fetchone()[0]:
                 return CycleResult(ran=False)
-        snapshot = build_snapshot(nodes=nodes, now=timezone.now().timestamp())
+        positions: list[tuple[Any, ...]] = []
+        snapshot = build_snapshot(nodes=nodes, now=timezone.now().timestamp(), positions=positions)
         if not snapshot.jobs:
             return CycleResult(ran=True)
         decision = admission.admit(snapshot)
         etas = estimates.estimate(snapshot=snapshot, decision=decision)
         admitted = [_admit(a) for a in decision.admitted]
-        queue_positions_record(decision.pending, etas)
+        queue_positions_record(decision.pending, etas, stored=positions)
         preempted = preemption.preempt(snapshot=snapshot, decision=decision)
     return CycleResult(
         ran=True,
@@ -191,6 +239,23 @@ def run_cycle(*, nodes: Sequence[NodeInfo]) -> CycleResult:
         pending=len(decision.pending),
         preempted=[p.victim for p in preempted],
     )
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the cycle (as it was again after it).
+
+    A cycle builds some hundred thousand small objects (rows, queued jobs, their ETAs), which sets off full
+    collections over every object of the process, Django's included: about a tenth of a second each, more
+    than the rest of a warm cycle. The cycle's objects hold hardly any reference cycles: they go with their
+    reference counts when it ends, and the collector, back on, finds the few others."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
 def _admit(decision: admission.Admission) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from common.transactions import durable_service
@@ -345,34 +345,114 @@ def job_repair(stale: Job, reason: str, message: str = "") -> int:
     return 1
 
 
-_ETA_FIELDS = ("eta", "eta_low", "eta_high", "eta_reason")
-
-
 def _when(seconds: float | None) -> datetime | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
 
 
-def queue_positions_record(pending: Iterable[Pending], etas: Mapping[str, Eta] | None = None) -> None:
+# What the cycle stores on a waiting job, with the SQL type each value is sent as (a bare `varchar`, not the
+# column's `varchar(n)`: an explicit cast would cut a long value short where the column refuses it).
+_POSITION_FIELDS = (
+    ("queue_position", "integer"),
+    ("message", "text"),
+    ("reason", "varchar"),
+    ("eta", "timestamptz"),
+    ("eta_low", "timestamptz"),
+    ("eta_high", "timestamptz"),
+    ("eta_reason", "varchar"),
+)
+_POSITION_NAMES = tuple(name for name, _ in _POSITION_FIELDS)
+POSITION_COLUMNS = ("id", *_POSITION_NAMES)
+"""The columns `queue_positions_record` compares, id first (a caller that reads them already passes them)."""
+_WRITE_CHUNK = 2000
+_Stored = tuple[Any, ...]
+
+
+def queue_positions_record(
+    pending: Iterable[Pending],
+    etas: Mapping[str, Eta] | None = None,
+    *,
+    stored: Iterable[_Stored] | None = None,
+) -> int:
     """Store each waiting job's position, reason and ETA (from `etas`, when given); an event only when the
-    reason changes (an ETA moves too often to be worth one)."""
+    reason changes (an ETA moves too often to be worth one). Returns how many rows it wrote.
+
+    A cycle leaves most of ten thousand waiting jobs as they were, so the stored values are read as plain
+    tuples and only the rows that change are locked (a row another transaction holds is skipped: the next
+    cycle catches up) and written, one UPDATE per chunk. A job that stopped waiting meanwhile is left alone.
+    `stored`: the waiting jobs' `POSITION_COLUMNS` as the caller read them earlier in this transaction
+    (run_cycle's snapshot does); read here when not given. Changed rows are compared again once locked.
+    """
     by_id = {p.job_id: p for p in pending}
-    jobs = list(Job.objects.filter(pk__in=by_id).select_for_update(skip_locked=True))
-    changed, events = [], []
-    for job in jobs:
-        item = by_id[job.pk]
-        estimate = (etas or {}).get(job.pk)
-        times = (job.eta, job.eta_low, job.eta_high, job.eta_reason)
-        if estimate is not None:
-            times = (_when(estimate.start), _when(estimate.low), _when(estimate.high), estimate.reason)
-        same_eta = times == (job.eta, job.eta_low, job.eta_high, job.eta_reason)
-        if job.queue_position == item.position and job.message == item.reason and same_eta:
+    etas = etas or {}
+    if stored is None:
+        # All waiting jobs, not `pk__in` ten thousand ids: PostgreSQL finds them faster by status (indexed).
+        stored = Job.objects.waiting().values_list(*POSITION_COLUMNS)
+    changed = [row[0] for row in stored if row[0] in by_id and not _unchanged(by_id[row[0]], etas, row)]
+    if not changed:
+        return 0
+    locked = (
+        Job.objects.filter(pk__in=changed, status__in=WAITING)
+        .select_for_update(no_key=True, skip_locked=True)
+        .values_list(*POSITION_COLUMNS)
+    )
+    rows, events = [], []
+    for row in locked:
+        item = by_id[row[0]]
+        values = _position(item, etas, row)
+        if values == row[1:]:
             continue
-        if job.message != item.reason:
+        rows.append((row[0], *values))
+        if row[2] != item.reason:
             events.append(
-                JobEvent(job=job, kind=EventKind.SCHEDULING, reason=Reason.WAITING, message=item.reason)
+                JobEvent(job_id=row[0], kind=EventKind.SCHEDULING, reason=Reason.WAITING, message=item.reason)
             )
-        job.queue_position, job.message, job.reason = item.position, item.reason, Reason.WAITING
-        job.eta, job.eta_low, job.eta_high, job.eta_reason = times
-        changed.append(job)
-    Job.objects.bulk_update(changed, ["queue_position", "message", "reason", *_ETA_FIELDS])
+    for first in range(0, len(rows), _WRITE_CHUNK):
+        _positions_write(rows[first : first + _WRITE_CHUNK])
     JobEvent.objects.bulk_create(events)
+    return len(rows)
+
+
+def _position(item: Pending, etas: Mapping[str, Eta], stored: _Stored) -> _Stored:
+    """The values `_POSITION_FIELDS` should hold for `item`, given the `stored` row (id first): its ETA
+    stays as stored when `etas` has none for it."""
+    estimate = etas.get(item.job_id)
+    times = stored[4:8]
+    if estimate is not None:
+        times = (_when(estimate.start), _when(estimate.low), _when(estimate.high), estimate.reason)
+    return (item.position, item.reason, Reason.WAITING, *times)
+
+
+def _unchanged(item: Pending, etas: Mapping[str, Eta], stored: _Stored) -> bool:
+    """Whether the `stored` row already holds `_position(item, etas, stored)`: the same test, field by field
+    and cheapest first, without building the row (ten thousand times a cycle)."""
+    if stored[1] != item.position or stored[2] != item.reason or stored[3] != Reason.WAITING:
+        return False
+    estimate = etas.get(item.job_id)
+    return estimate is None or (
+        stored[7] == estimate.reason
+        and stored[4] == _when(estimate.start)
+        and stored[5] == _when(estimate.low)
+        and stored[6] == _when(estimate.high)
+    )
+
+
+def _positions_write(rows: Sequence[_Stored]) -> None:
+    """One `UPDATE ... FROM (VALUES ...)` for `rows` (id, then `_POSITION_FIELDS`), rows locked already.
+
+    Why not `bulk_update`: it builds a CASE expression per column that grows with the rows, and PostgreSQL
+    takes minutes over one of ten thousand rows (each row searches every case); a VALUES list is joined on
+    the primary key instead."""
+    meta, quote = Job._meta, connection.ops.quote_name
+    column = {field.name: field.column for field in meta.concrete_fields if field.column}
+    columns = [quote(column[name]) for name in POSITION_COLUMNS]
+    types = ("varchar", *(kind for _, kind in _POSITION_FIELDS))
+    first = "(" + ", ".join(f"%s::{kind}" for kind in types) + ")"
+    other = "(" + ", ".join("%s" for _ in types) + ")"
+    table, key = quote(meta.db_table), columns[0]
+    assignments = ", ".join(f"{c} = v.{c}" for c in columns[1:])
+    values = ", ".join([first, *[other] * (len(rows) - 1)])
+    # Only quoted names from the model and placeholders go into the text; every value is a parameter.
+    sql = f"UPDATE {table} SET {assignments} FROM (VALUES {values}) AS v({', '.join(columns)})"  # noqa: S608
+    sql += f" WHERE {table}.{key} = v.{key}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [value for row in rows for value in row])
