@@ -17,6 +17,7 @@ from django.db.models import F, Max, Q
 
 from common.resources import Resources
 from jobs.core import admission
+from jobs.core.borrowing import over_nominal
 from jobs.core.preemption import Preemption, Victim, plan
 from jobs.core.states import STOPPING
 from jobs.models import Job
@@ -74,10 +75,12 @@ def preempt(*, snapshot: admission.Snapshot, decision: admission.Decision) -> li
     """Plan and start this cycle's preemptions (inside the cycle's transaction); [] when PREEMPTION is off."""
     if settings.PREEMPTION == "off" or not decision.pending:
         return []
+    allowed = set(Policy.objects.filter(preempt_lower_priority=True).values_list("tenant__slug", flat=True))
+    if not allowed and not any(over_nominal(t.used.as_shape(), t.nominal) for t in snapshot.tenants):
+        return []  # nothing lent to take back, and no tenant preempts by priority
     victims, releasing = running_jobs(snapshot.now)
     if not victims:
         return []
-    allowed = set(Policy.objects.filter(preempt_lower_priority=True).values_list("tenant__slug", flat=True))
     found = plan(
         snapshot, decision, victims, releasing=releasing, order=settings.PREEMPTION, priority_tenants=allowed
     )
