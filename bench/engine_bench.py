@@ -423,7 +423,7 @@ def fill_queue(jobs: int = 10_000, nodes: int = 500, tenants: int = 20, seed: in
 class Phases:
     """Wall time of each step of ``jobs.scheduling.run_cycle``, by wrapping the functions it calls."""
 
-    STEPS = ("snapshot", "admit", "eta", "apply", "write")
+    STEPS = ("snapshot", "admit", "eta", "apply", "write", "preempt")
 
     def __init__(self) -> None:
         self.ms: dict[str, float] = dict.fromkeys(self.STEPS, 0.0)
@@ -445,7 +445,7 @@ class Phases:
         """The cycle's steps timed; the launch tasks admission queues are not sent (no worker here)."""
         from unittest import mock
 
-        from jobs import estimates, scheduling
+        from jobs import estimates, preemption, scheduling
         from jobs.core import admission
 
         def record(*args: Any, **kwargs: Any) -> int:
@@ -460,6 +460,7 @@ class Phases:
             mock.patch.object(estimates, "estimate", self.wrap("eta", estimates.estimate)),
             mock.patch.object(scheduling, "_admit", self.wrap("apply", scheduling._admit)),
             mock.patch.object(scheduling, "queue_positions_record", record),
+            mock.patch.object(preemption, "preempt", self.wrap("preempt", preemption.preempt)),
             mock.patch("jobs.services.lifecycle.enqueue"),
         ):
             yield

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db.models import F, Max, Q
 
 from common.resources import Resources
+from jobs.columns import epoch
 from jobs.core import admission
 from jobs.core.borrowing import over_nominal
 from jobs.core.preemption import Preemption, Victim, plan
@@ -34,8 +35,8 @@ def running_jobs(now: float) -> tuple[list[Victim], list[Victim]]:
             checkpoint=Max("learner_set__checkpoint_at", filter=Q(learner_set__attempt=F("attempt")))
         )
         .values_list(
-            "id", "tenant__slug", "priority", "status", "admitted_at", "placements", "gpus", "cpu_millis",
-            "memory_mib", "borrowed", "checkpoint",
+            "id", "tenant__slug", "priority", "status", epoch("admitted_at"), "placements", "gpus",
+            "cpu_millis", "memory_mib", "borrowed", epoch("checkpoint"),
         )
     )  # fmt: skip
     victims: list[Victim] = []
@@ -54,8 +55,8 @@ def running_jobs(now: float) -> tuple[list[Victim], list[Victim]]:
         borrowed,
         checkpoint,
     ) in rows:
-        admitted = admitted_at.timestamp() if admitted_at else now
-        saved = max(admitted, checkpoint.timestamp()) if checkpoint else admitted
+        admitted = admitted_at if admitted_at is not None else now
+        saved = max(admitted, checkpoint) if checkpoint is not None else admitted
         victim = Victim(
             job_id=job_id,
             tenant=tenant,

@@ -123,6 +123,7 @@ class _Plan:
         self.nodes: list[Node] = sorted(snapshot.nodes, key=lambda n: n.name)
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
         self.free: list[list[int]] = [list(node.free.as_shape()) for node in self.nodes]
+        self.capacity = [node.capacity.as_shape() for node in self.nodes]
         self.tenants: dict[str, TenantState] = {t.name: t for t in snapshot.tenants}
         self.cohorts = Cohorts(snapshot.tenants)
         self.used = {t.name: list(t.used.as_shape()) for t in snapshot.tenants}
@@ -164,10 +165,15 @@ class _Plan:
         ]
 
     def slots(self, job: QueuedJob, free: Sequence[Sequence[int]], eligible: Sequence[bool]) -> int:
-        need = job.per_learner.as_shape()
-        return sum(
-            slots_in(_shape(room), need, job.learners) for room, ok in zip(free, eligible, strict=True) if ok
-        )
+        """How many of ``job``'s learners fit ``free`` on the nodes it may use (counting stops at all)."""
+        need, want, total = job.per_learner.as_shape(), job.learners, 0
+        gpus, cpu, memory = need
+        for room, ok in zip(free, eligible, strict=True):
+            if ok and room[0] >= gpus and room[1] >= cpu and room[2] >= memory:
+                total += slots_in(_shape(room), need, want - total)
+                if total >= want:
+                    break
+        return total
 
     def freed(self, chosen: Sequence[Victim]) -> list[list[int]]:
         """The free resources per node with ``chosen`` gone."""
@@ -257,7 +263,7 @@ def _never(state: _Plan, job: QueuedJob, eligible: Sequence[bool]) -> bool:
     ceiling = state.cohorts.ceiling(state.tenants[job.tenant])
     if not _within(_need(job), ceiling):
         return True
-    return state.slots(job, [node.capacity.as_shape() for node in state.nodes], eligible) < job.learners
+    return state.slots(job, state.capacity, eligible) < job.learners
 
 
 def _quota_ok(state: _Plan, job: QueuedJob, chosen: Sequence[Victim]) -> bool:
@@ -293,12 +299,13 @@ def _reclaim(state: _Plan, job: QueuedJob, eligible: list[bool], key: SortKey) -
         key=key,
     )
     chosen: list[Victim] = []
+    room = _Room(state, job, eligible)
     for victim in candidates:
         if not over_nominal(used[victim.tenant], state.tenants[victim.tenant].nominal):
             continue
         chosen.append(victim)
         used[victim.tenant] = _add(used[victim.tenant], victim.total, -1)
-        if state.slots(job, state.freed(chosen), eligible) >= job.learners:
+        if room.add(victim):
             return _minimal(state, job, eligible, chosen, quota=False), "reclaim"
     return [], "reclaim"
 
@@ -316,12 +323,42 @@ def _by_priority(
         key=key,
     )
     chosen: list[Victim] = []
+    room = _Room(state, job, eligible)
     for victim in candidates:
         chosen.append(victim)
-        fits = state.slots(job, state.freed(chosen), eligible) >= job.learners
+        fits = room.add(victim)
         if fits and _quota_ok(state, job, chosen):
             return _minimal(state, job, eligible, chosen, quota=True), "priority"
     return [], "priority"
+
+
+class _Room:
+    """What would be free per node for ``job`` as victims are added one at a time, with the number of its
+    learners that fit kept up to date node by node (so that trying many candidates stays cheap)."""
+
+    def __init__(self, state: _Plan, job: QueuedJob, eligible: list[bool]) -> None:
+        self.index, self.eligible = state.index, eligible
+        self.need, self.learners = job.per_learner.as_shape(), job.learners
+        self.free = [list(room) for room in state.free]
+        self.per_node = [
+            slots_in(_shape(room), self.need, job.learners) if ok else 0
+            for room, ok in zip(self.free, eligible, strict=True)
+        ]
+        self.slots = sum(self.per_node)
+
+    def add(self, victim: Victim) -> bool:
+        """Count ``victim``'s resources as free; whether the job's gang fits now."""
+        shape = victim.per_learner.as_shape()
+        for name in victim.placements:
+            node = self.index.get(name)
+            if node is None:
+                continue
+            self.free[node] = _add(self.free[node], shape)
+            if self.eligible[node]:
+                fit = slots_in(_shape(self.free[node]), self.need, self.learners)
+                self.slots += fit - self.per_node[node]
+                self.per_node[node] = fit
+        return self.slots >= self.learners
 
 
 def _minimal(
