@@ -5,6 +5,9 @@ A victim is stopped as a halt is (SIGTERM, then LEARNER_TERMINATION_GRACE_SECOND
 back to the queue once its pods are gone (`job_preempt`, `job_pods_gone`); the job it made room for is
 admitted by a later cycle. What a victim would lose is the time since its attempt's last checkpoint line
 (`Learner.checkpoint_at`, from `{"checkpoint": step}` in its log), or since its admission when it has none.
+A job is protected for PREEMPTION_MIN_RUNTIME_SECONDS after its latest admission, doubled for each time it
+was preempted before (its `requeued` events of reason Preempted): `protection_seconds`, the planner's
+anti-thrash back-off.
 Settings: PREEMPTION (the victim order, or "off") and PREEMPTION_MIN_RUNTIME_SECONDS.
 """
 
@@ -13,13 +16,14 @@ from __future__ import annotations
 from collections import defaultdict
 
 from django.conf import settings
-from django.db.models import F, Max, Q
+from django.db.models import Count, F, Max, Q
 
 from common.resources import Resources
 from jobs.columns import epoch
 from jobs.core import admission
 from jobs.core.borrowing import over_nominal
-from jobs.core.preemption import Preemption, Victim, plan
+from jobs.core.choices import JobStatus, Reason
+from jobs.core.preemption import Preemption, Victim, plan, protection_seconds
 from jobs.core.states import STOPPING
 from jobs.models import Job
 from jobs.services.control import job_preempt, job_preempting
@@ -32,11 +36,16 @@ def running_jobs(now: float) -> tuple[list[Victim], list[Victim]]:
     rows = (
         Job.objects.holding_resources()
         .annotate(
-            checkpoint=Max("learner_set__checkpoint_at", filter=Q(learner_set__attempt=F("attempt")))
+            checkpoint=Max("learner_set__checkpoint_at", filter=Q(learner_set__attempt=F("attempt"))),
+            preempted=Count(
+                "events",
+                filter=Q(events__to_status=JobStatus.REQUEUED, events__reason=Reason.PREEMPTED),
+                distinct=True,
+            ),
         )
         .values_list(
             "id", "tenant__slug", "priority", "status", epoch("admitted_at"), "placements", "gpus",
-            "cpu_millis", "memory_mib", "borrowed", epoch("checkpoint"),
+            "cpu_millis", "memory_mib", "borrowed", epoch("checkpoint"), "preempted",
         )
     )  # fmt: skip
     victims: list[Victim] = []
@@ -54,6 +63,7 @@ def running_jobs(now: float) -> tuple[list[Victim], list[Victim]]:
         memory,
         borrowed,
         checkpoint,
+        preempted,
     ) in rows:
         admitted = admitted_at if admitted_at is not None else now
         saved = max(admitted, checkpoint) if checkpoint is not None else admitted
@@ -65,7 +75,7 @@ def running_jobs(now: float) -> tuple[list[Victim], list[Victim]]:
             placements=tuple(placements),
             per_learner=Resources(gpus, cpu, memory),
             since_checkpoint=max(0.0, now - saved),
-            protected=now - admitted < minimum,
+            protected=now - admitted < protection_seconds(minimum, preempted),
             borrowed=borrowed,
         )
         (releasing if status in STOPPING else victims).append(victim)

@@ -1,5 +1,6 @@
 """The scheduler cycle: snapshot the queue, quotas and nodes, run the pure admission function, apply it,
-then preempt what waiting jobs need back (jobs.preemption).
+then preempt what waiting jobs need back (jobs.preemption). With preemption on, admission offers jobs within
+their tenant's nominal quota before borrowing ones, so that the room a reclaim frees goes to the lender.
 
 Runs from Celery beat every few seconds and after every submit and finish; a PostgreSQL advisory lock
 makes sure two workers never run a cycle at once (so a job is never admitted twice).
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.db.models.expressions import Combinable
@@ -228,7 +230,7 @@ def run_cycle(*, nodes: Sequence[NodeInfo]) -> CycleResult:
         snapshot = build_snapshot(nodes=nodes, now=timezone.now().timestamp(), positions=positions)
         if not snapshot.jobs:
             return CycleResult(ran=True)
-        decision = admission.admit(snapshot)
+        decision = admission.admit(snapshot, nominal_first=settings.PREEMPTION != "off")
         etas = estimates.estimate(snapshot=snapshot, decision=decision)
         admitted = [_admit(a) for a in decision.admitted]
         queue_positions_record(decision.pending, etas, stored=positions)
@@ -302,7 +304,10 @@ def job_dry_run(
         expected_duration=spec.get("max_runtime_seconds"),
         tolerated=tolerated(demand.gpus),
     )
-    decision = admission.admit(_canonical_gpu_types(replace(snapshot, jobs=[*snapshot.jobs, candidate])))
+    decision = admission.admit(
+        _canonical_gpu_types(replace(snapshot, jobs=[*snapshot.jobs, candidate])),
+        nominal_first=settings.PREEMPTION != "off",
+    )
     for admitted in decision.admitted:
         if admitted.job_id == candidate.id:
             return DryRun(starts=True, nodes=list(admitted.placements))

@@ -27,6 +27,11 @@ dataclasses, does no I/O and imports nothing of Django. Policy ``trainyard`` (de
   and ends by a finite ``start_at``, or (b) on every node it uses, its use fits in ``free now +
   released by start_at - reserved``. Neither can delay the head past ``start_at``; each cycle
   recomputes the reservation, which can only move earlier while the same job is head.
+* Nominal first (``nominal_first``, on while preemption is): a tenant whose next job stays within its
+  nominal quota is offered before tenants whose next job would borrow, lowest share first within each
+  group (Kueue's scheduler orders its heads the same way). Without it, the room a reclaim frees could go
+  straight back to the victim's tenant, when taking the victim left it with the lower share, and the
+  lender's job would wait for another preemption.
 
 Policy ``fifo`` (FfDL): one queue by ``submitted_at`` then id, no fair share, priorities or
 backfill; the first job blocked by capacity or quota stops the cycle (head-of-line blocking). Jobs
@@ -270,6 +275,15 @@ class _Cycle:
         need = (job.gpus * job.learners, job.cpu_millis * job.learners, job.memory_mib * job.learners)
         return self.cohorts.check(tenant, need, self.used, self.held)
 
+    def borrows(self, job: QueuedJob) -> bool:
+        """Whether admitting ``job`` now would put its tenant above its nominal quota."""
+        tenant = self.tenants.get(job.tenant)
+        if tenant is None:
+            return False
+        need = _shape(job)
+        used = self.used[job.tenant]
+        return over_nominal([used[dim] + need[dim] * job.learners for dim in range(3)], tenant.nominal)
+
     def sizes(self, key: _Key) -> list[Shape]:
         """The capacities of the nodes a job of ``key`` may use, largest first (cached for the cycle)."""
         if key not in self.by_size:
@@ -432,9 +446,11 @@ class _Cycle:
         return True
 
 
-def _run_trainyard(cycle: _Cycle, jobs: Sequence[QueuedJob]) -> None:
+def _run_trainyard(cycle: _Cycle, jobs: Sequence[QueuedJob], nominal_first: bool) -> None:
     """Offer jobs tenant by tenant, lowest weighted dominant share first, each tenant's queue in order; a
-    tenant stopped by its own quota drops out of the turn with its later jobs waiting behind it."""
+    tenant stopped by its own quota drops out of the turn with its later jobs waiting behind it. With
+    ``nominal_first``, a tenant whose next job stays within its nominal quota goes before those whose next
+    job would borrow."""
     queues: dict[str, list[QueuedJob]] = {}
     for job in jobs:
         queues.setdefault(job.tenant, []).append(job)
@@ -442,11 +458,15 @@ def _run_trainyard(cycle: _Cycle, jobs: Sequence[QueuedJob]) -> None:
         queues[name].sort(key=lambda job: (-job.priority, job.submitted_at, job.id), reverse=True)
         if name not in cycle.tenants:
             cycle.pending.extend((job.id, f"unknown tenant {name}") for job in reversed(queues.pop(name)))
-    heap = [(cycle.share(name), name) for name in queues]
+
+    def borrows(name: str) -> bool:
+        return nominal_first and cycle.borrows(queues[name][-1])
+
+    heap = [(borrows(name), cycle.share(name), name) for name in queues]
     heapq.heapify(heap)
     deferred: list[tuple[str, str]] = []
     while heap:
-        share, name = heapq.heappop(heap)
+        _, share, name = heapq.heappop(heap)
         queue = queues[name]
         job = queue.pop()
         admitted_before = len(cycle.admitted)
@@ -459,7 +479,7 @@ def _run_trainyard(cycle: _Cycle, jobs: Sequence[QueuedJob]) -> None:
             continue
         if queue:
             changed = len(cycle.admitted) > admitted_before
-            heapq.heappush(heap, (cycle.share(name) if changed else share, name))
+            heapq.heappush(heap, (borrows(name), cycle.share(name) if changed else share, name))
     cycle.pending.extend(deferred)
 
 
@@ -488,13 +508,16 @@ def _run_fifo(cycle: _Cycle, jobs: Sequence[QueuedJob]) -> None:
         return
 
 
-def admit(snapshot: Snapshot, *, policy: Policy = "trainyard") -> Decision:
-    """Decide which queued jobs start now and why every other job waits (see the module docstring)."""
+def admit(snapshot: Snapshot, *, policy: Policy = "trainyard", nominal_first: bool = False) -> Decision:
+    """Decide which queued jobs start now and why every other job waits (see the module docstring).
+
+    ``nominal_first`` (with preemption on): under ``trainyard``, jobs that stay within their tenant's
+    nominal quota are offered before jobs that would borrow."""
     cycle = _Cycle(snapshot)
     if policy == "fifo":
         _run_fifo(cycle, snapshot.jobs)
     elif policy == "trainyard":
-        _run_trainyard(cycle, snapshot.jobs)
+        _run_trainyard(cycle, snapshot.jobs, nominal_first)
     else:
         raise ValueError(f"unknown policy {policy!r}")
     pending = [

@@ -27,8 +27,9 @@ Trace conventions (Alibaba GPU trace v2023, ``openb_pod_list_*.csv``):
 * ``fair_share_half_life`` (seconds, 0: off) gives each tenant its decayed usage of the finished and
   running jobs (jobs.core.fairshare), as the platform does with ``FAIR_SHARE_HALF_LIFE_SECONDS``.
 * With ``preemption`` (jobs/core/simulator_preemption.py, a stated checkpoint model) each cycle is followed
-  by the platform's preemption planner; a job's queueing delay is then all the time it spent queued,
-  before its first start and again after each preemption.
+  by the platform's preemption planner, and admission offers jobs within their tenant's nominal quota
+  before borrowing ones, as the platform does with preemption on; a job's queueing delay is then all the
+  time it spent queued, before its first start and again after each preemption.
 
 The virtual clock jumps from event to event (arrivals and completions); at each event time all
 completions are applied, then the ends of preemption graces, then all arrivals, then one admission cycle
@@ -421,7 +422,7 @@ class _Replay:
             list(self.queue.values()), tenant_states, self.nodes, now, list(self.running.values())
         )
         self.cycles += 1
-        decision = admit(snap, policy=self.policy)
+        decision = admit(snap, policy=self.policy, nominal_first=self.preempter is not None)
         first = self.first_eta
         if first is not None and any(p.job_id not in first for p in decision.pending):
             since = self.preempter.run_start if self.preempter is not None else self.started

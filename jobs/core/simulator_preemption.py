@@ -8,16 +8,18 @@ the command's output, :meth:`PreemptionModel.describe`):
   ``checkpoint_interval``, or (None) an interval drawn once per job, uniform in ``interval_range``, from a
   generator seeded by the CRC-32 of the job id (the same on every run and machine). ``since_checkpoint``
   is the run time since the last multiple of it.
-* After each cycle the running jobs are the victims (those inside ``min_runtime_seconds`` of their latest
-  start are protected; those already stopping are ``releasing``) and :func:`~jobs.core.preemption.plan`
-  chooses, in ``order``. A chosen job keeps running, and holding its resources, for ``grace_seconds``
-  (SIGTERM to exit), then stops: the work since its last checkpoint at that moment is lost (the worst
-  case: a learner that saves on SIGTERM, as halting asks, and finishes within the grace loses nothing),
-  and it is queued again with its original submit time (it keeps its place) and ``total - saved`` work
-  left. One that finishes inside its grace simply finishes.
+* After each cycle the running jobs are the victims (protected for ``min_runtime_seconds`` after their
+  latest start, doubled for each earlier preemption of the job, as
+  :func:`~jobs.core.preemption.protection_seconds` says; those already stopping are ``releasing``) and
+  :func:`~jobs.core.preemption.plan` chooses, in ``order``. A chosen job keeps running, and holding its
+  resources, for ``grace_seconds`` (SIGTERM to exit), then stops: the work since its last checkpoint at
+  that moment is lost (the worst case: a learner that saves on SIGTERM, as halting asks, and finishes
+  within the grace loses nothing), and it is queued again with its original submit time (it keeps its
+  place) and ``total - saved`` work left. One that finishes inside its grace simply finishes.
 * The replay runs a cycle at events only (arrivals, completions, ends of graces); with preemption a cycle
-  also runs when the first protected job's minimum runtime ends while jobs wait, as the platform's
-  periodic cycle would.
+  also runs when the first protected job's protection ends while jobs wait, as the platform's periodic
+  cycle would. Admission offers jobs within their tenant's nominal quota before borrowing ones, as the
+  platform does with preemption on.
 * Only reclaim is modelled (the trace has no priorities): without borrowing nobody is above its nominal
   quota and nothing is ever preempted.
 """
@@ -32,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from jobs.core.admission import Decision, RunningJob, Snapshot
-from jobs.core.preemption import Order, Preemption, Victim, plan
+from jobs.core.preemption import Order, Preemption, Victim, plan, protection_seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +69,8 @@ class PreemptionModel:
             f"a model: each job checkpoints {every}, counted from each (re)start; a victim holds its "
             f"resources for a {self.grace_seconds:g} s grace, then loses the work since its last checkpoint "
             f"and is requeued with its submit time; jobs within {self.min_runtime_seconds:g} s of their "
-            f"latest start are not preempted; victims in {self.order} order"
+            "latest start, doubled for each earlier preemption of the job, are not preempted; victims in "
+            f"{self.order} order"
         )
 
 
@@ -133,6 +136,10 @@ class Preempter:
         """Times a minimum runtime ends while jobs wait: a cycle then, as the platform's periodic one."""
         self.count: dict[str, int] = {}
 
+    def protection(self, jid: str) -> float:
+        """How long after its latest start ``jid`` may not be preempted (longer for each earlier stop)."""
+        return protection_seconds(self.model.min_runtime_seconds, self.count.get(jid, 0))
+
     def remaining(self, jid: str, duration: float) -> float:
         """Run time the job still needs: its total less what it saved at checkpoints."""
         return duration - self.saved.get(jid, 0.0)
@@ -153,7 +160,7 @@ class Preempter:
     def victims(
         self, running: Mapping[str, RunningJob], tenant: Callable[[str], str], now: float
     ) -> tuple[list[Victim], list[Victim]]:
-        """The running jobs as victims (protected inside their minimum runtime), and those stopping."""
+        """The running jobs as victims (protected inside their protection), and those stopping."""
         victims: list[Victim] = []
         releasing: list[Victim] = []
         for jid, r in running.items():
@@ -166,7 +173,7 @@ class Preempter:
                 r.placements,
                 r.per_learner,
                 ran % self.model.interval(jid),
-                ran < self.model.min_runtime_seconds,
+                ran < self.protection(jid),
             )
             (releasing if jid in self.stopping else victims).append(victim)
         return victims, releasing
@@ -184,7 +191,7 @@ class Preempter:
         now = snapshot.now
         victims, releasing = self.victims(running, tenant, now)
         chosen = plan(snapshot, decision, victims, releasing=releasing, order=self.model.order)
-        ends = [v.admitted_at + self.model.min_runtime_seconds for v in victims if v.protected]
+        ends = [v.admitted_at + self.protection(v.job_id) for v in victims if v.protected]
         if ends and (not self.wakes or min(ends) < self.wakes[0]):
             heapq.heappush(self.wakes, min(ends))
         for p in chosen:

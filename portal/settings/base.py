@@ -393,7 +393,8 @@ LEARNER_TERMINATION_GRACE_SECONDS = env.int("LEARNER_TERMINATION_GRACE_SECONDS",
 LAUNCH_QUOTA_RETRIES = env.int("LAUNCH_QUOTA_RETRIES", default=8)
 # Preemption (jobs.core.preemption): how victims are chosen ("checkpoint-aware": least work lost since their
 # last checkpoint; "youngest": Kueue's lowest priority, then latest admitted; "off": no preemption), and how
-# long a job runs after its admission before it may be preempted at all. A victim's pods get SIGTERM and
+# long a job runs after its admission before it may be preempted at all (doubled for each earlier preemption
+# of the job: jobs.core.preemption.protection_seconds). A victim's pods get SIGTERM and
 # LEARNER_TERMINATION_GRACE_SECONDS to save a checkpoint.
 PREEMPTION = env.str("PREEMPTION", default="checkpoint-aware")
 PREEMPTION_MIN_RUNTIME_SECONDS = env.int("PREEMPTION_MIN_RUNTIME_SECONDS", default=300)

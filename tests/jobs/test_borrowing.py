@@ -122,6 +122,32 @@ def test_borrowed_is_set_per_admission_in_turn_order():
     assert {a.job_id: a.borrowed for a in d.admitted} == {"a1": False, "a2": True}
 
 
+def test_with_nominal_first_a_job_within_nominal_gets_the_room_before_a_borrowing_one():
+    # a reclaim just stopped b's 8-GPU job on n1, leaving b below its nominal (2 of 8) and a at 6 of 8:
+    # by share b goes first and its requeued job takes n1 back as borrowed; nominal first gives it to a1
+    tenants = [tenant("a", 8, borrow=None, used=6, running=6), tenant("b", 8, borrow=None, used=2, running=1)]
+    full, free = Resources(0, 64_000, 262_144), Resources(8, 64_000, 262_144)
+    cluster = [Node("n0", full, free), Node("n1", free, free)]
+    snap = Snapshot([job("a1", "a", 1, at=5), job("b1", "b", 8, at=1)], tenants, cluster)
+    assert [(a.job_id, a.borrowed) for a in admit(snap).admitted] == [("b1", True)]
+    d = admit(snap, nominal_first=True)
+    assert [(a.job_id, a.borrowed) for a in d.admitted] == [("a1", False)]
+    assert "b1" in reasons(d)
+
+
+def test_nominal_first_keeps_the_share_order_within_each_group():
+    tenants = [
+        tenant("a", 2, borrow=None, used=1, running=1),
+        tenant("b", 2, borrow=None),
+        tenant("c", 6, borrow=None, used=3, running=1),
+    ]
+    snap = Snapshot([job("a1", "a", 2), job("b1", "b", 2), job("c1", "c", 1)], tenants, nodes(1, gpus=16))
+    assert [a.job_id for a in admit(snap).admitted] == ["b1", "a1", "c1"]  # by share: 0, 1/16, 3/16
+    # b1 and c1 stay within nominal (share order between them); a1 would borrow, so it goes last
+    d = admit(snap, nominal_first=True)
+    assert [(a.job_id, a.borrowed) for a in d.admitted] == [("b1", False), ("c1", False), ("a1", True)]
+
+
 @st.composite
 def cohort_snapshots(draw) -> Snapshot:
     count = draw(st.integers(2, 4))

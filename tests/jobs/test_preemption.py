@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.core.admission import Node, QueuedJob, Resources, Snapshot, TenantState, admit
-from jobs.core.preemption import Victim, plan
+from jobs.core.preemption import Victim, plan, protection_seconds
 
 ROOMY = (10**6, 10**7)
 
@@ -301,3 +301,8 @@ def test_jobs_whose_admission_borrowed_give_capacity_back_first():
     ]
     assert [p.victim for p in run(lender_and_borrower(victims), victims)] == ["b2"]
     assert [p.victim for p in run(lender_and_borrower(victims), victims, order="youngest")] == ["b2"]
+
+
+def test_protection_doubles_the_minimum_runtime_for_each_earlier_preemption():
+    assert [protection_seconds(300, k) for k in range(4)] == [300, 600, 1200, 2400]
+    assert protection_seconds(0, 5) == 0, "no minimum runtime: no protection, whatever the history"

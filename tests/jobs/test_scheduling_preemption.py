@@ -1,7 +1,7 @@
 """Preemption through the scheduler cycle and the write layer: a lender below its nominal quota takes back
 what a borrower holds, the victim stops gracefully (halting), goes back to the queue once its pods are gone
 (reason Preempted, no retry used), and the lender's job starts; priority preemption only where the tenant's
-policy allows; the minimum runtime and PREEMPTION=off are respected."""
+policy allows; the minimum runtime (doubled per earlier preemption) and PREEMPTION=off are respected."""
 
 from __future__ import annotations
 
@@ -146,6 +146,22 @@ def test_jobs_inside_the_minimum_runtime_are_not_preempted(
     assert not JobEvent.objects.filter(reason=Reason.PREEMPTED).exists()
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUED
+
+
+def test_a_job_preempted_before_is_protected_twice_as_long_per_earlier_preemption(
+    borrowed_cluster: dict[str, Any],
+) -> None:
+    a, b1, b2 = borrowed_cluster["a"], borrowed_cluster["b1"], borrowed_cluster["b2"]
+    checkpoint(b1, 300)  # b1 is the cheaper victim, as in the first test
+    # but it was preempted once before and re-admitted 8 minutes ago: protected for 2 x 300 s
+    JobEvent.objects.create(
+        job=b1, kind="transition", from_status=JobStatus.HALTING, to_status=JobStatus.REQUEUED,
+        reason=Reason.PREEMPTED,
+    )  # fmt: skip
+    JobEvent.objects.create(job=b1, kind="transition", to_status=JobStatus.REQUEUED, reason="Retry")
+    Job.objects.filter(pk=b1.pk).update(admitted_at=timezone.now() - timedelta(minutes=8))
+    job_submit(tenant=a, user=a.memberships.get().user, document=spec(4))
+    assert run_cycle(nodes=nodes(0)).preempted == [b2.pk]
 
 
 def test_preemption_off_preempts_nothing(borrowed_cluster: dict[str, Any], settings: Any) -> None:

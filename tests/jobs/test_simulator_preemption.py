@@ -82,6 +82,31 @@ def test_a_job_inside_its_minimum_runtime_is_preempted_only_once_it_is_over(tmp_
     assert p.gpu_hours_lost == pytest.approx(8 * (2030 - 1800) / 3600)
 
 
+def test_a_job_preempted_before_is_protected_twice_as_long_after_its_restart(tmp_path: Path):
+    # as in `reclaimed`, big restarts at 1530 once the lender's first job is done; a second lender job
+    # arrives 400 s into big's new run: past the 300 s minimum, but big was preempted once, so it is
+    # protected for 600 s; a cycle runs when that ends (2130) and the job starts after the grace (2160)
+    jobs, nodes = two_tenants(
+        tmp_path,
+        [
+            ("big", 1000, 8, 0.0, 10_000.0),
+            ("lender", 1000, 4, 1000.0, 500.0),
+            ("again", 1000, 4, 1930.0, 100.0),
+        ],
+        {"big": "tenant-1", "lender": "tenant-0", "again": "tenant-0"},
+    )
+    model = PreemptionModel(checkpoint_interval=600.0)
+    result = simulate(
+        jobs, nodes, policy="trainyard", tenants=2, quota_share=0.5, borrowing=True, preemption=model
+    )
+    p = result.preemption
+    assert p is not None and (p.preemptions, p.max_preemptions_of_a_job) == (2, 2)
+    assert result.tenant_mean_delay["tenant-0"] == (30.0 + 230.0) / 2
+    # the second stop comes 630 s into the new run: the checkpoint at 600 s keeps all but 30 s
+    assert p.gpu_hours_lost == pytest.approx(8 * (430 + 30) / 3600)
+    assert "doubled for each earlier preemption" in p.model
+
+
 def test_checkpoint_aware_loses_less_than_youngest_on_a_small_trace(tmp_path: Path):
     # tenant-1 runs two 4-GPU jobs (its nominal half, then 4 borrowed); at t=1000 tenant-0 wants its
     # half back. With checkpoints every 600 s, "old" (started at 0) is 400 s past its checkpoint and
