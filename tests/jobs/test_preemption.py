@@ -114,9 +114,10 @@ def test_only_borrowed_capacity_is_taken_back():
     assert run(snap, victims) == []
 
 
-def test_reclaim_never_pushes_a_borrower_below_its_nominal_quota():
-    # b (nominal 6) borrows 2: taking b1 brings it to 4, so b2 is no longer borrowed capacity; a needs 12
-    # (4 free + both of b's jobs), so it waits rather than take b below its guarantee
+def test_reclaim_takes_a_borrowers_jobs_only_while_it_still_borrows():
+    # b (nominal 6) borrows 2: taking b1 brings it to 4 (the last victim may take a tenant below its
+    # nominal quota, as in Kueue), so b2 is no longer borrowed capacity; a needs 12 (4 free + both of b's
+    # jobs), so it waits rather than take b2 too
     snap = Snapshot(
         [job("a1", "a", 4, learners=3)],
         [tenant("a", 12), tenant("b", 6, used=8, running=2)],
