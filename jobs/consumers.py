@@ -411,9 +411,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             self.last_status.clear()
         self.last_status[job_id] = state
         status, reason, message = state
-        await self.send_json(
-            {"type": "status", "job": job_id, "status": status, "reason": reason, "message": message}
-        )
+        frame = {"type": "status", "job": job_id, "status": status, "reason": reason, "message": message}
+        if "borrowed" in payload:
+            frame["borrowed"] = bool(payload["borrowed"])
+        await self.send_json(frame)
 
     def _schedule_flush(self) -> None:
         if self.flusher is None or self.flusher.done():

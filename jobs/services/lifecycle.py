@@ -74,7 +74,10 @@ def transition(
         data=dict(data or {}),
         actor=actor,
     )
-    state = {"kind": "status", "job": job.pk, "status": to, "reason": reason, "message": message}
+    state = {
+        "kind": "status", "job": job.pk, "status": to, "reason": reason, "message": message,
+        "borrowed": job.borrowed,
+    }  # fmt: skip
     send_after_commit(job_group(job.pk), state)
     send_after_commit(tenant_group(job.tenant.slug), state)
     if to in TERMINAL or to in (JobStatus.REQUEUED, JobStatus.HALTED):

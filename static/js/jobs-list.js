@@ -5,10 +5,24 @@ const holder = document.querySelector("[data-tenant]");
 const tenant = holder ? holder.dataset.tenant : "";
 const POLL_MS = 10000;
 
-function update(jobId, status, message, position) {
+const BORROWED_TITLE = "admitted above its tenant's nominal quota, on quota borrowed from its cohort";
+
+function setBorrowed(holder, borrowed) {
+  if (!holder || borrowed === undefined) return;
+  holder.replaceChildren();
+  if (!borrowed) return;
+  const chip = document.createElement("span");
+  chip.className = "chip chip-borrowed";
+  chip.title = BORROWED_TITLE;
+  chip.textContent = "borrowed";
+  holder.append(chip);
+}
+
+function update(jobId, status, message, position, borrowed) {
   const row = document.querySelector(`tr[data-job-id="${CSS.escape(jobId)}"]`);
   if (!row) return;
   setBadge(row.querySelector("[data-status]"), status);
+  setBorrowed(row.querySelector("[data-borrowed]"), borrowed);
   const reason = row.querySelector("[data-reason]");
   if (reason && message !== undefined) {
     const waiting = status === "queued" || status === "requeued";
@@ -27,7 +41,9 @@ async function refresh() {
     });
     if (!response.ok) return;
     const body = await response.json();
-    for (const job of body.results || []) update(job.id, job.status, job.message, job.queue_position);
+    for (const job of body.results || []) {
+      update(job.id, job.status, job.message, job.queue_position, job.borrowed);
+    }
   } catch (error) {
     /* offline for a moment: the next tick tries again */
   }
@@ -36,7 +52,9 @@ async function refresh() {
 if (tenant) {
   const socket = new LiveSocket({
     onFrame(frame) {
-      if (frame.type === "status") update(frame.job, frame.status, frame.message, frame.queue_position);
+      if (frame.type === "status") {
+        update(frame.job, frame.status, frame.message, frame.queue_position, frame.borrowed);
+      }
     },
   });
   socket.subscribe("tenant", () => ({ action: "subscribe_tenant", tenant }));

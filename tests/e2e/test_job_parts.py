@@ -118,3 +118,18 @@ def test_a_job_halted_while_its_page_is_open_offers_resume_without_a_reload(page
     expect(actions.locator("[data-action=resume]")).to_be_visible(timeout=10_000)
     expect(actions.locator("[data-action=halt]")).to_have_count(0)
     expect(actions.locator("[data-action=cancel]")).to_be_visible()
+
+
+def test_the_jobs_list_shows_the_borrowed_chip_when_a_job_is_admitted_on_borrowed_quota(page: Any) -> None:
+    alice = member(make_tenant("vision"), "member", username="alice")
+    job = make_job(alice.memberships.get().tenant, alice)
+    login(page, "alice")
+    page.goto("/jobs/")
+    row = page.locator(f'tr[data-job-id="{job.pk}"]')
+    expect(row.locator("[data-status]")).to_have_text("Queued")
+    expect(row.locator("[data-borrowed] .chip-borrowed")).to_have_count(0)
+
+    Job.objects.filter(pk=job.pk).update(borrowed=True)  # as job_admit sets it, just before the transition
+    _move(job, "starting")
+    expect(row.locator("[data-status]")).to_have_text("Starting", timeout=10_000)
+    expect(row.locator("[data-borrowed] .chip-borrowed")).to_have_text("borrowed", timeout=10_000)

@@ -332,6 +332,7 @@ def test_status_changes_reach_job_and_tenant_subscribers_once(setup: tuple[Tenan
             assert all(f["type"] == "status" and f["job"] == job.pk for f in frames)
             assert [(f["status"], f["reason"]) for f in frames] == expected, frames
             assert frames[0]["message"] == "on node-a"
+            assert [f["borrowed"] for f in frames] == [False, False]
             assert await comm.receive_nothing(timeout=0.3)
             await comm.disconnect()
 
