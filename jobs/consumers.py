@@ -411,7 +411,13 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             self.last_status.clear()
         self.last_status[job_id] = state
         status, reason, message = state
-        frame = {"type": "status", "job": job_id, "status": status, "reason": reason, "message": message}
+        frame: dict[str, Any] = {
+            "type": "status",
+            "job": job_id,
+            "status": status,
+            "reason": reason,
+            "message": message,
+        }
         if "borrowed" in payload:
             frame["borrowed"] = bool(payload["borrowed"])
         await self.send_json(frame)
