@@ -224,6 +224,7 @@ class _Cycle:
         # Caches keyed by gang (nodes key, shape, learners). Reasons hold until the next admission; failed
         # placements (per pool) hold all cycle, since pools only fill up within a cycle.
         self.never_fit: dict[tuple[_Key, Shape, int], bool] = {}
+        self.never_fit_texts: dict[tuple[_Key, Shape, int], str] = {}
         self.reasons: dict[tuple[_Key, Shape, int], str] = {}
         self.failed: set[tuple[str, _Key, Shape, int]] = set()
         self.reservation: Reservation | None = None
@@ -308,6 +309,15 @@ class _Cycle:
         if gang not in self.never_fit:
             self.never_fit[gang] = not self.fits_empty_cluster(gang[0], job)
         return self.never_fit[gang]
+
+    def never_fit_reason(self, job: QueuedJob) -> str:
+        """Why ``job`` never fits (jobs.core.waitreasons), cached per gang for the cycle: the wording reads
+        only the gang and the nodes' capacities and taints, which the cycle does not change."""
+        gang = (self.key(job), _shape(job), job.learners)
+        reason = self.never_fit_texts.get(gang)
+        if reason is None:
+            reason = self.never_fit_texts[gang] = never_fit_reason(self, job)
+        return reason
 
     def try_place(self, job: QueuedJob, via: str) -> list[int] | None:
         """Place ``job``'s gang in pool ``via`` ("now" or "long") and commit it; None if it does not fit."""
@@ -425,7 +435,7 @@ class _Cycle:
         reason = self.reasons.get(gang)
         if reason is None:
             if self.can_never_fit(job):
-                reason = never_fit_reason(self, job)
+                reason = self.never_fit_reason(job)
             elif reservation is None:
                 reason = capacity_reason(self, job)
                 reservation = self.reservation = self.reserve(job)
@@ -455,7 +465,11 @@ def _run_trainyard(cycle: _Cycle, jobs: Sequence[QueuedJob], nominal_first: bool
     for job in jobs:
         queues.setdefault(job.tenant, []).append(job)
     for name in sorted(queues):
-        queues[name].sort(key=lambda job: (-job.priority, job.submitted_at, job.id), reverse=True)
+        # Last in turn first (popped from the end): priority low to high, and within a priority the latest
+        # submitted (then highest id) first. Stable passes on one field each: several times cheaper than a
+        # key tuple per job, since a sort on floats or strings alone compares them natively.
+        for field_name, reverse in (("id", True), ("submitted_at", True), ("priority", False)):
+            queues[name].sort(key=attrgetter(field_name), reverse=reverse)
         if name not in cycle.tenants:
             cycle.pending.extend((job.id, f"unknown tenant {name}") for job in reversed(queues.pop(name)))
 
@@ -472,10 +486,8 @@ def _run_trainyard(cycle: _Cycle, jobs: Sequence[QueuedJob], nominal_first: bool
         admitted_before = len(cycle.admitted)
         if not cycle.offer(job):
             deferred.append(cycle.pending.pop())
-            deferred.extend(
-                (behind.id, f"waiting behind job {job.id} of the same tenant (tenant quota)")
-                for behind in reversed(queue)
-            )
+            waiting = f"waiting behind job {job.id} of the same tenant (tenant quota)"
+            deferred.extend([(behind.id, waiting) for behind in reversed(queue)])
             continue
         if queue:
             changed = len(cycle.admitted) > admitted_before
@@ -497,7 +509,7 @@ def _run_fifo(cycle: _Cycle, jobs: Sequence[QueuedJob]) -> None:
         if quota is None and cycle.try_place(job, "now") is not None:
             continue
         if quota is None and cycle.can_never_fit(job):
-            cycle.pending.append((job.id, never_fit_reason(cycle, job)))
+            cycle.pending.append((job.id, cycle.never_fit_reason(job)))
             continue
         reason = quota[0] if quota is not None else capacity_reason(cycle, job)
         cycle.pending.append((job.id, f"{reason} (head of the FIFO queue)"))
