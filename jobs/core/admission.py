@@ -213,6 +213,7 @@ class _Cycle:
         self.total = tuple(map(sum, zip(*self.caps, strict=True))) if nodes else (0, 0, 0)
         self.by_size: dict[_Key, list[Shape]] = {}
         self.tenants = {tenant.name: tenant for tenant in snapshot.tenants}
+        self.nominal = {name: tenant.nominal for name, tenant in self.tenants.items()}
         self.cohorts = Cohorts(snapshot.tenants)
         self.used = {tenant.name: list(tenant.used.as_shape()) for tenant in snapshot.tenants}
         self.running = {tenant.name: tenant.running_jobs for tenant in snapshot.tenants}
@@ -278,12 +279,15 @@ class _Cycle:
 
     def borrows(self, job: QueuedJob) -> bool:
         """Whether admitting ``job`` now would put its tenant above its nominal quota."""
-        tenant = self.tenants.get(job.tenant)
-        if tenant is None:
+        nominal = self.nominal.get(job.tenant)
+        if nominal is None:
             return False
-        need = _shape(job)
-        used = self.used[job.tenant]
-        return over_nominal([used[dim] + need[dim] * job.learners for dim in range(3)], tenant.nominal)
+        used, learners = self.used[job.tenant], job.learners
+        return (
+            used[0] + job.gpus * learners > nominal[0]
+            or used[1] + job.cpu_millis * learners > nominal[1]
+            or used[2] + job.memory_mib * learners > nominal[2]
+        )
 
     def sizes(self, key: _Key) -> list[Shape]:
         """The capacities of the nodes a job of ``key`` may use, largest first (cached for the cycle)."""
@@ -353,7 +357,7 @@ class _Cycle:
         self.running[job.tenant] += 1
         ends = _INF if job.expected_duration is None else self.snap.now + job.expected_duration
         self.admitted_ends.append((ends, placed, shape))
-        borrowed = over_nominal(used, self.tenants[job.tenant].nominal)
+        borrowed = over_nominal(used, self.nominal[job.tenant])
         self.admitted.append(Admission(job.id, [self.nodes[node].name for node in placed], borrowed))
 
     def releases(self) -> list[tuple[float, int, Shape]]:
@@ -497,7 +501,8 @@ def _run_trainyard(cycle: _Cycle, jobs: Sequence[QueuedJob], nominal_first: bool
 
 def _run_fifo(cycle: _Cycle, jobs: Sequence[QueuedJob]) -> None:
     """FfDL's order: one queue by submission; the first job that waits for capacity or quota stops it."""
-    ordered = sorted(jobs, key=lambda job: (job.submitted_at, job.id))
+    ordered = sorted(jobs, key=attrgetter("id"))
+    ordered.sort(key=attrgetter("submitted_at"))  # stable: by submission, then id
     for position, job in enumerate(ordered):
         if _invalid(job):
             cycle.pending.append((job.id, _INVALID))
