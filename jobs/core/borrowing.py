@@ -49,6 +49,8 @@ class Cohorts:
     def __init__(self, tenants: Iterable[_Tenant]) -> None:
         self.members: dict[str, list[str]] = {}
         self.nominal: dict[str, Shape] = {}
+        # Per tenant name, the tenant and its ceiling: both stay the same while the cohorts exist.
+        self.ceilings: dict[str, tuple[_Tenant, Shape]] = {}
         for tenant in tenants:
             self.members.setdefault(tenant.cohort, []).append(tenant.name)
             total = self.nominal.get(tenant.cohort, (0, 0, 0))
@@ -60,13 +62,18 @@ class Cohorts:
 
     def ceiling(self, tenant: _Tenant) -> Shape:
         """The most ``tenant`` may ever hold: nominal plus borrowing limit, capped by its cohort's nominal."""
+        cached = self.ceilings.get(tenant.name)
+        if cached is not None and cached[0] is tenant:
+            return cached[1]
         cohort = self.nominal[tenant.cohort]
-        return tuple(  # type: ignore[return-value]
+        ceiling: Shape = tuple(  # type: ignore[assignment]
             allowed
             if limit == 0
             else min(cohort[dim], allowed + (limit if limit is not None else cohort[dim]))
             for dim, (allowed, limit) in enumerate(zip(tenant.nominal, tenant.borrowing_limit, strict=True))
         )
+        self.ceilings[tenant.name] = (tenant, ceiling)
+        return ceiling
 
     def cohort_used(
         self, cohort: str, used: Mapping[str, Sequence[int]], held: Mapping[str, Shape]

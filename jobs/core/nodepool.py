@@ -5,7 +5,9 @@ looks at few nodes. Pure; used by jobs.core.admission (two pools per cycle: now,
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Sequence
+from itertools import islice
 
 from common.resources import Shape
 
@@ -18,20 +20,30 @@ Key = tuple[str, frozenset[str]]
 def slots_in(free: Shape, need: Shape, cap: int) -> int:
     """How many learners of ``need`` fit in ``free`` (at most ``cap``)."""
     n = cap
-    for f, r in zip(free, need, strict=True):
-        if r > 0:
-            n = min(n, f // r)
-    return max(n, 0)
+    gpus, cpu, memory = need
+    # Unrolled (admission calls it in its inner loops); a resource the learner does not need is no limit.
+    if gpus > 0 and free[0] // gpus < n:
+        n = free[0] // gpus
+    if cpu > 0 and free[1] // cpu < n:
+        n = free[1] // cpu
+    if memory > 0 and free[2] // memory < n:
+        n = free[2] // memory
+    return n if n > 0 else 0
 
 
 class NodePool:
-    """Free resources per node, indexed by free GPU count per key (built on demand) for best-fit."""
+    """Free resources per node, indexed by free GPU count per key (built on demand) for best-fit.
+
+    Each bucket (the nodes of one key with the same free GPU count) is a list of ``(free CPU, node index)``
+    kept sorted, so that best-fit (least free CPU, then name) starts at the first node with enough CPU
+    instead of scanning the bucket; ``set_free`` moves a node's entries whenever its free GPUs or CPU change.
+    """
 
     __slots__ = ("buckets", "free", "member", "taints", "types")
 
     def __init__(self, free: list[Shape], types: list[str | None], taints: list[frozenset[str]]) -> None:
         self.types, self.free, self.taints = types, free, taints
-        self.buckets: dict[Key, dict[int, list[int]]] = {}
+        self.buckets: dict[Key, dict[int, list[tuple[int, int]]]] = {}
         self.member: list[list[Key]] = [[] for _ in free]
 
     def copy(self) -> NodePool:
@@ -41,31 +53,35 @@ class NodePool:
         new.member = [list(m) for m in self.member]
         return new
 
-    def _by_gpus(self, key: Key) -> dict[int, list[int]]:
+    def _by_gpus(self, key: Key) -> dict[int, list[tuple[int, int]]]:
         by_gpus = self.buckets.get(key)
         if by_gpus is None:
             by_gpus = {}
             gpu_type, tolerated = key
             for i, t in enumerate(self.types):
                 if (gpu_type == ANY or t == gpu_type) and self.taints[i] <= tolerated:
-                    by_gpus.setdefault(self.free[i][0], []).append(i)
+                    by_gpus.setdefault(self.free[i][0], []).append((self.free[i][1], i))
                     self.member[i].append(key)
+            for bucket in by_gpus.values():
+                bucket.sort()
             self.buckets[key] = by_gpus
         return by_gpus
 
     def set_free(self, i: int, free: Shape, cap: Sequence[int] | None = None) -> None:
         if cap is not None:
             free = (min(free[0], cap[0]), min(free[1], cap[1]), min(free[2], cap[2]))
-        old = self.free[i][0]
+        old = self.free[i]
         self.free[i] = free
-        if free[0] == old:
+        if free[0] == old[0] and free[1] == old[1]:
             return
+        old_entry, new_entry = (old[1], i), (free[1], i)
         for key in self.member[i]:
             by_gpus = self.buckets[key]
-            by_gpus[old].remove(i)
-            if not by_gpus[old]:
-                del by_gpus[old]
-            by_gpus.setdefault(free[0], []).append(i)
+            bucket = by_gpus[old[0]]
+            del bucket[bisect_left(bucket, old_entry)]
+            if not bucket:
+                del by_gpus[old[0]]
+            insort(by_gpus.setdefault(free[0], []), new_entry)
 
     def shift(self, i: int, need: Shape, sign: int) -> None:
         f = self.free[i]
@@ -80,13 +96,10 @@ class NodePool:
         g, c, m = need
         free = self.free
         for fg in sorted(k for k in by_gpus if k >= g):
-            best, best_c = -1, 0
-            for i in by_gpus[fg]:
-                fi = free[i]
-                if fi[1] >= c and fi[2] >= m and (best < 0 or (fi[1], i) < (best_c, best)):
-                    best, best_c = i, fi[1]
-            if best >= 0:
-                return best
+            bucket = by_gpus[fg]
+            for _, i in islice(bucket, bisect_left(bucket, (c, -1)), None):
+                if free[i][2] >= m:
+                    return i
         return -1
 
     def place_gang(self, key: Key, need: Shape, learners: int) -> list[int] | None:
@@ -105,10 +118,12 @@ class NodePool:
     def slots(self, key: Key, need: Shape, cap: int) -> int:
         """Learners of ``need`` that fit at once (stops counting at ``cap``)."""
         total = 0
-        for fg, members in self._by_gpus(key).items():
+        for fg, bucket in self._by_gpus(key).items():
             if fg < need[0]:
                 continue
-            for i in members:
+            # Nodes with less free CPU than one learner needs hold none (CPU is not checked when it needs none).
+            start = bisect_left(bucket, (need[1], -1)) if need[1] > 0 else 0
+            for _, i in islice(bucket, start, None):
                 total += slots_in(self.free[i], need, cap - total)
                 if total >= cap:
                     return total

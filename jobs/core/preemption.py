@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Literal
 
 from common.resources import Resources, Shape
@@ -141,7 +142,13 @@ class _Plan:
         self.cohorts = Cohorts(snapshot.tenants)
         self.used = {t.name: list(t.used.as_shape()) for t in snapshot.tenants}
         self.running = {t.name: t.running_jobs for t in snapshot.tenants}
-        jobs = {job.id: job for job in snapshot.jobs}
+        self.jobs = {job.id: job for job in snapshot.jobs}
+        # Caches for the plan, all of what stays the same while victims are chosen: the nodes' taints, the
+        # nodes a kind of job may use (per gpu type and tolerations), whether a gang fits the empty nodes.
+        self.taints = [frozenset(node.taints) for node in self.nodes]
+        self.eligible_for: dict[tuple[str | None, frozenset[str]], list[bool]] = {}
+        self.fits_empty: dict[tuple[tuple[str | None, frozenset[str]], Shape, int], bool] = {}
+        jobs = self.jobs
         for admitted in decision.admitted:
             job = jobs[admitted.job_id]
             self._take(job.tenant, admitted.placements, job.per_learner.as_shape())
@@ -172,10 +179,15 @@ class _Plan:
             self.running[victim.tenant] -= 1
 
     def eligible(self, job: QueuedJob) -> list[bool]:
-        return [
-            (job.gpu_type is None or node.gpu_type == job.gpu_type) and set(node.taints) <= job.tolerated
-            for node in self.nodes
-        ]
+        """Per node, whether ``job`` may use it (cached per gpu type and tolerations; not to be changed)."""
+        key = (job.gpu_type, job.tolerated)
+        eligible = self.eligible_for.get(key)
+        if eligible is None:
+            eligible = self.eligible_for[key] = [
+                (job.gpu_type is None or node.gpu_type == job.gpu_type) and taints <= job.tolerated
+                for node, taints in zip(self.nodes, self.taints, strict=True)
+            ]
+        return eligible
 
     def slots(self, job: QueuedJob, free: Sequence[Sequence[int]], eligible: Sequence[bool]) -> int:
         """How many of ``job``'s learners fit ``free`` on the nodes it may use (counting stops at all)."""
@@ -189,8 +201,8 @@ class _Plan:
         return total
 
     def freed(self, chosen: Sequence[Victim]) -> list[list[int]]:
-        """The free resources per node with ``chosen`` gone."""
-        free = [list(room) for room in self.free]
+        """The free resources per node with ``chosen`` gone (entries are replaced, never changed in place)."""
+        free = list(self.free)
         for victim in chosen:
             shape = victim.per_learner.as_shape()
             for name in victim.placements:
@@ -238,10 +250,12 @@ def plan(
     none would help. ``victims``: the running jobs; ``releasing``: those already stopping."""
     key = sort_key(order)
     state = _Plan(snapshot, decision, victims, releasing)
-    jobs = {job.id: job for job in snapshot.jobs}
+    jobs = state.jobs
     seen: set[str] = set()
     out: list[Preemption] = []
-    for pending in sorted(decision.pending, key=lambda p: p.position):
+    for pending in sorted(decision.pending, key=attrgetter("position")):
+        if len(seen) == len(state.tenants):
+            break  # every tenant's first waiting job has been considered: the rest would be passed over
         job = jobs.get(pending.job_id)
         if job is None or job.tenant in seen or job.tenant not in state.tenants:
             continue
@@ -276,7 +290,11 @@ def _never(state: _Plan, job: QueuedJob, eligible: Sequence[bool]) -> bool:
     ceiling = state.cohorts.ceiling(state.tenants[job.tenant])
     if not _within(_need(job), ceiling):
         return True
-    return state.slots(job, state.capacity, eligible) < job.learners
+    gang = ((job.gpu_type, job.tolerated), job.per_learner.as_shape(), job.learners)
+    fits = state.fits_empty.get(gang)
+    if fits is None:
+        fits = state.fits_empty[gang] = state.slots(job, state.capacity, eligible) >= job.learners
+    return not fits
 
 
 def _quota_ok(state: _Plan, job: QueuedJob, chosen: Sequence[Victim]) -> bool:
@@ -352,7 +370,7 @@ class _Room:
     def __init__(self, state: _Plan, job: QueuedJob, eligible: list[bool]) -> None:
         self.index, self.eligible = state.index, eligible
         self.need, self.learners = job.per_learner.as_shape(), job.learners
-        self.free = [list(room) for room in state.free]
+        self.free = list(state.free)  # entries are replaced, never changed in place
         self.per_node = [
             slots_in(_shape(room), self.need, job.learners) if ok else 0
             for room, ok in zip(self.free, eligible, strict=True)
