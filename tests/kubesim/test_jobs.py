@@ -87,6 +87,14 @@ def test_on_failure_restarts_count_toward_backoff_limit(
     assert len([e for e in events if e.reason == "SuccessfulCreate"]) == 1  # restarted in place, not replaced
 
 
+def _log(core: client.CoreV1Api, ns: str, pod: str) -> str:
+    """The pod's log so far ("" while its container has not started)."""
+    try:
+        return str(core.read_namespaced_pod_log(pod, ns))
+    except ApiException:
+        return ""
+
+
 def _pod_names(core: client.CoreV1Api, ns: str, job: str) -> list[str]:
     return [name_of(p) for p in core.list_namespaced_pod(ns, label_selector=f"job-name={job}").items]
 
@@ -103,9 +111,15 @@ def test_background_deletion_collects_job_pods(
 def test_foreground_deletion_waits_for_dependents(
     batch: client.BatchV1Api, core: client.CoreV1Api, ns: str
 ) -> None:
-    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(30)"
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+        "time.sleep(30)"
+    )
     batch.create_namespaced_job(ns, _job("fg", ["python", "-c", stubborn]))
-    wait_for(lambda: _pod_names(core, ns, "fg"))
+    # Only a pod whose process already ignores SIGTERM holds the job up: one not yet started (or still
+    # starting python) goes at once, as on a cluster, and the job with it.
+    [pod] = wait_for(lambda: _pod_names(core, ns, "fg"))
+    wait_for(lambda: "ready" in _log(core, ns, pod))
     batch.delete_namespaced_job("fg", ns, body=client.V1DeleteOptions(propagation_policy="Foreground"))
     job = batch.read_namespaced_job("fg", ns)
     assert job.metadata.deletion_timestamp and "foregroundDeletion" in job.metadata.finalizers
