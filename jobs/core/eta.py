@@ -87,21 +87,66 @@ def _span(duration: Duration | None, variant: int) -> float | None:
     return (duration.expected, duration.low, duration.high)[variant]
 
 
+class _Cluster:
+    """What the replays of one estimate share, built once (none of it depends on the durations): the
+    nodes in name order with their types and taints, the empty cluster's capacity, the tenants and their
+    cohorts. It caches, by job key, the nodes a job may use (``eligible``) and, by job id, whether a job
+    can never start (``never_fits``): both depend on the snapshot alone."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        nodes = sorted(snap.nodes, key=attrgetter("name"))
+        self.index = {node.name: k for k, node in enumerate(nodes)}
+        self.types = [node.gpu_type for node in nodes]
+        self.taints = [frozenset(node.taints) if node.taints else _NO_TAINTS for node in nodes]
+        self.all_taints: frozenset[str] = frozenset().union(*self.taints)
+        self.free = [node.free.as_shape() for node in nodes]
+        self.capacity = NodePool([node.capacity.as_shape() for node in nodes], self.types, self.taints)
+        self.tenants = {t.name: t for t in snap.tenants}
+        self.cohorts = Cohorts(snap.tenants)
+        self._eligible: dict[Key, list[int]] = {}
+        self._never_fits: dict[str, bool] = {}
+
+    def key(self, job: QueuedJob) -> Key:
+        return (job.gpu_type or ANY, job.tolerated & self.all_taints if self.all_taints else _NO_TAINTS)
+
+    def eligible(self, key: Key) -> list[int]:
+        """The nodes a job of ``key`` may use (its GPU type, only taints it tolerates), in index order."""
+        nodes = self._eligible.get(key)
+        if nodes is None:
+            gpu_type, tolerated = key
+            nodes = [
+                k
+                for k, (node_type, taints) in enumerate(zip(self.types, self.taints, strict=True))
+                if (gpu_type == ANY or node_type == gpu_type) and taints <= tolerated
+            ]
+            self._eligible[key] = nodes
+        return nodes
+
+    def never_fits(self, job: QueuedJob) -> bool:
+        """Whether ``job`` exceeds its tenant's ceiling (nominal plus what it may ever borrow) or the
+        empty cluster: then it never starts."""
+        found = self._never_fits.get(job.id)
+        if found is None:
+            tenant = self.tenants[job.tenant]
+            ceiling = self.cohorts.ceiling(tenant)
+            over_quota = tenant.max_running_jobs < 1 or any(
+                n > top for n, top in zip(_total(job), ceiling, strict=True)
+            )
+            slots = self.capacity.slots(self.key(job), _shape(job), job.learners)
+            found = self._never_fits[job.id] = over_quota or slots < job.learners
+        return found
+
+
 class _Replay:
     """One replay of the queue under one variant of the durations (0 expected, 1 low, 2 high)."""
 
-    def __init__(self, snap: Snapshot, decision: Decision, facts: _Facts, variant: int) -> None:
-        nodes = sorted(snap.nodes, key=attrgetter("name"))
-        self.now, self.facts, self.variant = snap.now, facts, variant
-        self.index = {node.name: k for k, node in enumerate(nodes)}
-        types = [node.gpu_type for node in nodes]
-        taints = [frozenset(node.taints) if node.taints else _NO_TAINTS for node in nodes]
-        self.all_taints: frozenset[str] = frozenset().union(*taints)
-        self.pool = NodePool([node.free.as_shape() for node in nodes], types, taints)
-        self.capacity = NodePool([node.capacity.as_shape() for node in nodes], types, taints)
-        self.types, self.taints = types, taints
-        self.tenants = {t.name: t for t in snap.tenants}
-        self.cohorts = Cohorts(snap.tenants)
+    def __init__(
+        self, snap: Snapshot, decision: Decision, facts: _Facts, cluster: _Cluster, variant: int
+    ) -> None:
+        self.now, self.facts, self.variant, self.cluster = snap.now, facts, variant, cluster
+        self.index, self.types, self.taints = cluster.index, cluster.types, cluster.taints
+        self.tenants, self.cohorts = cluster.tenants, cluster.cohorts
+        self.pool = NodePool(list(cluster.free), self.types, self.taints)
         self.used = {t.name: [*t.used.as_shape(), t.running_jobs] for t in snap.tenants}
         self.heap: list[tuple[float, int, _Release]] = []
         self.order = itertools.count()
@@ -121,8 +166,9 @@ class _Replay:
             self._free(release, self.final, self.final_used)
         self.clock = self.now
         # The replay's past: (instant, free per node, use per tenant) for each instant the clock moved on
-        # from after ``now``, kept up to date as backfilled jobs take resources in it.
+        # from after ``now``, kept up to date as backfilled jobs take resources in it; ``times``: its instants.
         self.history: list[tuple[float, list[Shape], dict[str, list[int]]]] = []
+        self.times: list[float] = []
         # Per tenant, the start of its latest job that waited for its quota: its queue is strict, so no
         # later job of the tenant backfills before it (as admission holds a quota-blocked tenant's queue).
         self.blocked_until: dict[str, float] = {}
@@ -170,9 +216,6 @@ class _Replay:
                 held[dim] -= release.shape[dim] * len(release.nodes)
             held[3] -= 1
 
-    def key(self, job: QueuedJob) -> Key:
-        return (job.gpu_type or ANY, job.tolerated & self.all_taints if self.all_taints else _NO_TAINTS)
-
     def quota_room(self, job: QueuedJob, used: Mapping[str, list[int]]) -> bool:
         """Whether the tenant's quota lets ``job`` start on top of ``used``: its running-job limit and
         admission's rule for nominal quota and borrowing (jobs.core.borrowing)."""
@@ -181,23 +224,13 @@ class _Replay:
             return False
         return self.cohorts.check(tenant, _total(job), used, {}) is None
 
-    def never_fits(self, job: QueuedJob) -> bool:
-        """Whether ``job`` exceeds its tenant's ceiling (nominal plus what it may ever borrow) or the
-        empty cluster: then it never starts."""
-        tenant = self.tenants[job.tenant]
-        ceiling = self.cohorts.ceiling(tenant)
-        over_quota = tenant.max_running_jobs < 1 or any(
-            n > top for n, top in zip(_total(job), ceiling, strict=True)
-        )
-        return over_quota or self.capacity.slots(self.key(job), _shape(job), job.learners) < job.learners
-
     def place(self, job: QueuedJob) -> float | str:
         """Start ``job`` at the first release after which it fits: its start, or why it has none."""
         if job.tenant not in self.tenants or job.learners < 1:
             return NO_TENANT
-        if self.never_fits(job):
+        if self.cluster.never_fits(job):
             return NEVER_FITS
-        key, need = self.key(job), _shape(job)
+        key, need = self.cluster.key(job), _shape(job)
         if (
             not self.quota_room(job, self.final_used)
             or self.final.slots(key, need, job.learners) < job.learners
@@ -216,6 +249,7 @@ class _Replay:
             if end > self.clock:
                 used = {name: list(held) for name, held in self.used.items()}
                 self.history.append((self.clock, list(self.pool.free), used))
+                self.times.append(self.clock)
             while self.heap and self.heap[0][0] == end:
                 self._free(heapq.heappop(self.heap)[2], self.pool, self.used)
             self.clock = max(self.clock, end)
@@ -243,16 +277,13 @@ class _Replay:
         declared ``expected_duration``; without one, it must fit beside every job placed after it, as in
         admission's surplus rule). Takes the resources and returns that instant, or None."""
         span = _span(self.facts.duration(job), self.variant)
-        if span is None or not self.history:
+        # Once the budget is spent the search would stop at its first candidate instant: skip it.
+        if span is None or not self.history or self.budget < 0:
             return None
         horizon = _INF if job.expected_duration is None else job.expected_duration
         floor = self.blocked_until.get(job.tenant, self.now)
-        eligible = [
-            k
-            for k, (gpu_type, taints) in enumerate(zip(self.types, self.taints, strict=True))
-            if (key[0] == ANY or gpu_type == key[0]) and taints <= key[1]
-        ]
-        times = [at for at, _, _ in self.history]
+        eligible = self.cluster.eligible(key)
+        times = self.times
         for first, (at, free_at, used_at) in enumerate(self.history):
             if at <= self.now or at < floor or not self.quota_room(job, used_at):
                 continue
@@ -390,8 +421,9 @@ def estimate(
     facts = _Facts(queued, durations, running)
     chosen = _chosen(decision, per_tenant, limit, queued)
     results: list[dict[str, float | str]] = []
+    cluster = _Cluster(snapshot)
     for variant in range(3) if facts.ranged() else range(1):
-        replay = _Replay(snapshot, decision, facts, variant)
+        replay = _Replay(snapshot, decision, facts, cluster, variant)
         results.append({job_id: replay.place(queued[job_id]) for job_id in chosen})
     while len(results) < 3:  # every duration is exact (max_runtime): the low and high replays are the same
         results.append(results[0])
