@@ -103,6 +103,7 @@ class _Cluster:
         self.capacity = NodePool([node.capacity.as_shape() for node in nodes], self.types, self.taints)
         self.tenants = {t.name: t for t in snap.tenants}
         self.cohorts = Cohorts(snap.tenants)
+        self.ceilings = {t.name: self.cohorts.ceiling(t) for t in snap.tenants}
         self._eligible: dict[Key, list[int]] = {}
         self._never_fits: dict[str, bool] = {}
 
@@ -128,9 +129,8 @@ class _Cluster:
         found = self._never_fits.get(job.id)
         if found is None:
             tenant = self.tenants[job.tenant]
-            ceiling = self.cohorts.ceiling(tenant)
             over_quota = tenant.max_running_jobs < 1 or any(
-                n > top for n, top in zip(_total(job), ceiling, strict=True)
+                n > top for n, top in zip(_total(job), self.ceilings[job.tenant], strict=True)
             )
             slots = self.capacity.slots(self.key(job), _shape(job), job.learners)
             found = self._never_fits[job.id] = over_quota or slots < job.learners
@@ -220,9 +220,14 @@ class _Replay:
         """Whether the tenant's quota lets ``job`` start on top of ``used``: its running-job limit and
         admission's rule for nominal quota and borrowing (jobs.core.borrowing)."""
         tenant = self.tenants[job.tenant]
-        if used[job.tenant][3] >= tenant.max_running_jobs:
+        held = used[job.tenant]
+        if held[3] >= tenant.max_running_jobs:
             return False
-        return self.cohorts.check(tenant, _total(job), used, {}) is None
+        need, nominal, ceiling = _total(job), tenant.nominal, self.cluster.ceilings[job.tenant]
+        within = zip(need, held, nominal, ceiling, strict=False)  # held[3], the running jobs, left out
+        if all(n <= top and h + n <= allowed for n, h, allowed, top in within):
+            return True  # within nominal quota: what Cohorts.check finds too, without the cohort's use
+        return self.cohorts.check(tenant, need, used, {}) is None
 
     def place(self, job: QueuedJob) -> float | str:
         """Start ``job`` at the first release after which it fits: its start, or why it has none."""
@@ -290,7 +295,7 @@ class _Replay:
             self.budget -= len(eligible)
             if self.budget < 0:
                 return None
-            if sum(slots_in(free_at[k], need, job.learners) for k in eligible) < job.learners:
+            if not self._room_at(free_at, eligible, need, job.learners):
                 continue
             past = self.history[first : bisect.bisect_left(times, at + horizon)]
             self.budget -= (len(past) + 1) * len(free_at)
@@ -299,26 +304,43 @@ class _Replay:
             states = [(free, used) for _, free, used in past]
             if at + horizon > self.clock:
                 states.append((self.pool.free, self.used))
-            placed = self._fit_through(job, key, need, states)
+            placed = self._fit_through(job, key, need, states, eligible)
             if placed is not None:
                 self._take(job, at + span, placed, past)
                 return at
         return None
 
+    @staticmethod
+    def _room_at(free: list[Shape], eligible: list[int], need: Shape, learners: int) -> bool:
+        """Whether ``learners`` of ``need`` fit in ``free`` on the ``eligible`` nodes (counting stops once
+        they do)."""
+        room = 0
+        for node in eligible:
+            room += slots_in(free[node], need, learners)
+            if room >= learners:
+                return True
+        return False
+
     def _fit_through(
-        self, job: QueuedJob, key: Key, need: Shape, states: list[tuple[list[Shape], dict[str, list[int]]]]
+        self,
+        job: QueuedJob,
+        key: Key,
+        need: Shape,
+        states: list[tuple[list[Shape], dict[str, list[int]]]],
+        eligible: list[int],
     ) -> list[int] | None:
-        """Best-fit placement of ``job`` in what stays free through every state of ``states``, or None."""
+        """Best-fit placement of ``job`` in what stays free through every state of ``states``, or None.
+        Only the ``eligible`` nodes (those ``key`` may use, the only ones the placement looks at) are
+        reduced to their least free; the others keep the first state's."""
         if not all(self.quota_room(job, used) for _, used in states):
             return None
         frees = [free for free, _ in states]
-        if len(frees) == 1:
-            lowest = list(frees[0])
-        else:  # per resource, the least free on each node through all states (map and zip run in C)
-            gpus, cpu, memory = (
-                list(map(min, *([f[dim] for f in free] for free in frees))) for dim in range(3)
-            )
-            lowest = list(zip(gpus, cpu, memory, strict=True))
+        lowest = list(frees[0])
+        if len(frees) > 1 and eligible:  # per resource, the least free through all states (in C)
+            columns = [list(zip(*map(free.__getitem__, eligible), strict=True)) for free in frees]
+            least = (map(min, *(column[dim] for column in columns)) for dim in range(3))
+            for node, shape in zip(eligible, zip(*least, strict=True), strict=True):
+                lowest[node] = shape
         return NodePool(lowest, self.types, self.taints).place_gang(key, need, job.learners)
 
     def _take(
@@ -394,8 +416,10 @@ def _chosen(decision: Decision, per_tenant: int, limit: int, queued: Mapping[str
     counts: dict[str, int] = {}
     chosen: list[str] = []
     for pending in decision.pending:
+        if len(chosen) >= limit:
+            break
         job = queued.get(pending.job_id)
-        if job is None or len(chosen) >= limit:
+        if job is None:
             continue
         counts[job.tenant] = counts.get(job.tenant, 0) + 1
         if counts[job.tenant] <= per_tenant:
