@@ -31,6 +31,7 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import NamedTuple
 
 from jobs.core.admission import Decision, QueuedJob, RunningJob, Snapshot
 from jobs.core.borrowing import Cohorts
@@ -46,6 +47,9 @@ _NO_TAINTS: frozenset[str] = frozenset()
 FAR_BACK = "unknown: far back in the queue"
 NEVER_FITS = "unknown: never fits (see the reason it waits)"
 NO_TENANT = "unknown: not schedulable (see the reason it waits)"
+Use = tuple[int, int, int, int]
+"""A tenant's use at a moment of the replay: GPUs, CPU, memory and running jobs. Replaced, never changed
+in place, so that a snapshot of every tenant's use (the replay's history) is a shallow copy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +73,7 @@ class Eta:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class _Release:
+class _Release(NamedTuple):
     """Resources coming free at ``end``: one learner's ``shape`` on each node of ``nodes``, and the
     tenant's share of quota (``tenant`` empty when not known)."""
 
@@ -147,7 +150,7 @@ class _Replay:
         self.index, self.types, self.taints = cluster.index, cluster.types, cluster.taints
         self.tenants, self.cohorts = cluster.tenants, cluster.cohorts
         self.pool = NodePool(list(cluster.free), self.types, self.taints)
-        self.used = {t.name: [*t.used.as_shape(), t.running_jobs] for t in snap.tenants}
+        self.used: dict[str, Use] = {t.name: (*t.used.as_shape(), t.running_jobs) for t in snap.tenants}
         self.heap: list[tuple[float, int, _Release]] = []
         self.order = itertools.count()
         self.unknown_ends: list[_Release] = []
@@ -161,13 +164,13 @@ class _Replay:
             self._add(self._release(job, self.now, tuple(self.index[n] for n in admitted.placements)))
         # What is free once every release of known time has happened: whether a job can start at all.
         self.final = self.pool.copy()
-        self.final_used = {name: list(used) for name, used in self.used.items()}
+        self.final_used = dict(self.used)
         for _, _, release in self.heap:
             self._free(release, self.final, self.final_used)
         self.clock = self.now
         # The replay's past: (instant, free per node, use per tenant) for each instant the clock moved on
         # from after ``now``, kept up to date as backfilled jobs take resources in it; ``times``: its instants.
-        self.history: list[tuple[float, list[Shape], dict[str, list[int]]]] = []
+        self.history: list[tuple[float, list[Shape], dict[str, Use]]] = []
         self.times: list[float] = []
         # Per tenant, the start of its latest job that waited for its quota: its queue is strict, so no
         # later job of the tenant backfills before it (as admission holds a quota-blocked tenant's queue).
@@ -202,21 +205,20 @@ class _Replay:
     def _charge(self, job: QueuedJob, sign: int) -> None:
         used = self.used.get(job.tenant)
         if used is not None:
-            for dim, amount in enumerate(_shape(job)):
-                used[dim] += sign * amount * job.learners
-            used[3] += sign
+            gpus, cpu, memory = _total(job)
+            self.used[job.tenant] = _plus(used, (sign * gpus, sign * cpu, sign * memory), sign)
 
     @staticmethod
-    def _free(release: _Release, pool: NodePool, used: dict[str, list[int]]) -> None:
+    def _free(release: _Release, pool: NodePool, used: dict[str, Use]) -> None:
         for node in release.nodes:
             pool.shift(node, release.shape, +1)
         held = used.get(release.tenant)
         if held is not None:
-            for dim in range(3):
-                held[dim] -= release.shape[dim] * len(release.nodes)
-            held[3] -= 1
+            gpus, cpu, memory = release.shape
+            n = len(release.nodes)
+            used[release.tenant] = _plus(held, (-gpus * n, -cpu * n, -memory * n), -1)
 
-    def quota_room(self, job: QueuedJob, used: Mapping[str, list[int]]) -> bool:
+    def quota_room(self, job: QueuedJob, used: Mapping[str, Use]) -> bool:
         """Whether the tenant's quota lets ``job`` start on top of ``used``: its running-job limit and
         admission's rule for nominal quota and borrowing (jobs.core.borrowing)."""
         tenant = self.tenants[job.tenant]
@@ -252,8 +254,7 @@ class _Replay:
                 return self._unknown_reason(job)
             end = self.heap[0][0]
             if end > self.clock:
-                used = {name: list(held) for name, held in self.used.items()}
-                self.history.append((self.clock, list(self.pool.free), used))
+                self.history.append((self.clock, list(self.pool.free), dict(self.used)))
                 self.times.append(self.clock)
             while self.heap and self.heap[0][0] == end:
                 self._free(heapq.heappop(self.heap)[2], self.pool, self.used)
@@ -270,10 +271,7 @@ class _Replay:
         if release.end == _INF:
             for node in placed:
                 self.final.shift(node, need, -1)
-            final = self.final_used[job.tenant]
-            for dim in range(3):
-                final[dim] += need[dim] * job.learners
-            final[3] += 1
+            self.final_used[job.tenant] = _plus(self.final_used[job.tenant], _total(job), 1)
         return self.clock
 
     def _backfill(self, job: QueuedJob, key: Key, need: Shape) -> float | None:
@@ -326,7 +324,7 @@ class _Replay:
         job: QueuedJob,
         key: Key,
         need: Shape,
-        states: list[tuple[list[Shape], dict[str, list[int]]]],
+        states: list[tuple[list[Shape], dict[str, Use]]],
         eligible: list[int],
     ) -> list[int] | None:
         """Best-fit placement of ``job`` in what stays free through every state of ``states``, or None.
@@ -348,7 +346,7 @@ class _Replay:
         job: QueuedJob,
         end: float,
         placed: list[int],
-        past: list[tuple[float, list[Shape], dict[str, list[int]]]],
+        past: list[tuple[float, list[Shape], dict[str, Use]]],
     ) -> None:
         """Hold a backfilled job's resources in the past instants it runs through (and from the clock on
         when it runs past it, with its release queued at its end)."""
@@ -358,10 +356,7 @@ class _Replay:
                 break
             for node in placed:
                 free[node] = (free[node][0] - need[0], free[node][1] - need[1], free[node][2] - need[2])
-            held = used[job.tenant]
-            for dim, amount in enumerate(_total(job)):
-                held[dim] += amount
-            held[3] += 1
+            used[job.tenant] = _plus(used[job.tenant], _total(job), 1)
         if end > self.clock:
             for node in placed:
                 self.pool.shift(node, need, -1)
@@ -394,6 +389,10 @@ class _Facts:
             d = job.expected_duration
             return Duration(d, d, d, "max_runtime")
         return None
+
+
+def _plus(use: Use, amounts: Shape, jobs: int) -> Use:
+    return (use[0] + amounts[0], use[1] + amounts[1], use[2] + amounts[2], use[3] + jobs)
 
 
 def _shape(job: QueuedJob) -> Shape:
