@@ -328,16 +328,21 @@ class _Replay:
         eligible: list[int],
     ) -> list[int] | None:
         """Best-fit placement of ``job`` in what stays free through every state of ``states``, or None.
-        Only the ``eligible`` nodes (those ``key`` may use, the only ones the placement looks at) are
-        reduced to their least free; the others keep the first state's."""
+
+        Only nodes that can hold a learner matter to the placement: those ``key`` may use (``eligible``)
+        where one fits in the first state (what stays free through all states is no more than that).
+        Those are reduced to their least free through the states; the others keep the first state's,
+        where no learner fits or which the placement does not look at."""
         if not all(self.quota_room(job, used) for _, used in states):
             return None
         frees = [free for free, _ in states]
         lowest = list(frees[0])
-        if len(frees) > 1 and eligible:  # per resource, the least free through all states (in C)
-            columns = [list(zip(*map(free.__getitem__, eligible), strict=True)) for free in frees]
+        gpus, cpu, memory = need
+        fits = [k for k in eligible if (f := lowest[k])[0] >= gpus and f[1] >= cpu and f[2] >= memory]
+        if len(frees) > 1 and fits:  # per resource, the least free through all states (in C)
+            columns = [list(zip(*map(free.__getitem__, fits), strict=True)) for free in frees]
             least = (map(min, *(column[dim] for column in columns)) for dim in range(3))
-            for node, shape in zip(eligible, zip(*least, strict=True), strict=True):
+            for node, shape in zip(fits, zip(*least, strict=True), strict=True):
                 lowest[node] = shape
         return NodePool(lowest, self.types, self.taints).place_gang(key, need, job.learners)
 
