@@ -149,24 +149,27 @@ class _Replay:
         self.now, self.facts, self.variant, self.cluster = snap.now, facts, variant, cluster
         self.index, self.types, self.taints = cluster.index, cluster.types, cluster.taints
         self.tenants, self.cohorts = cluster.tenants, cluster.cohorts
-        self.pool = NodePool(list(cluster.free), self.types, self.taints)
         self.used: dict[str, Use] = {t.name: (*t.used.as_shape(), t.running_jobs) for t in snap.tenants}
         self.heap: list[tuple[float, int, _Release]] = []
         self.order = itertools.count()
         self.unknown_ends: list[_Release] = []
         for running in snap.running:
             self._add(self._running_release(running))
+        free = list(cluster.free)
         for admitted in decision.admitted:
             job = facts.queued[admitted.job_id]
-            for name in admitted.placements:
-                self.pool.shift(self.index[name], _shape(job), -1)
+            nodes = tuple(self.index[name] for name in admitted.placements)
+            _shift(free, nodes, _shape(job), -1)
             self._charge(job, +1)
-            self._add(self._release(job, self.now, tuple(self.index[n] for n in admitted.placements)))
+            self._add(self._release(job, self.now, nodes))
+        self.pool = NodePool(free, self.types, self.taints)
         # What is free once every release of known time has happened: whether a job can start at all.
-        self.final = self.pool.copy()
+        final = list(free)
         self.final_used = dict(self.used)
         for _, _, release in self.heap:
-            self._free(release, self.final, self.final_used)
+            _shift(final, release.nodes, release.shape, +1)
+            _give_back(release, self.final_used)
+        self.final = NodePool(final, self.types, self.taints)
         self.clock = self.now
         # The replay's past: (instant, free per node, use per tenant) for each instant the clock moved on
         # from after ``now``, kept up to date as backfilled jobs take resources in it; ``times``: its instants.
@@ -212,11 +215,7 @@ class _Replay:
     def _free(release: _Release, pool: NodePool, used: dict[str, Use]) -> None:
         for node in release.nodes:
             pool.shift(node, release.shape, +1)
-        held = used.get(release.tenant)
-        if held is not None:
-            gpus, cpu, memory = release.shape
-            n = len(release.nodes)
-            used[release.tenant] = _plus(held, (-gpus * n, -cpu * n, -memory * n), -1)
+        _give_back(release, used)
 
     def quota_room(self, job: QueuedJob, used: Mapping[str, Use]) -> bool:
         """Whether the tenant's quota lets ``job`` start on top of ``used``: its running-job limit and
@@ -394,6 +393,23 @@ class _Facts:
             d = job.expected_duration
             return Duration(d, d, d, "max_runtime")
         return None
+
+
+def _shift(free: list[Shape], nodes: tuple[int, ...], shape: Shape, sign: int) -> None:
+    """Take (``sign`` -1) or give back (+1) one ``shape`` on each of ``nodes`` of ``free``: NodePool.shift
+    for a free list before its pool is built (no index to keep up to date)."""
+    for node in nodes:
+        f = free[node]
+        free[node] = (f[0] + sign * shape[0], f[1] + sign * shape[1], f[2] + sign * shape[2])
+
+
+def _give_back(release: _Release, used: dict[str, Use]) -> None:
+    """Return a release's quota to its tenant (when known) in ``used``."""
+    held = used.get(release.tenant)
+    if held is not None:
+        gpus, cpu, memory = release.shape
+        n = len(release.nodes)
+        used[release.tenant] = _plus(held, (-gpus * n, -cpu * n, -memory * n), -1)
 
 
 def _plus(use: Use, amounts: Shape, jobs: int) -> Use:
