@@ -195,7 +195,7 @@ class _Replay:
         )
 
     def _release(self, job: QueuedJob, start: float, nodes: tuple[int, ...]) -> _Release:
-        span = _span(self.facts.duration(job), self.variant)
+        span = self.facts.span(job, self.variant)
         end = _INF if span is None else start + span
         return _Release(end, nodes, _shape(job), job.tenant, job.id)
 
@@ -278,7 +278,7 @@ class _Replay:
         first after ``now`` at which its gang fits and its quota has room until it is known to end (its
         declared ``expected_duration``; without one, it must fit beside every job placed after it, as in
         admission's surplus rule). Takes the resources and returns that instant, or None."""
-        span = _span(self.facts.duration(job), self.variant)
+        span = self.facts.span(job, self.variant)
         # Once the budget is spent the search would stop at its first candidate instant: skip it.
         if span is None or not self.history or self.budget < 0:
             return None
@@ -386,13 +386,12 @@ class _Facts:
         known = [*self.durations.values(), *(f.duration for f in self.running.values())]
         return any(d is not None and not d.low == d.expected == d.high for d in known)
 
-    def duration(self, job: QueuedJob) -> Duration | None:
+    def span(self, job: QueuedJob, variant: int) -> float | None:
+        """How long ``job`` runs in the replay of ``variant``: its duration's, else (exact, whatever the
+        variant) its ``expected_duration``; None: not known."""
         if job.id in self.durations:
-            return self.durations[job.id]
-        if job.expected_duration is not None:
-            d = job.expected_duration
-            return Duration(d, d, d, "max_runtime")
-        return None
+            return _span(self.durations[job.id], variant)
+        return job.expected_duration
 
 
 def _shift(free: list[Shape], nodes: tuple[int, ...], shape: Shape, sign: int) -> None:
