@@ -31,6 +31,7 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import NamedTuple
 
 from jobs.core.admission import Decision, QueuedJob, RunningJob, Snapshot
 from jobs.core.borrowing import Cohorts
@@ -46,6 +47,9 @@ _NO_TAINTS: frozenset[str] = frozenset()
 FAR_BACK = "unknown: far back in the queue"
 NEVER_FITS = "unknown: never fits (see the reason it waits)"
 NO_TENANT = "unknown: not schedulable (see the reason it waits)"
+Use = tuple[int, int, int, int]
+"""A tenant's use at a moment of the replay: GPUs, CPU, memory and running jobs. Replaced, never changed
+in place, so that a snapshot of every tenant's use (the replay's history) is a shallow copy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +73,7 @@ class Eta:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class _Release:
+class _Release(NamedTuple):
     """Resources coming free at ``end``: one learner's ``shape`` on each node of ``nodes``, and the
     tenant's share of quota (``tenant`` empty when not known)."""
 
@@ -87,42 +90,91 @@ def _span(duration: Duration | None, variant: int) -> float | None:
     return (duration.expected, duration.low, duration.high)[variant]
 
 
+class _Cluster:
+    """What the replays of one estimate share, built once (none of it depends on the durations): the
+    nodes in name order with their types and taints, the empty cluster's capacity, the tenants and their
+    cohorts. It caches, by job key, the nodes a job may use (``eligible``) and, by job id, whether a job
+    can never start (``never_fits``): both depend on the snapshot alone."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        nodes = sorted(snap.nodes, key=attrgetter("name"))
+        self.index = {node.name: k for k, node in enumerate(nodes)}
+        self.types = [node.gpu_type for node in nodes]
+        self.taints = [frozenset(node.taints) if node.taints else _NO_TAINTS for node in nodes]
+        self.all_taints: frozenset[str] = frozenset().union(*self.taints)
+        self.free = [node.free.as_shape() for node in nodes]
+        self.capacity = NodePool([node.capacity.as_shape() for node in nodes], self.types, self.taints)
+        self.tenants = {t.name: t for t in snap.tenants}
+        self.cohorts = Cohorts(snap.tenants)
+        self.ceilings = {t.name: self.cohorts.ceiling(t) for t in snap.tenants}
+        self._eligible: dict[Key, list[int]] = {}
+        self._never_fits: dict[str, bool] = {}
+
+    def key(self, job: QueuedJob) -> Key:
+        return (job.gpu_type or ANY, job.tolerated & self.all_taints if self.all_taints else _NO_TAINTS)
+
+    def eligible(self, key: Key) -> list[int]:
+        """The nodes a job of ``key`` may use (its GPU type, only taints it tolerates), in index order."""
+        nodes = self._eligible.get(key)
+        if nodes is None:
+            gpu_type, tolerated = key
+            nodes = [
+                k
+                for k, (node_type, taints) in enumerate(zip(self.types, self.taints, strict=True))
+                if (gpu_type == ANY or node_type == gpu_type) and taints <= tolerated
+            ]
+            self._eligible[key] = nodes
+        return nodes
+
+    def never_fits(self, job: QueuedJob) -> bool:
+        """Whether ``job`` exceeds its tenant's ceiling (nominal plus what it may ever borrow) or the
+        empty cluster: then it never starts."""
+        found = self._never_fits.get(job.id)
+        if found is None:
+            tenant = self.tenants[job.tenant]
+            over_quota = tenant.max_running_jobs < 1 or any(
+                n > top for n, top in zip(_total(job), self.ceilings[job.tenant], strict=True)
+            )
+            slots = self.capacity.slots(self.key(job), _shape(job), job.learners)
+            found = self._never_fits[job.id] = over_quota or slots < job.learners
+        return found
+
+
 class _Replay:
     """One replay of the queue under one variant of the durations (0 expected, 1 low, 2 high)."""
 
-    def __init__(self, snap: Snapshot, decision: Decision, facts: _Facts, variant: int) -> None:
-        nodes = sorted(snap.nodes, key=attrgetter("name"))
-        self.now, self.facts, self.variant = snap.now, facts, variant
-        self.index = {node.name: k for k, node in enumerate(nodes)}
-        types = [node.gpu_type for node in nodes]
-        taints = [frozenset(node.taints) if node.taints else _NO_TAINTS for node in nodes]
-        self.all_taints: frozenset[str] = frozenset().union(*taints)
-        self.pool = NodePool([node.free.as_shape() for node in nodes], types, taints)
-        self.capacity = NodePool([node.capacity.as_shape() for node in nodes], types, taints)
-        self.types, self.taints = types, taints
-        self.tenants = {t.name: t for t in snap.tenants}
-        self.cohorts = Cohorts(snap.tenants)
-        self.used = {t.name: [*t.used.as_shape(), t.running_jobs] for t in snap.tenants}
+    def __init__(
+        self, snap: Snapshot, decision: Decision, facts: _Facts, cluster: _Cluster, variant: int
+    ) -> None:
+        self.now, self.facts, self.variant, self.cluster = snap.now, facts, variant, cluster
+        self.index, self.types, self.taints = cluster.index, cluster.types, cluster.taints
+        self.tenants, self.cohorts = cluster.tenants, cluster.cohorts
+        self.used: dict[str, Use] = {t.name: (*t.used.as_shape(), t.running_jobs) for t in snap.tenants}
         self.heap: list[tuple[float, int, _Release]] = []
         self.order = itertools.count()
         self.unknown_ends: list[_Release] = []
         for running in snap.running:
             self._add(self._running_release(running))
+        free = list(cluster.free)
         for admitted in decision.admitted:
             job = facts.queued[admitted.job_id]
-            for name in admitted.placements:
-                self.pool.shift(self.index[name], _shape(job), -1)
+            nodes = tuple(self.index[name] for name in admitted.placements)
+            _shift(free, nodes, _shape(job), -1)
             self._charge(job, +1)
-            self._add(self._release(job, self.now, tuple(self.index[n] for n in admitted.placements)))
+            self._add(self._release(job, self.now, nodes))
+        self.pool = NodePool(free, self.types, self.taints)
         # What is free once every release of known time has happened: whether a job can start at all.
-        self.final = self.pool.copy()
-        self.final_used = {name: list(used) for name, used in self.used.items()}
+        final = list(free)
+        self.final_used = dict(self.used)
         for _, _, release in self.heap:
-            self._free(release, self.final, self.final_used)
+            _shift(final, release.nodes, release.shape, +1)
+            _give_back(release, self.final_used)
+        self.final = NodePool(final, self.types, self.taints)
         self.clock = self.now
         # The replay's past: (instant, free per node, use per tenant) for each instant the clock moved on
-        # from after ``now``, kept up to date as backfilled jobs take resources in it.
-        self.history: list[tuple[float, list[Shape], dict[str, list[int]]]] = []
+        # from after ``now``, kept up to date as backfilled jobs take resources in it; ``times``: its instants.
+        self.history: list[tuple[float, list[Shape], dict[str, Use]]] = []
+        self.times: list[float] = []
         # Per tenant, the start of its latest job that waited for its quota: its queue is strict, so no
         # later job of the tenant backfills before it (as admission holds a quota-blocked tenant's queue).
         self.blocked_until: dict[str, float] = {}
@@ -143,7 +195,7 @@ class _Replay:
         )
 
     def _release(self, job: QueuedJob, start: float, nodes: tuple[int, ...]) -> _Release:
-        span = _span(self.facts.duration(job), self.variant)
+        span = self.facts.span(job, self.variant)
         end = _INF if span is None else start + span
         return _Release(end, nodes, _shape(job), job.tenant, job.id)
 
@@ -156,48 +208,35 @@ class _Replay:
     def _charge(self, job: QueuedJob, sign: int) -> None:
         used = self.used.get(job.tenant)
         if used is not None:
-            for dim, amount in enumerate(_shape(job)):
-                used[dim] += sign * amount * job.learners
-            used[3] += sign
+            gpus, cpu, memory = _total(job)
+            self.used[job.tenant] = _plus(used, (sign * gpus, sign * cpu, sign * memory), sign)
 
     @staticmethod
-    def _free(release: _Release, pool: NodePool, used: dict[str, list[int]]) -> None:
+    def _free(release: _Release, pool: NodePool, used: dict[str, Use]) -> None:
         for node in release.nodes:
             pool.shift(node, release.shape, +1)
-        held = used.get(release.tenant)
-        if held is not None:
-            for dim in range(3):
-                held[dim] -= release.shape[dim] * len(release.nodes)
-            held[3] -= 1
+        _give_back(release, used)
 
-    def key(self, job: QueuedJob) -> Key:
-        return (job.gpu_type or ANY, job.tolerated & self.all_taints if self.all_taints else _NO_TAINTS)
-
-    def quota_room(self, job: QueuedJob, used: Mapping[str, list[int]]) -> bool:
+    def quota_room(self, job: QueuedJob, used: Mapping[str, Use]) -> bool:
         """Whether the tenant's quota lets ``job`` start on top of ``used``: its running-job limit and
         admission's rule for nominal quota and borrowing (jobs.core.borrowing)."""
         tenant = self.tenants[job.tenant]
-        if used[job.tenant][3] >= tenant.max_running_jobs:
+        held = used[job.tenant]
+        if held[3] >= tenant.max_running_jobs:
             return False
-        return self.cohorts.check(tenant, _total(job), used, {}) is None
-
-    def never_fits(self, job: QueuedJob) -> bool:
-        """Whether ``job`` exceeds its tenant's ceiling (nominal plus what it may ever borrow) or the
-        empty cluster: then it never starts."""
-        tenant = self.tenants[job.tenant]
-        ceiling = self.cohorts.ceiling(tenant)
-        over_quota = tenant.max_running_jobs < 1 or any(
-            n > top for n, top in zip(_total(job), ceiling, strict=True)
-        )
-        return over_quota or self.capacity.slots(self.key(job), _shape(job), job.learners) < job.learners
+        need, nominal, ceiling = _total(job), tenant.nominal, self.cluster.ceilings[job.tenant]
+        within = zip(need, held, nominal, ceiling, strict=False)  # held[3], the running jobs, left out
+        if all(n <= top and h + n <= allowed for n, h, allowed, top in within):
+            return True  # within nominal quota: what Cohorts.check finds too, without the cohort's use
+        return self.cohorts.check(tenant, need, used, {}) is None
 
     def place(self, job: QueuedJob) -> float | str:
         """Start ``job`` at the first release after which it fits: its start, or why it has none."""
         if job.tenant not in self.tenants or job.learners < 1:
             return NO_TENANT
-        if self.never_fits(job):
+        if self.cluster.never_fits(job):
             return NEVER_FITS
-        key, need = self.key(job), _shape(job)
+        key, need = self.cluster.key(job), _shape(job)
         if (
             not self.quota_room(job, self.final_used)
             or self.final.slots(key, need, job.learners) < job.learners
@@ -214,8 +253,8 @@ class _Replay:
                 return self._unknown_reason(job)
             end = self.heap[0][0]
             if end > self.clock:
-                used = {name: list(held) for name, held in self.used.items()}
-                self.history.append((self.clock, list(self.pool.free), used))
+                self.history.append((self.clock, list(self.pool.free), dict(self.used)))
+                self.times.append(self.clock)
             while self.heap and self.heap[0][0] == end:
                 self._free(heapq.heappop(self.heap)[2], self.pool, self.used)
             self.clock = max(self.clock, end)
@@ -231,10 +270,7 @@ class _Replay:
         if release.end == _INF:
             for node in placed:
                 self.final.shift(node, need, -1)
-            final = self.final_used[job.tenant]
-            for dim in range(3):
-                final[dim] += need[dim] * job.learners
-            final[3] += 1
+            self.final_used[job.tenant] = _plus(self.final_used[job.tenant], _total(job), 1)
         return self.clock
 
     def _backfill(self, job: QueuedJob, key: Key, need: Shape) -> float | None:
@@ -242,24 +278,21 @@ class _Replay:
         first after ``now`` at which its gang fits and its quota has room until it is known to end (its
         declared ``expected_duration``; without one, it must fit beside every job placed after it, as in
         admission's surplus rule). Takes the resources and returns that instant, or None."""
-        span = _span(self.facts.duration(job), self.variant)
-        if span is None or not self.history:
+        span = self.facts.span(job, self.variant)
+        # Once the budget is spent the search would stop at its first candidate instant: skip it.
+        if span is None or not self.history or self.budget < 0:
             return None
         horizon = _INF if job.expected_duration is None else job.expected_duration
         floor = self.blocked_until.get(job.tenant, self.now)
-        eligible = [
-            k
-            for k, (gpu_type, taints) in enumerate(zip(self.types, self.taints, strict=True))
-            if (key[0] == ANY or gpu_type == key[0]) and taints <= key[1]
-        ]
-        times = [at for at, _, _ in self.history]
+        eligible = self.cluster.eligible(key)
+        times = self.times
         for first, (at, free_at, used_at) in enumerate(self.history):
             if at <= self.now or at < floor or not self.quota_room(job, used_at):
                 continue
             self.budget -= len(eligible)
             if self.budget < 0:
                 return None
-            if sum(slots_in(free_at[k], need, job.learners) for k in eligible) < job.learners:
+            if not self._room_at(free_at, eligible, need, job.learners):
                 continue
             past = self.history[first : bisect.bisect_left(times, at + horizon)]
             self.budget -= (len(past) + 1) * len(free_at)
@@ -268,26 +301,48 @@ class _Replay:
             states = [(free, used) for _, free, used in past]
             if at + horizon > self.clock:
                 states.append((self.pool.free, self.used))
-            placed = self._fit_through(job, key, need, states)
+            placed = self._fit_through(job, key, need, states, eligible)
             if placed is not None:
                 self._take(job, at + span, placed, past)
                 return at
         return None
 
+    @staticmethod
+    def _room_at(free: list[Shape], eligible: list[int], need: Shape, learners: int) -> bool:
+        """Whether ``learners`` of ``need`` fit in ``free`` on the ``eligible`` nodes (counting stops once
+        they do)."""
+        room = 0
+        for node in eligible:
+            room += slots_in(free[node], need, learners)
+            if room >= learners:
+                return True
+        return False
+
     def _fit_through(
-        self, job: QueuedJob, key: Key, need: Shape, states: list[tuple[list[Shape], dict[str, list[int]]]]
+        self,
+        job: QueuedJob,
+        key: Key,
+        need: Shape,
+        states: list[tuple[list[Shape], dict[str, Use]]],
+        eligible: list[int],
     ) -> list[int] | None:
-        """Best-fit placement of ``job`` in what stays free through every state of ``states``, or None."""
+        """Best-fit placement of ``job`` in what stays free through every state of ``states``, or None.
+
+        Only nodes that can hold a learner matter to the placement: those ``key`` may use (``eligible``)
+        where one fits in the first state (what stays free through all states is no more than that).
+        Those are reduced to their least free through the states; the others keep the first state's,
+        where no learner fits or which the placement does not look at."""
         if not all(self.quota_room(job, used) for _, used in states):
             return None
         frees = [free for free, _ in states]
-        if len(frees) == 1:
-            lowest = list(frees[0])
-        else:  # per resource, the least free on each node through all states (map and zip run in C)
-            gpus, cpu, memory = (
-                list(map(min, *([f[dim] for f in free] for free in frees))) for dim in range(3)
-            )
-            lowest = list(zip(gpus, cpu, memory, strict=True))
+        lowest = list(frees[0])
+        gpus, cpu, memory = need
+        fits = [k for k in eligible if (f := lowest[k])[0] >= gpus and f[1] >= cpu and f[2] >= memory]
+        if len(frees) > 1 and fits:  # per resource, the least free through all states (in C)
+            columns = [list(zip(*map(free.__getitem__, fits), strict=True)) for free in frees]
+            least = (map(min, *(column[dim] for column in columns)) for dim in range(3))
+            for node, shape in zip(fits, zip(*least, strict=True), strict=True):
+                lowest[node] = shape
         return NodePool(lowest, self.types, self.taints).place_gang(key, need, job.learners)
 
     def _take(
@@ -295,7 +350,7 @@ class _Replay:
         job: QueuedJob,
         end: float,
         placed: list[int],
-        past: list[tuple[float, list[Shape], dict[str, list[int]]]],
+        past: list[tuple[float, list[Shape], dict[str, Use]]],
     ) -> None:
         """Hold a backfilled job's resources in the past instants it runs through (and from the clock on
         when it runs past it, with its release queued at its end)."""
@@ -305,10 +360,7 @@ class _Replay:
                 break
             for node in placed:
                 free[node] = (free[node][0] - need[0], free[node][1] - need[1], free[node][2] - need[2])
-            held = used[job.tenant]
-            for dim, amount in enumerate(_total(job)):
-                held[dim] += amount
-            held[3] += 1
+            used[job.tenant] = _plus(used[job.tenant], _total(job), 1)
         if end > self.clock:
             for node in placed:
                 self.pool.shift(node, need, -1)
@@ -334,13 +386,51 @@ class _Facts:
         known = [*self.durations.values(), *(f.duration for f in self.running.values())]
         return any(d is not None and not d.low == d.expected == d.high for d in known)
 
-    def duration(self, job: QueuedJob) -> Duration | None:
+    def span(self, job: QueuedJob, variant: int) -> float | None:
+        """How long ``job`` runs in the replay of ``variant``: its duration's, else (exact, whatever the
+        variant) its ``expected_duration``; None: not known."""
         if job.id in self.durations:
-            return self.durations[job.id]
-        if job.expected_duration is not None:
-            d = job.expected_duration
-            return Duration(d, d, d, "max_runtime")
-        return None
+            return _span(self.durations[job.id], variant)
+        return job.expected_duration
+
+
+def _shift(free: list[Shape], nodes: tuple[int, ...], shape: Shape, sign: int) -> None:
+    """Take (``sign`` -1) or give back (+1) one ``shape`` on each of ``nodes`` of ``free``: NodePool.shift
+    for a free list before its pool is built (no index to keep up to date)."""
+    for node in nodes:
+        f = free[node]
+        free[node] = (f[0] + sign * shape[0], f[1] + sign * shape[1], f[2] + sign * shape[2])
+
+
+def _give_back(release: _Release, used: dict[str, Use]) -> None:
+    """Return a release's quota to its tenant (when known) in ``used``."""
+    held = used.get(release.tenant)
+    if held is not None:
+        gpus, cpu, memory = release.shape
+        n = len(release.nodes)
+        used[release.tenant] = _plus(held, (-gpus * n, -cpu * n, -memory * n), -1)
+
+
+def _plus(use: Use, amounts: Shape, jobs: int) -> Use:
+    return (use[0] + amounts[0], use[1] + amounts[1], use[2] + amounts[2], use[3] + jobs)
+
+
+_far_back_etas: dict[str, Eta] = {}
+
+
+def _far_back(job_ids: list[str]) -> dict[str, Eta]:
+    """A "far back in the queue" ``Eta`` for each of ``job_ids`` (most of a deep queue: 10,000 jobs).
+
+    Cache: ``_far_back_etas``, the ones the latest call returned, by job id. Such an Eta depends on its
+    job id alone and is immutable, and the queue changes little from one cycle to the next, so a call
+    reuses them rather than building some 10,000 objects again (with the garbage collection that
+    follows: a quarter of the pass). Each call replaces the cache and never changes it: it holds one
+    queue's worth at most, and a call from another thread reads a whole one."""
+    global _far_back_etas
+    known = _far_back_etas
+    etas = {job_id: known.get(job_id) or Eta(job_id, None, None, None, FAR_BACK) for job_id in job_ids}
+    _far_back_etas = etas
+    return dict(etas)
 
 
 def _shape(job: QueuedJob) -> Shape:
@@ -363,8 +453,10 @@ def _chosen(decision: Decision, per_tenant: int, limit: int, queued: Mapping[str
     counts: dict[str, int] = {}
     chosen: list[str] = []
     for pending in decision.pending:
+        if len(chosen) >= limit:
+            break
         job = queued.get(pending.job_id)
-        if job is None or len(chosen) >= limit:
+        if job is None:
             continue
         counts[job.tenant] = counts.get(job.tenant, 0) + 1
         if counts[job.tenant] <= per_tenant:
@@ -390,12 +482,13 @@ def estimate(
     facts = _Facts(queued, durations, running)
     chosen = _chosen(decision, per_tenant, limit, queued)
     results: list[dict[str, float | str]] = []
+    cluster = _Cluster(snapshot)
     for variant in range(3) if facts.ranged() else range(1):
-        replay = _Replay(snapshot, decision, facts, variant)
+        replay = _Replay(snapshot, decision, facts, cluster, variant)
         results.append({job_id: replay.place(queued[job_id]) for job_id in chosen})
     while len(results) < 3:  # every duration is exact (max_runtime): the low and high replays are the same
         results.append(results[0])
-    out = {p.job_id: Eta(p.job_id, None, None, None, FAR_BACK) for p in decision.pending}
+    out = _far_back([p.job_id for p in decision.pending])
     for job_id in chosen:
         middle, low, high = (result[job_id] for result in results)
         if isinstance(middle, str):
