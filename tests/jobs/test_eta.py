@@ -208,13 +208,3 @@ def test_no_estimate_is_before_now_and_none_moves_earlier_while_nothing_finishes
         if now < 20.0:
             assert (etas["head"].start, etas["short"].start) == (100.0, 20.0)
     assert starts == {"head": 400.0, "short": 400.0}
-
-
-def test_jobs_far_back_in_the_next_cycle_get_etas_of_their_own():
-    """The far-back ETAs one call returns are reused by the next (jobs.core.eta._far_back): a job new to
-    the queue gets its own, one estimated now is no longer far back, and what a caller got is unchanged."""
-    first = _eta(_cluster(*[job(f"a{k}", gpus=8, at=k, duration=10) for k in range(3)]), per_tenant=1)
-    assert (first["a1"].job_id, first["a1"].reason, first["a2"].reason) == ("a1", FAR_BACK, FAR_BACK)
-    second = _eta(_cluster(*[job(f"a{k}", gpus=8, at=k, duration=10) for k in (1, 2, 3)]), per_tenant=1)
-    assert "a0" not in second and second["a1"].start == 100.0 and first["a1"].reason == FAR_BACK
-    assert (second["a3"].job_id, second["a3"].reason) == ("a3", FAR_BACK) and second["a2"] == first["a2"]
