@@ -226,15 +226,21 @@ def run_cycle(*, nodes: Sequence[NodeInfo]) -> CycleResult:
             cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [LOCK_KEY])
             if not cursor.fetchone()[0]:
                 return CycleResult(ran=False)
-        positions: list[tuple[Any, ...]] = []
-        snapshot = build_snapshot(nodes=nodes, now=timezone.now().timestamp(), positions=positions)
-        if not snapshot.jobs:
-            return CycleResult(ran=True)
-        decision = admission.admit(snapshot, nominal_first=settings.PREEMPTION != "off")
-        etas = estimates.estimate(snapshot=snapshot, decision=decision)
-        admitted = [_admit(a) for a in decision.admitted]
-        queue_positions_record(decision.pending, etas, stored=positions)
-        preempted = preemption.preempt(snapshot=snapshot, decision=decision)
+        return _cycle(nodes)
+
+
+def _cycle(nodes: Sequence[NodeInfo]) -> CycleResult:
+    """The cycle's work, in a function of its own so that what it built (the snapshot, the decision, the
+    ETAs) is gone before the collector resumes (`_collector_paused`)."""
+    positions: list[tuple[Any, ...]] = []
+    snapshot = build_snapshot(nodes=nodes, now=timezone.now().timestamp(), positions=positions)
+    if not snapshot.jobs:
+        return CycleResult(ran=True)
+    decision = admission.admit(snapshot, nominal_first=settings.PREEMPTION != "off")
+    etas = estimates.estimate(snapshot=snapshot, decision=decision)
+    admitted = [_admit(a) for a in decision.admitted]
+    queue_positions_record(decision.pending, etas, stored=positions)
+    preempted = preemption.preempt(snapshot=snapshot, decision=decision)
     return CycleResult(
         ran=True,
         admitted=admitted,
@@ -250,7 +256,8 @@ def _collector_paused() -> Iterator[None]:
     A cycle builds some hundred thousand small objects (rows, queued jobs, their ETAs), which sets off full
     collections over every object of the process, Django's included: about a tenth of a second each, more
     than the rest of a warm cycle. The cycle's objects hold hardly any reference cycles: they go with their
-    reference counts when it ends, and the collector, back on, finds the few others."""
+    reference counts when it ends, and the collector, back on, finds the few others. They must be gone before
+    it resumes: the first allocation after would otherwise set off a collection over all of them."""
     paused = gc.isenabled()
     gc.disable()
     try:
