@@ -1,8 +1,8 @@
 """The Django side of queued jobs' ETAs: what the pure replay (jobs/core/eta.py) needs from the database.
 
 Why a module of its own: the scheduling cycle must stay cheap, so this reads only the rows the replay
-looks at (the finished runs it learns from, the jobs running now, and the queued jobs it estimates), with
-``values()`` rather than whole rows with their specs.
+learns from (the finished runs), with ``values()`` rather than whole rows with their specs; what it needs
+of the queued and running jobs the cycle's snapshot read already (`jobs.cyclereads`).
 """
 
 from __future__ import annotations
@@ -11,17 +11,16 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from jobs.columns import elapsed, epoch, spec_number
+from jobs.columns import elapsed
 from jobs.core import admission, eta
 from jobs.core.durations import Duration, DurationModel, FinishedRun
 from jobs.core.states import JobStatus
+from jobs.cyclereads import CycleReads
 from jobs.models import Job
 
 LEARN_FROM = 5000
 LEARN_DAYS = 30
 _SHAPE = ("learners", "gpus", "cpu_millis", "memory_mib")
-_RUNTIME = spec_number("max_runtime_seconds")
-_SINCE = epoch("started_at", "admitted_at")
 _RAN = elapsed("started_at", "finished_at")
 
 
@@ -39,33 +38,28 @@ def duration_model() -> DurationModel:
     )
 
 
-def estimate(*, snapshot: admission.Snapshot, decision: admission.Decision) -> dict[str, eta.Eta]:
+def estimate(
+    *, snapshot: admission.Snapshot, decision: admission.Decision, reads: CycleReads
+) -> dict[str, eta.Eta]:
     """The ETA of every job ``decision`` leaves queued.
 
-    The queued jobs' tenants and shapes come from the snapshot; only their names (what durations are
-    learned by) and the running jobs' start times are read here."""
+    The queued jobs' tenants and shapes come from the snapshot, their names (what durations are learned
+    by) and the running jobs' tenants, names and start times from what it read beside (``reads``); only
+    the finished runs to learn from are read here."""
     model = duration_model()
     queued = {job.id: job for job in snapshot.jobs}
     wanted = [*eta.estimated_ids(snapshot, decision), *(a.job_id for a in decision.admitted)]
-    names = Job.objects.filter(pk__in=wanted).values_list("id", "name")
-    durations = {pk: _duration(model, queued[pk], name) for pk, name in names if pk in queued}
-    running = {r.job_id for r in snapshot.running}
-    facts = {}
-    for (
-        pk,
-        slug,
-        name,
-        learners,
-        gpus,
-        cpu,
-        memory,
-        runtime,
-        since,
-    ) in Job.objects.holding_resources().values_list("id", "tenant__slug", "name", *_SHAPE, _RUNTIME, _SINCE):
-        if pk in running and since is not None:
-            shape = (learners, gpus, cpu, memory)
-            duration = model.estimate(tenant=slug, name=name, shape=shape, max_runtime=runtime)
-            facts[pk] = eta.RunningFacts(slug, since, duration)
+    names = reads.names
+    durations = {pk: _duration(model, queued[pk], names[pk]) for pk in wanted if pk in queued}
+    facts = {
+        job.job_id: eta.RunningFacts(
+            job.tenant,
+            job.since,
+            model.estimate(tenant=job.tenant, name=job.name, shape=job.shape, max_runtime=job.max_runtime),
+        )
+        for job in reads.running
+        if job.since is not None
+    }
     return eta.estimate(snapshot, decision, durations=durations, running=facts)
 
 

@@ -15,7 +15,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -29,6 +28,7 @@ from jobs.cluster import NodeInfo
 from jobs.columns import KT, epoch, spec_number
 from jobs.core import admission, fairshare
 from jobs.core.states import JobStatus
+from jobs.cyclereads import CycleReads, Running
 from jobs.fairshare import tenants_decayed_usage
 from jobs.models import Job
 from jobs.services import job_validate
@@ -54,7 +54,7 @@ class CycleResult:
 # are slow to build by the ten thousand).
 _HOLDING_COLUMNS: tuple[str | Combinable, ...] = (
     "id", "status", "placements", "gpus", "cpu_millis", "memory_mib", spec_number("max_runtime_seconds"),
-    epoch("started_at", "admitted_at"),
+    epoch("started_at", "admitted_at"), "tenant__slug", "name", "learners",
 )  # fmt: skip
 _WAITING_COLUMNS: tuple[str | Combinable, ...] = (
     "id", "tenant_id", "priority", epoch("created_at"), "learners", "gpus", "cpu_millis", "memory_mib",
@@ -63,7 +63,7 @@ _WAITING_COLUMNS: tuple[str | Combinable, ...] = (
 
 
 def build_snapshot(
-    *, nodes: Sequence[NodeInfo], now: float, positions: list[tuple[Any, ...]] | None = None
+    *, nodes: Sequence[NodeInfo], now: float, reads: CycleReads | None = None
 ) -> admission.Snapshot:
     """The admission input from the database (queue, tenants, admitted jobs) and the cluster's nodes.
 
@@ -75,8 +75,9 @@ def build_snapshot(
     FAIR_SHARE_HALF_LIFE_SECONDS is 0). Jobs are read as plain tuples of the columns needed: a cycle reads
     ten thousand of them.
 
-    `positions`, when given, gets each queued job's stored position, reason and ETA (`POSITION_COLUMNS`),
-    read by the same query, for `queue_positions_record` to compare with.
+    `reads`, when given, gets what the cycle's later steps need of the same rows, read by the same queries:
+    each queued job's name and stored position, reason and ETA (`POSITION_COLUMNS`, for
+    `queue_positions_record` to compare with), and the running jobs' tenants and names (for the ETAs).
     """
     tenants = list(Tenant.objects.filter(active=True).select_related("quota"))
     usage = usage_by_tenant(tenants, queued=False)
@@ -92,8 +93,13 @@ def build_snapshot(
         memory,
         runtime,
         started,
+        slug,
+        name,
+        learners,
     ) in Job.objects.holding_resources().values_list(*_HOLDING_COLUMNS):
         per_learner = Resources(gpus, cpu, memory)
+        if reads is not None:
+            reads.running.append(Running(pk, slug, name, (learners, gpus, cpu, memory), runtime, started))
         if status == JobStatus.STARTING:
             for node in placements:
                 planned[node] += per_learner
@@ -109,25 +115,28 @@ def build_snapshot(
     tolerated = _Tolerated(open_nodes)
     types = _GpuTypes(n.gpu_type for n in open_nodes)
     slugs = {t.pk: t.slug for t in tenants}
-    columns = _WAITING_COLUMNS if positions is None else (*_WAITING_COLUMNS, *POSITION_COLUMNS[1:])
+    columns = _WAITING_COLUMNS if reads is None else (*_WAITING_COLUMNS, "name", *POSITION_COLUMNS[1:])
     waiting = list(Job.objects.waiting().filter(tenant__in=tenants).values_list(*columns))
-    if positions is not None:
-        first = len(_WAITING_COLUMNS)
-        positions.extend((row[0], *row[first:]) for row in waiting)
+    if reads is not None:
+        name_at = len(_WAITING_COLUMNS)
+        reads.names = {row[0]: row[name_at] for row in waiting}
+        reads.positions = [(row[0], *row[name_at + 1 :]) for row in waiting]
+    job_type = types.job
     return admission.Snapshot(
+        # Positional arguments, in QueuedJob's field order: keywords take twice as long, ten thousand times.
         jobs=[
             admission.QueuedJob(
-                id=pk,
-                tenant=slugs[tenant],
-                priority=priority,
-                submitted_at=submitted_at,
-                learners=learners,
-                gpus=gpus,
-                cpu_millis=cpu,
-                memory_mib=memory,
-                gpu_type=types.job(gpu_type),
-                expected_duration=runtime,
-                tolerated=tolerated(gpus),
+                pk,
+                slugs[tenant],
+                priority,
+                submitted_at,
+                learners,
+                gpus,
+                cpu,
+                memory,
+                job_type(gpu_type),
+                runtime,
+                tolerated(gpus),
             )
             for pk, tenant, priority, submitted_at, learners, gpus, cpu, memory, gpu_type, runtime, *_ in waiting
         ],
@@ -232,14 +241,14 @@ def run_cycle(*, nodes: Sequence[NodeInfo]) -> CycleResult:
 def _cycle(nodes: Sequence[NodeInfo]) -> CycleResult:
     """The cycle's work, in a function of its own so that what it built (the snapshot, the decision, the
     ETAs) is gone before the collector resumes (`_collector_paused`)."""
-    positions: list[tuple[Any, ...]] = []
-    snapshot = build_snapshot(nodes=nodes, now=timezone.now().timestamp(), positions=positions)
+    reads = CycleReads()
+    snapshot = build_snapshot(nodes=nodes, now=timezone.now().timestamp(), reads=reads)
     if not snapshot.jobs:
         return CycleResult(ran=True)
     decision = admission.admit(snapshot, nominal_first=settings.PREEMPTION != "off")
-    etas = estimates.estimate(snapshot=snapshot, decision=decision)
+    etas = estimates.estimate(snapshot=snapshot, decision=decision, reads=reads)
     admitted = [_admit(a) for a in decision.admitted]
-    queue_positions_record(decision.pending, etas, stored=positions)
+    queue_positions_record(decision.pending, etas, stored=reads.positions)
     preempted = preemption.preempt(snapshot=snapshot, decision=decision)
     return CycleResult(
         ran=True,
