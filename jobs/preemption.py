@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from django.conf import settings
-from django.db.models import Count, F, Max, Q
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 
 from common.resources import Resources
 from jobs.columns import epoch
@@ -25,23 +26,32 @@ from jobs.core.borrowing import over_nominal
 from jobs.core.choices import JobStatus, Reason
 from jobs.core.preemption import Preemption, Victim, plan, protection_seconds
 from jobs.core.states import STOPPING
-from jobs.models import Job
+from jobs.models import Job, JobEvent, Learner
 from jobs.services.control import job_preempt, job_preempting
 from tenants.models import Policy
 
 
 def running_jobs(now: float) -> tuple[list[Victim], list[Victim]]:
     """The jobs holding resources as preemption sees them: those that may be stopped (starting, running)
-    and those already stopping."""
+    and those already stopping.
+
+    Each job's latest checkpoint and its count of preemptions are subqueries, each through its own index,
+    rather than joins of all its learners and events grouped back into one row per job."""
+    learners = Learner.objects.filter(
+        job=OuterRef("pk"), attempt=OuterRef("attempt"), checkpoint_at__isnull=False
+    )
+    preemptions = (
+        JobEvent.objects.filter(job=OuterRef("pk"), to_status=JobStatus.REQUEUED, reason=Reason.PREEMPTED)
+        .order_by()
+        .values("job")
+        .annotate(count=Count("pk"))
+        .values("count")
+    )
     rows = (
         Job.objects.holding_resources()
         .annotate(
-            checkpoint=Max("learner_set__checkpoint_at", filter=Q(learner_set__attempt=F("attempt"))),
-            preempted=Count(
-                "events",
-                filter=Q(events__to_status=JobStatus.REQUEUED, events__reason=Reason.PREEMPTED),
-                distinct=True,
-            ),
+            checkpoint=Subquery(learners.order_by("-checkpoint_at").values("checkpoint_at")[:1]),
+            preempted=Coalesce(Subquery(preemptions), 0),
         )
         .values_list(
             "id", "tenant__slug", "priority", "status", epoch("admitted_at"), "placements", "gpus",

@@ -14,14 +14,16 @@ from django.utils import timezone
 from clusterio.capacity import NodeInfo, Resources
 from jobs.core.choices import Reason, VerdictState
 from jobs.core.podstate import Verdict
+from jobs.core.preemption import Victim
 from jobs.core.states import JobStatus
 from jobs.models import Job, JobEvent, Learner
+from jobs.preemption import running_jobs
 from jobs.scheduling import run_cycle
 from jobs.services import job_halt, job_submit
 from jobs.services.lifecycle import job_apply_verdict, job_pods_gone
 from jobs.services.logs import logs_append
 from tenants.models import Policy, Tenant
-from tests.factories import make_tenant, member
+from tests.factories import make_job, make_tenant, member
 
 pytestmark = pytest.mark.django_db
 ROOM = Resources(8, 64000, 262144)
@@ -207,3 +209,35 @@ def test_equal_priority_jobs_are_never_preempted_for_each_other() -> None:
     run(tenant, 8, free=8, priority=3)
     job_submit(tenant=tenant, user=tenant.memberships.get().user, document=spec(8, priority=3))
     assert run_cycle(nodes=nodes(0)).preempted == []
+
+
+def test_victims_carry_their_current_attempts_latest_checkpoint_and_their_preemption_count(
+    settings: Any,
+) -> None:
+    tenant = make_tenant()
+    started = timezone.now() - timedelta(hours=1)
+    job = make_job(tenant, status=JobStatus.RUNNING, attempt=2, placements=["n0"], admitted_at=started)
+    other = make_job(tenant, status=JobStatus.RUNNING, attempt=1, placements=["n0"], admitted_at=started)
+    for attempt, index, minutes_ago in ((1, 0, 1), (2, 0, 30), (2, 1, 20), (2, 2, None)):
+        Learner.objects.create(
+            job=job, attempt=attempt, index=index, pod_name=f"p-{attempt}-{index}",
+            checkpoint_at=None if minutes_ago is None else timezone.now() - timedelta(minutes=minutes_ago),
+        )  # fmt: skip
+    for reason in (Reason.PREEMPTED, Reason.PREEMPTED, "Retry"):
+        JobEvent.objects.create(job=job, kind="transition", to_status=JobStatus.REQUEUED, reason=reason)
+    JobEvent.objects.create(job=job, kind="transition", to_status=JobStatus.HALTING, reason=Reason.PREEMPTED)
+    now = timezone.now().timestamp()
+
+    def victims(minimum: int) -> dict[str, Victim]:
+        settings.PREEMPTION_MIN_RUNTIME_SECONDS = minimum
+        found, releasing = running_jobs(now)
+        assert releasing == []
+        return {v.job_id: v for v in found}
+
+    found = victims(1000)
+    # the latest checkpoint of its current attempt (20 min ago), not attempt 1's later one
+    assert 19 * 60 < found[job.pk].since_checkpoint < 21 * 60
+    assert 59 * 60 < found[other.pk].since_checkpoint < 61 * 60  # no checkpoint: since its admission
+    # two earlier preemptions (requeued, Preempted): protected for 4 x the minimum runtime, no more
+    assert found[job.pk].protected and not found[other.pk].protected
+    assert not victims(800)[job.pk].protected
