@@ -51,6 +51,9 @@ async function refresh() {
 
 if (tenant) {
   const socket = new LiveSocket({
+    onState(state) {
+      holder.dataset.live = state; // "live" once the tenant's status frames flow (tests wait on it)
+    },
     onFrame(frame) {
       if (frame.type === "status") {
         update(frame.job, frame.status, frame.message, frame.queue_position, frame.borrowed);

@@ -41,7 +41,7 @@ export class LiveSocket {
       } catch (error) {
         return;
       }
-      if (frame.type === "subscribed") this.setState("live");
+      if (frame.type === "subscribed" || frame.type === "subscribed_tenant") this.setState("live");
       this.onFrame(frame);
     });
     socket.addEventListener("close", (event) => {

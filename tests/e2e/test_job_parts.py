@@ -125,6 +125,7 @@ def test_the_jobs_list_shows_the_borrowed_chip_when_a_job_is_admitted_on_borrowe
     job = make_job(alice.memberships.get().tenant, alice)
     login(page, "alice")
     page.goto("/jobs/")
+    expect(page.locator("[data-tenant][data-live=live]")).to_have_count(1)  # subscribed: no frame is missed
     row = page.locator(f'tr[data-job-id="{job.pk}"]')
     expect(row.locator("[data-status]")).to_have_text("Queued")
     expect(row.locator("[data-borrowed] .chip-borrowed")).to_have_count(0)
