@@ -45,6 +45,12 @@ class Job(models.Model):
     name = models.CharField(max_length=100)
     spec = models.JSONField(help_text="The normalized, validated spec (see jobs/spec.py).")
     source = models.CharField(max_length=16, default="trainyard", help_text="trainyard or ffdl")
+    document = models.TextField(
+        blank=True,
+        default="",
+        help_text="The spec as its user wrote it (comments, order, units), for Clone; data-store credential "
+        "values are blanked out. Empty when it could not be kept.",
+    )
     status = models.CharField(max_length=12, choices=JobStatus.choices, default=JobStatus.QUEUED.value)
     reason = models.CharField(max_length=64, blank=True, help_text="Machine-readable cause of the status.")
     message = models.TextField(blank=True, help_text="Human explanation of the status.")

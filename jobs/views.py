@@ -93,7 +93,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
     clone_of = None
     if request.GET.get("clone"):
         clone_of = _job_or_404(request, request.GET["clone"])
-        initial |= {"tenant": clone_of.tenant, "spec": yaml.safe_dump(clone_of.spec, sort_keys=False)}
+        text = clone_of.document or yaml.safe_dump(clone_of.spec, sort_keys=False)
+        initial |= {"tenant": clone_of.tenant, "spec": text}
         chosen = ""
     elif chosen in templates:
         initial["spec"] = templates[chosen][1]
@@ -137,7 +138,10 @@ def job_new(request: HttpRequest) -> HttpResponse:
     )
 
 
-JOB_PARTS = ("timeline", "learners", "times", "results", "borrowed", "actions")
+JOB_PARTS = (
+    "timeline", "learners", "times", "results", "borrowed", "resources", "info", "reason", "tuning",
+    "telemetry", "actions",
+)  # fmt: skip
 """The parts of the job page that change with its state: `portal/_job_<part>.html`, re-rendered live."""
 
 
@@ -147,6 +151,7 @@ def _job_history(request: HttpRequest, job: Job) -> dict[str, Any]:
         "events": job_events(job=job),
         "learners": job.learner_set.order_by("-attempt", "index"),
         "results": job_results(job=job),
+        "tuning_events": job_events(job=job).filter(kind=EventKind.TUNING),
         "can_manage": can_manage_owned(request.user, job),
         "halt_states": [
             s for s, moves in TRANSITIONS.items() if moves & {JobStatus.HALTING, JobStatus.HALTED}
@@ -175,7 +180,6 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         | {
             "learner_indexes": indexes,
             "live": live,
-            "tuning_events": job_events(job=job).filter(kind=EventKind.TUNING),
         },
     )
 

@@ -155,7 +155,12 @@ def job_retry(*, job: Job, user: User) -> Job:
         raise JobRejected({"": [f"job {job.pk} is still {job.status}; cancel it first"]}, status=409)
     credentials = cluster.job_credentials(job)
     new = job_submit.nested(
-        tenant=job.tenant, user=user, document=job.spec, credentials=credentials, code=job.code
+        tenant=job.tenant,
+        user=user,
+        document=job.spec,
+        credentials=credentials,
+        code=job.code,
+        text=job.document,
     )
     JobEvent.objects.create(
         job=new,

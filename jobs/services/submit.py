@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import yaml
 from django.conf import settings
 from django.contrib.auth.models import User
 
@@ -20,6 +21,7 @@ from jobs.core.spec import Demand, ParsedSpec, SpecError, parse_spec, spec_deman
 from jobs.credentials import seal
 from jobs.models import CodeArchive, Job, JobCredentials, JobEvent
 from jobs.services.lifecycle import enqueue
+from jobs.streams import send_after_commit, tenant_group
 from tenants.models import Quota, Tenant
 from tenants.policy import effective_policy
 from tenants.scoping import Perm, has_perm
@@ -128,12 +130,14 @@ def job_submit(
     document: str | bytes | Mapping[str, Any],
     credentials: Mapping[str, Mapping[str, str]] | None = None,
     code: bytes | CodeArchive | None = None,
+    text: str | None = None,
 ) -> Job:
     """Validate a Trainyard spec or FfDL manifest and queue it for `tenant`.
 
     The manifest's data-store credentials (or `credentials`, when a job is retried) are stored sealed,
     apart from the spec; `code` is a model-definition ZIP (checked, stored once per tenant) or, for a
-    retry, the archive already stored. Raises JobRejected (no job stored) on a bad spec or ZIP, a job
+    retry, the archive already stored. `text` is the spec as its user wrote it, kept for Clone (by default
+    the document itself; a retry passes the original's). Raises JobRejected (no job stored) on a bad spec or ZIP, a job
     that can never fit the tenant's quota, a full queue, an inactive tenant, or a user who may not submit.
     """
     parsed, demand = job_validate(tenant=tenant, user=user, document=document)
@@ -153,6 +157,7 @@ def job_submit(
         name=spec["name"],
         spec=spec,
         source=parsed.source,
+        document=user_text(document, parsed) if text is None else text,
         priority=spec["priority"],
         max_retries=spec["retries"],
         learners=demand.learners,
@@ -172,8 +177,41 @@ def job_submit(
         actor=user,
         data={"demand": demand.__dict__ | {"total_gpus": demand.total_gpus}},
     )
+    state = {"kind": "status", "job": job.pk, "status": job.status, "reason": "", "message": ""}
+    send_after_commit(tenant_group(tenant.slug), state | {"borrowed": False})
     enqueue("jobs.tasks.schedule")
     return job
+
+
+MIN_MASKED_VALUE = 4
+"""Credential values shorter than this are not searched for in the text (they could match anything): a
+document holding one is not kept at all."""
+
+
+def user_text(document: str | bytes | Mapping[str, Any], parsed: ParsedSpec) -> str:
+    """The document as its user wrote it, for Clone: the text itself, or a mapping dumped in its own key
+    order; an FfDL manifest's inline credential values are blanked out ("" when one is too short to find)."""
+    if isinstance(document, bytes | bytearray | memoryview):
+        text = bytes(document).decode("utf-8-sig")
+    elif isinstance(document, str):
+        text = document.removeprefix("\ufeff")
+    else:
+        text = yaml.safe_dump(_plain(document), sort_keys=False, allow_unicode=True)
+    values = {value for store in parsed.secrets.values() for value in store.values() if value}
+    if any(len(value) < MIN_MASKED_VALUE for value in values):
+        return ""
+    for value in sorted(values, key=len, reverse=True):
+        text = text.replace(value, "REDACTED")
+    return text
+
+
+def _plain(value: Any) -> Any:
+    """Mappings (of any kind) as dicts and sequences as lists, so safe_dump can write them."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _check_code(data: bytes) -> None:

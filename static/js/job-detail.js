@@ -324,6 +324,9 @@ function refreshParts() {
 // --- live --------------------------------------------------------------------------------------------
 
 const socket = new LiveSocket({
+  onState(state) {
+    partsSource.dataset.live = state; // "live" once subscribed to the job (tests wait on it)
+  },
   onFrame(frame) {
     if (frame.job && frame.job !== config.job) return;
     if (frame.type === "logs") {

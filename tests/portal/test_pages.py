@@ -18,10 +18,10 @@ from jobs.core.spec import parse_spec
 from jobs.forms import TEMPLATES, spec_templates
 from jobs.models import Job, JobEvent, Learner, LogLine, ResultFile
 from jobs.selectors import tenant_gpu_hours_by_day
-from jobs.services import job_cancel, job_submit
+from jobs.services import job_cancel, job_retry, job_submit
 from tenants.models import Tenant
 from tests.conftest import ROOT
-from tests.factories import make_job, make_tenant, member
+from tests.factories import FFDL_S3_HOST, allow, make_job, make_tenant, member
 
 pytestmark = pytest.mark.django_db
 
@@ -264,6 +264,70 @@ def test_clone_prefills_the_editor_with_the_jobs_spec(signed_in: Client, team: T
     assert "pytorch/pytorch:2.3" in page and "Clone train" in page
 
 
+USER_TEXT = """# my comment stays
+name: keep-my-text
+image: python:3.11
+command: python -c 'print(1)'
+resources:
+  cpu: 3   # three cores, as I wrote it
+  memory: 2Gi
+"""
+
+
+def test_clone_prefills_the_text_its_user_wrote_not_the_normalized_spec(
+    signed_in: Client, team: Tenant, alice: User
+) -> None:
+    job = job_submit(tenant=team, user=alice, document=USER_TEXT)
+    page = _html(signed_in.get(f"/jobs/new/?clone={job.pk}"))
+    assert "# my comment stays" in page and "cpu: 3   # three cores" in page
+    assert "cpu_millis" not in page
+
+    job_cancel(job=job, user=alice)
+    retry = job_retry(job=Job.objects.get(pk=job.pk), user=alice)
+    assert retry.document == USER_TEXT  # a retry keeps the original's text for its own clone
+
+
+def test_clone_of_an_api_mapping_keeps_its_key_order(team: Tenant, alice: User) -> None:
+    document = {"resources": {"memory": "1Gi", "cpu": 1}, "name": "ordered", "image": "python:3.11",
+                "command": ["python", "-c", "pass"]}  # fmt: skip
+    job = job_submit(tenant=team, user=alice, document=document)
+    assert job.document.splitlines()[:3] == ["resources:", "  memory: 1Gi", "  cpu: 1"]
+
+
+FFDL_MANIFEST = """# an FfDL manifest with its object store's credentials inline
+name: ffdl-clone
+version: "1.0"
+cpus: 1
+memory: 1Gb
+learners: 1
+data_stores:
+  - id: store
+    type: mount_cos
+    training_data: {container: data}
+    training_results: {container: results}
+    connection:
+      auth_url: http://s3.default.svc.cluster.local
+      user_name: AKIAEXAMPLEKEY
+      password: s3cr3t-value-of-mine
+framework:
+  name: pytorch
+  version: "2.3.0-cuda12.1-cudnn8-runtime"
+  command: python -c 'print(1)'
+"""
+
+
+def test_clone_of_an_ffdl_manifest_never_shows_its_credentials(
+    signed_in: Client, team: Tenant, alice: User
+) -> None:
+    allow(team, datastore_hosts=[FFDL_S3_HOST])
+    job = job_submit(tenant=team, user=alice, document=FFDL_MANIFEST)
+    assert "s3cr3t-value-of-mine" not in job.document and "AKIAEXAMPLEKEY" not in job.document
+    assert "# an FfDL manifest" in job.document
+    page = _html(signed_in.get(f"/jobs/new/?clone={job.pk}"))
+    assert "s3cr3t-value-of-mine" not in page and "REDACTED" in page
+    assert 'data-testid="clone-credentials"' in page
+
+
 def test_tenant_switcher_offers_only_my_tenants(signed_in: Client, alice: User) -> None:
     from tenants.services import membership_set
 
@@ -333,9 +397,12 @@ def test_job_parts_follow_the_jobs_state_for_the_live_page(
     job_cancel(job=job, user=alice)
     after = signed_in.get(f"/jobs/{job.pk}/parts/").json()
     assert (
-        set(after) == {"status", "timeline", "learners", "times", "results", "borrowed", "actions"}
+        set(after)
+        == {"status", "timeline", "learners", "times", "results", "borrowed", "resources", "info", "reason"}
+        | {"tuning", "telemetry", "actions"}
         and after["status"] == "cancelled"
     )
+    assert "CancelledByUser" in after["reason"] and "CancelledByUser" not in before["reason"]
     assert 'data-action="cancel"' in before["actions"] and 'data-action="retry"' in after["actions"]
     assert after["timeline"].count("<li") == before["timeline"].count("<li") + 1
     assert "event-cancelled" in after["timeline"] and "CancelledByUser" in after["timeline"]
