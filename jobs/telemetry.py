@@ -50,14 +50,18 @@ def learner_speed(
     return samples, steps
 
 
-def telemetry_record(*, job_id: str, now: datetime | None = None) -> int:
+def telemetry_record(
+    *, job_id: str, now: datetime | None = None, gpu: cluster.GpuReadout | None = None
+) -> int:
     """Take one look at a running job's learners and store it; returns the rows written (0 when the job
-    is not running or the metrics API has no sample yet)."""
+    is not running or the metrics API has no sample yet). `gpu`: the DCGM exporters' readout of this
+    look (jobs/cluster.gpu_readout), for GPU utilisation where metrics.k8s.io has none."""
     job = Job.objects.select_related("tenant").get(pk=job_id)
     if job.status != JobStatus.RUNNING:
         return 0
     now = now or timezone.now()
     usage = cluster.learner_usage(job)
+    gpu_util = cluster.learner_gpu_util(job, gpu) if gpu and job.gpus else {}
     previous = TelemetrySample.objects.filter(job=job, attempt=job.attempt).aggregate(last=Max("ts"))[
         "last"
     ] or now - timedelta(seconds=settings.TELEMETRY_INTERVAL_SECONDS)
@@ -83,7 +87,7 @@ def telemetry_record(*, job_id: str, now: datetime | None = None) -> int:
                 memory_mib_limit=job.memory_mib,
                 samples_per_sec=samples,
                 steps_per_sec=steps,
-                gpu_util=used.gpu_util,
+                gpu_util=used.gpu_util if used.gpu_util is not None else gpu_util.get(learner),
             )
         )
     TelemetrySample.objects.bulk_create(rows)
@@ -93,9 +97,16 @@ def telemetry_record(*, job_id: str, now: datetime | None = None) -> int:
 def telemetry_record_running() -> dict[str, int]:
     """One look at every running job (a job whose pods cannot be read is skipped, and logged)."""
     counts = {"jobs": 0, "samples": 0, "errors": 0}
-    for job_id in Job.objects.filter(status=JobStatus.RUNNING).values_list("pk", flat=True):
+    running = list(Job.objects.filter(status=JobStatus.RUNNING).values_list("pk", "gpus"))
+    gpu = None
+    if any(gpus for _, gpus in running):
         try:
-            written = telemetry_record(job_id=job_id)
+            gpu = cluster.gpu_readout()  # once per look, for every job
+        except ClusterError as exc:
+            log.warning("GPU utilisation not read: %s", exc)
+    for job_id, _ in running:
+        try:
+            written = telemetry_record(job_id=job_id, gpu=gpu)
         except ClusterError as exc:
             log.warning("telemetry of %s skipped: %s", job_id, exc)
             counts["errors"] += 1

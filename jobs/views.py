@@ -140,7 +140,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
 
 JOB_PARTS = (
     "timeline", "learners", "times", "results", "borrowed", "resources", "info", "reason", "tuning",
-    "telemetry", "actions",
+    "telemetry", "gpu", "actions",
 )  # fmt: skip
 """The parts of the job page that change with its state: `portal/_job_<part>.html`, re-rendered live."""
 
@@ -152,6 +152,10 @@ def _job_history(request: HttpRequest, job: Job) -> dict[str, Any]:
         "learners": job.learner_set.order_by("-attempt", "index"),
         "results": job_results(job=job),
         "tuning_events": job_events(job=job).filter(kind=EventKind.TUNING),
+        "gpu_latest": job.telemetry.filter(gpu_util__isnull=False).order_by("-ts").first()
+        if job.gpus
+        else None,
+        "gpu_exposed": cluster.gpu_metrics_exposed(),
         "can_manage": can_manage_owned(request.user, job),
         "halt_states": [
             s for s, moves in TRANSITIONS.items() if moves & {JobStatus.HALTING, JobStatus.HALTED}

@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 
-from clusterio import names, telemetry
+from clusterio import gpumetrics, names, telemetry
 from clusterio.client import Cluster, ManagedKind, NodeInfo
 from clusterio.errors import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
 from clusterio.logs import LogCursor, LogFollower, LogRecord
@@ -291,6 +291,28 @@ def pod_learner(pod: dict[str, Any]) -> int | None:
         return int(labels[names.LABEL_LEARNER])
     except (KeyError, ValueError):
         return None
+
+
+GpuReadout = dict[tuple[str, str], float]
+
+
+def gpu_metrics_exposed() -> bool:
+    """Whether the platform has somewhere to read GPU utilisation from (a DCGM exporter, GPU_METRICS_URLS)."""
+    return bool(settings.GPU_METRICS_URLS)
+
+
+def gpu_readout() -> GpuReadout | None:
+    """GPU utilisation (0-1) of every pod the DCGM exporters report, by (namespace, pod); None when the
+    cluster exposes none. Raises ClusterError (Unavailable) when no exporter answered."""
+    if not gpu_metrics_exposed():
+        return None
+    return gpumetrics.scrape(settings.GPU_METRICS_URLS, timeout=settings.GPU_METRICS_TIMEOUT_SECONDS)
+
+
+def learner_gpu_util(job: Job, readout: GpuReadout) -> dict[int, float]:
+    """Each learner of the job's current attempt's GPU utilisation in a readout, by learner index."""
+    pods = {index: names.learner_pod_name(job.pk, job.attempt, index) for index in range(job.learners)}
+    return gpumetrics.for_pods(readout, namespace_for(job.tenant), pods)
 
 
 def learner_usage(job: Job) -> dict[int, PodUsage | None]:

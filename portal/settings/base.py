@@ -410,6 +410,11 @@ WATCHER_RELIST_SECONDS = env.float("WATCHER_RELIST_SECONDS", default=300.0)
 # long a window of samples it judges, how steady the speed must be (coefficient of variation) to call a
 # job stable, how many changes one job may get, and how much slower "after" may be before it is reverted.
 TELEMETRY_INTERVAL_SECONDS = env.float("TELEMETRY_INTERVAL_SECONDS", default=10.0)
+# GPU utilisation (clusterio/gpumetrics.py): metrics.k8s.io has none, so it is read from NVIDIA's DCGM
+# exporter where the cluster runs one: each node's exporter URL (http://<node>:9400/metrics), or one
+# Prometheus federate URL; empty: GPU jobs say "not exposed by this cluster".
+GPU_METRICS_URLS = env.list("GPU_METRICS_URLS", default=[])
+GPU_METRICS_TIMEOUT_SECONDS = env.float("GPU_METRICS_TIMEOUT_SECONDS", default=5.0)
 TUNING_INTERVAL_SECONDS = env.float("TUNING_INTERVAL_SECONDS", default=30.0)
 TUNING_WINDOW_SECONDS = env.float("TUNING_WINDOW_SECONDS", default=120.0)
 TUNING_MIN_SAMPLES = env.int("TUNING_MIN_SAMPLES", default=5)

@@ -399,7 +399,7 @@ def test_job_parts_follow_the_jobs_state_for_the_live_page(
     assert (
         set(after)
         == {"status", "timeline", "learners", "times", "results", "borrowed", "resources", "info", "reason"}
-        | {"tuning", "telemetry", "actions"}
+        | {"tuning", "telemetry", "gpu", "actions"}
         and after["status"] == "cancelled"
     )
     assert "CancelledByUser" in after["reason"] and "CancelledByUser" not in before["reason"]
