@@ -57,6 +57,25 @@ def job_logs(
     return list(lines.filter(seq__gt=after).order_by("learner", "seq")[:limit])
 
 
+LogRow = tuple[int, int, int, datetime, str]
+"""A log line as (learner, attempt, seq, ts, text)."""
+
+
+def job_log_rows(
+    *, job: Job, learner: int | None = None, after: int = 0, limit: int = 1000, tail: int | None = None
+) -> list[LogRow]:
+    """`job_logs` as plain tuples, for the logs API: a page of thousands of lines without a model instance
+    (and a serializer field call) per line."""
+    lines = job.log_lines.all()
+    if learner is not None:
+        lines = lines.filter(learner=learner)
+    fields = ("learner", "attempt", "seq", "ts", "text")
+    if tail is not None:
+        newest = list(lines.order_by("-ts", "-learner", "-seq").values_list(*fields)[:tail])
+        return newest[::-1]
+    return list(lines.filter(seq__gt=after).order_by("learner", "seq").values_list(*fields)[:limit])
+
+
 def job_metrics(*, job: Job, name: str | None = None, limit: int = 10000) -> list[MetricSample]:
     """A job's metric points, oldest first, optionally of one metric."""
     samples = job.metric_samples.all()

@@ -41,6 +41,7 @@ from tenants.pages import current_tenant, forbidden, page_user, render_page
 from tenants.scoping import Perm, can_manage_owned, tenants_for
 
 JOBS_PER_PAGE = 25
+JOBS_PER_PAGE_CHOICES = (25, 50, 100)
 LOG_PAGE = 5000
 
 
@@ -66,11 +67,27 @@ def jobs_page(request: HttpRequest) -> HttpResponse:
     tenant = current_tenant(request)
     filters = JobPageFilter(request.GET, queryset=job_list(user=request.user, tenant=tenant), request=request)
     jobs = filters.qs if filters.is_valid() else filters.queryset
-    page = Paginator(jobs if tenant else Job.objects.none(), JOBS_PER_PAGE).get_page(request.GET.get("page"))
+    per_page = _per_page(request.GET.get("per_page"))
+    page = Paginator(jobs if tenant else Job.objects.none(), per_page).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    context = {"form": filters.form, "page": page, "query": query.urlencode()}
+    context = {
+        "form": filters.form,
+        "page": page,
+        "query": query.urlencode(),
+        "per_page": per_page,
+        "per_page_choices": JOBS_PER_PAGE_CHOICES,
+    }
     return render_page(request, "portal/jobs.html", context)
+
+
+def _per_page(value: str | None) -> int:
+    """Jobs per page of the list: one of the choices, else the default (a bad value is no reason to fail)."""
+    try:
+        number = int(value or JOBS_PER_PAGE)
+    except ValueError:
+        return JOBS_PER_PAGE
+    return number if number in JOBS_PER_PAGE_CHOICES else JOBS_PER_PAGE
 
 
 def _read_code(upload: Any) -> bytes:

@@ -260,6 +260,24 @@ def test_logs_page_forward_by_sequence_and_tail() -> None:
     assert client.get(f"/api/v1/jobs/{job.pk}/logs/?after=abc").status_code == 400
 
 
+def test_a_logs_page_is_what_the_serializer_would_write() -> None:
+    """The logs view builds its rows directly (pages of up to 10,000 lines); they equal the serializer's."""
+    from jobs.api import LogPageSerializer
+    from jobs.selectors import job_logs
+
+    tenant = make_tenant()
+    user = member(tenant)
+    job = job_submit(tenant=tenant, user=user, document=SPEC)
+    _lines(job, 12)
+    LogLine.objects.filter(job=job, seq=3).update(ts=timezone.now().replace(microsecond=0))  # no fraction
+    for query in ("learner=0&after=0&limit=100", "tail=5"):
+        page = api(user).get(f"/api/v1/jobs/{job.pk}/logs/?{query}").json()
+        params = {"learner": 0, "after": 0, "limit": 100} if "limit" in query else {"tail": 5}
+        lines = job_logs(job=job, **params)
+        expected = LogPageSerializer({"lines": lines, "last_seq": lines[-1].seq}).data
+        assert page == {"lines": [dict(line) for line in expected["lines"]], "last_seq": expected["last_seq"]}
+
+
 def test_events_are_the_jobs_history_in_order() -> None:
     tenant = make_tenant()
     user = member(tenant)
