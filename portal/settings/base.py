@@ -275,7 +275,7 @@ try:
 except ValueError as exc:
     raise ImproperlyConfigured(f"GPU_TYPE_ALIASES: {exc}") from exc
 
-# Fernet key(s) that seal data-store credentials at rest (jobs/credentials.py); comma-separated to rotate,
+# Fernet key(s) that seal data-store credentials at rest (common/sealing.py); comma-separated to rotate,
 # the first seals. Empty: derived from SECRET_KEY.
 CREDENTIALS_KEY = env("CREDENTIALS_KEY", default="")
 
