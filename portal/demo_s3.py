@@ -18,7 +18,7 @@ from moto.server import ThreadedMotoServer
 
 BUCKET = "trainyard-demo"
 DATASET_KEY = "regression/points.csv"
-SECRET_NAME = "demo-s3"
+SECRET_NAME = "demo-s3"  # noqa: S105 (a name, not a value)
 ACCESS_KEY_ID = "trainyard-demo"
 SECRET_ACCESS_KEY = "trainyard-demo-secret"  # noqa: S105 (moto checks no credentials; these are public)
 REGION = "us-east-1"
@@ -29,7 +29,7 @@ ROWS = 6000
 def dataset_csv(rows: int = ROWS, seed: int = 0) -> bytes:
     """A deterministic regression dataset: `x0..x7,y` with y a fixed linear function of x plus a little noise
     (about 400 KB for the default rows)."""
-    rng = random.Random(seed)  # noqa: S311 (data, not cryptography)
+    rng = random.Random(seed)
     weights = [rng.uniform(-2, 2) for _ in range(FEATURES)]
     out = io.StringIO()
     out.write(",".join([*(f"x{i}" for i in range(FEATURES)), "y"]) + "\n")
