@@ -3,8 +3,6 @@ FilterSet, jobs/filters.py)."""
 
 from __future__ import annotations
 
-import io
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +11,7 @@ from django import forms
 from django.conf import settings
 from django.db.models import QuerySet
 
+from jobs.artifacts.code import zip_directory_bytes
 from tenants.models import Tenant
 
 ROOT = Path(settings.BASE_DIR)
@@ -36,16 +35,10 @@ class SpecTemplate:
             return None
 
     def code_zip(self) -> bytes | None:
-        """The template's code folder as a ZIP (its `*.py` files, in name order, fixed timestamps), or None."""
+        """The template's code folder as a ZIP (its `*.py` files), or None when it has none."""
         if self.code is None:
             return None
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in sorted(self.code.glob("*.py")):
-                archive.writestr(
-                    zipfile.ZipInfo(path.name, date_time=(2020, 1, 1, 0, 0, 0)), path.read_bytes()
-                )
-        return buffer.getvalue()
+        return zip_directory_bytes({path.name: path.read_bytes() for path in self.code.glob("*.py")})
 
 
 TEMPLATES = (
