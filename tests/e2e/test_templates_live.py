@@ -8,6 +8,7 @@ port: the only edit to a spec is that port in its endpoint.
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import socket
@@ -106,13 +107,13 @@ def test_each_template_and_example_submitted_from_the_page_succeeds(
     assert Job.objects.get(name="train-cpu").code is not None  # the template's code, attached by the page
 
     for job in jobs:
-        wait_until(lambda job=job: _finished(job), timeout=420, what=f"{job.name} to finish")
+        wait_until(functools.partial(_finished, job), timeout=420, what=f"{job.name} to finish")
         assert job.status == "succeeded", describe(job, logs=True)
         texts = list(LogLine.objects.filter(job=job).values_list("text", flat=True))
         assert DONE[job.name] in texts, (job.name, texts[-5:])
     for name in ("regression-single-gpu", "ffdl-pytorch-regression"):
-        texts = " ".join(LogLine.objects.filter(job__name=name).values_list("text", flat=True))
-        assert f"read {demo_s3.ROWS} rows" in texts, (name, texts[:300])
+        log = " ".join(LogLine.objects.filter(job__name=name).values_list("text", flat=True))
+        assert f"read {demo_s3.ROWS} rows" in log, (name, log[:300])
     page.goto(f"/jobs/{jobs[0].pk}/")
     expect(page.locator("#job-status .badge")).to_have_text("Succeeded")
 
