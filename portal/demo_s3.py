@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import random
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -58,9 +59,22 @@ def fill(url: str) -> None:
     s3.put_object(Bucket=BUCKET, Key=DATASET_KEY, Body=dataset_csv())
 
 
+def check_free(host: str, port: int) -> None:
+    """Raise OSError, saying so, when `host:port` cannot be listened on (moto's server thread would die there
+    and its `start()` wait forever)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise OSError(f"cannot listen on {host}:{port} ({exc.strerror}); set S3_DEMO_PORT") from exc
+
+
 @contextmanager
 def demo_s3(host: str = "127.0.0.1", port: int = 9000) -> Iterator[str]:
-    """moto's S3 server on `host:port` with the demo bucket filled; yields its URL and stops it on exit."""
+    """moto's S3 server on `host:port` with the demo bucket filled; yields its URL and stops it on exit.
+    Raises OSError when the address is taken."""
+    check_free(host, port)
     server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
     server.start()
     try:

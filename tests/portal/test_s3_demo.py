@@ -66,3 +66,31 @@ def test_s3_demo_serves_the_bucket_until_sigterm() -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_a_taken_port_is_said_and_the_process_waits_for_sigterm_rather_than_stop_make_up() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = os.environ | {"DJANGO_SETTINGS_MODULE": "portal.settings.test"}
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "s3_demo", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()  # the first line it prints: why it did not start
+            assert line.startswith(f"demo S3 not started: cannot listen on 127.0.0.1:{port}"), line
+            assert process.poll() is None, "it must keep running: honcho stops every process when one exits"
+            process.send_signal(signal.SIGTERM)
+            rest, _ = process.communicate(timeout=20)
+            assert process.returncode == 0 and "demo S3 stopped" in rest
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
