@@ -17,12 +17,12 @@ from clusterio import names
 from clusterio.builders import make_learner_pod
 from jobs import cluster
 from jobs.models import JobCredentials, LogLine
-from jobs.services import job_retry, job_submit
+from jobs.services import job_cancel, job_retry, job_submit
 from kubesim.testing import KubeSim
 from tenants.models import DataStoreSecret
 from tenants.secrets import MissingSecret, datastore_secret_create, datastore_secret_rotate
 from tests.factories import allow, make_tenant, member
-from tests.jobs.engine import wait_status, wait_until
+from tests.jobs.engine import describe, python_spec, wait_status, wait_until
 from tests.jobs.test_engine_datastores import _read_secret
 
 KEY_ID = "AKIATEAMDATA"
@@ -94,15 +94,23 @@ def test_tenant_secret_reaches_the_pod_secret_and_the_s3_fetch(engine: KubeSim, 
     assert texts == ["rows 20 0.1,1.2", f"key AKIAROT {len(ROTATED)}"], texts
 
 
-@pytest.mark.django_db
-def test_a_secret_gone_since_submit_fails_the_launch_with_its_name() -> None:
-    tenant = allow(make_tenant(), datastore_hosts=["127.0.0.1"])
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_secret_gone_since_submit_fails_the_launch_with_its_name(engine: KubeSim) -> None:
+    tenant = allow(make_tenant(max_running_jobs=1), datastore_hosts=["127.0.0.1"])
     owner = member(tenant, "owner")
     values = {"access_key_id": KEY_ID, "secret_access_key": SECRET}
     datastore_secret_create(tenant=tenant, user=owner, name="team-data", values=values)
+    blocker = job_submit(
+        tenant=tenant, user=owner, document=python_spec("blocker", "import time; time.sleep(300)")
+    )
+    wait_status(blocker, "running", timeout=60)
     job = job_submit(tenant=tenant, user=owner, document=spec("http://127.0.0.1:9"))
     assert cluster.job_credentials(job) == {"team-data": values}
-    DataStoreSecret.objects.all().delete()  # behind the service's back (it refuses with 409 while job waits)
+    # Behind the service's back (it answers 409 while the job waits): the launch must say what is missing.
+    DataStoreSecret.objects.all().delete()
     with pytest.raises(MissingSecret, match=f"tenant {tenant.slug} has no data-store secret 'team-data'"):
         cluster.job_credentials(job)
-    assert isinstance(MissingSecret("x"), ValueError)  # the launch task fails the job on a ValueError
+    job_cancel(job=blocker, user=owner)
+    job = wait_status(job, "failed", timeout=60)
+    assert job.reason == "InvalidSpec" and "no data-store secret 'team-data'" in job.message, describe(job)
