@@ -53,6 +53,7 @@ up: sandbox seed
 	@echo
 	@echo "Trainyard is starting:  http://127.0.0.1:$${WEB_PORT:-8000}/   admin console: http://127.0.0.1:$${WEB_PORT:-8000}/admin/"
 	@echo "Logins: admin / admin (superuser), demo / demo (member of tenant 'demo'). Ctrl-C stops everything."
+	@echo "Embedded S3 for the examples: http://$${S3_DEMO_HOST:-127.0.0.1}:$${S3_DEMO_PORT:-9000} (bucket trainyard-demo; tenant demo's data-store secret demo-s3)."
 	@echo "API token for demo (for the CLI: .venv/bin/python -m trainyard login http://127.0.0.1:$${WEB_PORT:-8000} --token ...):"
 	@$(PY) manage.py token create --user demo --name "make up"
 	@echo

@@ -1,45 +1,24 @@
-"""Data-store credentials at rest: sealed with Fernet before they touch the database.
+"""A job's data-store credentials at rest: sealed with Fernet (common.sealing) before they touch the database.
 
-A job's credentials (from an FfDL manifest's `data_stores`) are needed only at launch, where they become
-a Secret in the tenant's namespace. Until then they sit in `JobCredentials.sealed`, encrypted with a key
-from the environment (`CREDENTIALS_KEY`, a Fernet key; several, comma-separated, rotate: the first seals,
-any opens). Without one the key is derived from SECRET_KEY, so rotating SECRET_KEY makes stored
-credentials unreadable; set CREDENTIALS_KEY in production.
+A job's credentials (from an FfDL manifest's `data_stores`, or its tenant's data-store secrets that the
+spec names) are needed only at launch, where they become a Secret in the tenant's namespace. Until then the
+manifest's sit in `JobCredentials.sealed` and the tenant's in `TenantSecret.sealed`; the key and its
+rotation are common.sealing's (`CREDENTIALS_KEY`).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
-
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
+from common import sealing
 
 Credentials = dict[str, dict[str, str]]
 
 
-def _fernet() -> MultiFernet:
-    configured = [k.strip() for k in settings.CREDENTIALS_KEY.split(",") if k.strip()]
-    if not configured:
-        digest = hashlib.sha256(f"trainyard-credentials:{settings.SECRET_KEY}".encode()).digest()
-        configured = [base64.urlsafe_b64encode(digest).decode()]
-    try:
-        return MultiFernet([Fernet(key) for key in configured])
-    except ValueError as exc:
-        raise ImproperlyConfigured("CREDENTIALS_KEY must be Fernet keys (32 url-safe base64 bytes)") from exc
-
-
 def seal(credentials: Credentials) -> str:
     """Encrypt `credentials` (store id → field → value) into an opaque token for the database."""
-    return _fernet().encrypt(json.dumps(credentials, sort_keys=True).encode()).decode()
+    return sealing.seal(credentials)
 
 
 def unseal(token: str) -> Credentials:
     """Decrypt a token from `seal`; ImproperlyConfigured if no configured key opens it."""
-    try:
-        data: Credentials = json.loads(_fernet().decrypt(token.encode()))
-    except InvalidToken as exc:
-        raise ImproperlyConfigured("stored credentials cannot be opened with CREDENTIALS_KEY") from exc
+    data: Credentials = sealing.unseal(token)
     return data

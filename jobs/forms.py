@@ -11,6 +11,7 @@ from django import forms
 from django.conf import settings
 from django.db.models import QuerySet
 
+from jobs.artifacts.code import zip_directory_bytes
 from tenants.models import Tenant
 
 ROOT = Path(settings.BASE_DIR)
@@ -23,6 +24,8 @@ class SpecTemplate:
     key: str
     label: str
     path: Path
+    code: Path | None = None
+    """A folder whose Python files are the job's code (MODEL_DIR) when the template is submitted without a ZIP."""
 
     def text(self) -> str | None:
         """The file's text, or None when it cannot be read (the page then leaves the template out)."""
@@ -30,6 +33,12 @@ class SpecTemplate:
             return self.path.read_text(encoding="utf-8")
         except OSError:
             return None
+
+    def code_zip(self) -> bytes | None:
+        """The template's code folder as a ZIP (its `*.py` files), or None when it has none."""
+        if self.code is None:
+            return None
+        return zip_directory_bytes({path.name: path.read_bytes() for path in self.code.glob("*.py")})
 
 
 TEMPLATES = (
@@ -39,9 +48,26 @@ TEMPLATES = (
     ),
     SpecTemplate("ffdl", "FfDL manifest (PyTorch)", ROOT / "examples/specs/ffdl-manifest.yml"),
     SpecTemplate(
-        "train-cpu", "PyTorch on CPU, tunable (checkpoint-restart)", ROOT / "examples/specs/train-cpu.yaml"
+        "train-cpu",
+        "PyTorch on CPU, tunable (checkpoint-restart)",
+        ROOT / "examples/specs/train-cpu.yaml",
+        code=ROOT / "examples/train",
     ),
 )
+
+
+def template_code(key: str) -> tuple[str, bytes] | None:
+    """The code the submit page attaches for template `key` when no ZIP is uploaded: (folder, ZIP), or None."""
+    template = next((t for t in TEMPLATES if t.key == key), None)
+    data = template.code_zip() if template is not None else None
+    if template is None or template.code is None or data is None:
+        return None
+    return template.code.relative_to(ROOT).as_posix(), data
+
+
+def template_code_folders() -> dict[str, str]:
+    """Template key → the folder the page attaches as its code (only templates that have one)."""
+    return {t.key: t.code.relative_to(ROOT).as_posix() for t in TEMPLATES if t.code is not None}
 
 
 def spec_templates() -> dict[str, tuple[str, str]]:
@@ -64,6 +90,7 @@ class SubmitForm(forms.Form):
         strip=False,
     )
 
+    template = forms.CharField(required=False, widget=forms.HiddenInput)
     code = forms.FileField(
         required=False,
         help_text="Optional: a ZIP of your code, unpacked into MODEL_DIR where the command runs.",

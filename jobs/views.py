@@ -24,7 +24,7 @@ from jobs.cluster import ClusterError, NodeInfo
 from jobs.core.choices import EventKind
 from jobs.core.states import TRANSITIONS, JobStatus
 from jobs.filters import JobPageFilter
-from jobs.forms import SubmitForm, spec_templates
+from jobs.forms import SubmitForm, spec_templates, template_code, template_code_folders
 from jobs.models import Job
 from jobs.scheduling import job_dry_run
 from jobs.selectors import job_events, job_get, job_list, job_logs, job_results
@@ -106,12 +106,13 @@ def job_new(request: HttpRequest) -> HttpResponse:
     templates = spec_templates()
     tenant = current_tenant(request)
     initial: dict[str, Any] = {"tenant": tenant if tenant and allowed.filter(pk=tenant.pk).exists() else None}
-    chosen = request.GET.get("template", "pytorch")
+    chosen = request.POST.get("template") or request.GET.get("template", "pytorch")
+    initial["template"] = chosen
     clone_of = None
     if request.GET.get("clone"):
         clone_of = _job_or_404(request, request.GET["clone"])
         text = clone_of.document or yaml.safe_dump(clone_of.spec, sort_keys=False)
-        initial |= {"tenant": clone_of.tenant, "spec": text}
+        initial |= {"tenant": clone_of.tenant, "spec": text, "template": ""}
         chosen = ""
     elif chosen in templates:
         initial["spec"] = templates[chosen][1]
@@ -129,8 +130,12 @@ def job_new(request: HttpRequest) -> HttpResponse:
                 else:
                     upload = form.cleaned_data.get("code")
                     code = _read_code(upload) if upload is not None else None
+                    attached = template_code(form.cleaned_data["template"]) if code is None else None
+                    if attached is not None:
+                        code = attached[1]
                     job = job_submit(tenant=target, user=user, document=document, code=code)
-                    messages.success(request, f"Job {job.name} ({job.pk}) submitted.")
+                    shipped = f" with the template's code ({attached[0]})" if attached else ""
+                    messages.success(request, f"Job {job.name} ({job.pk}) submitted{shipped}.")
                     return redirect("job-detail", job_id=job.pk)
             except PermissionDenied as exc:
                 return forbidden(request, str(exc))
@@ -146,6 +151,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
             "can_submit": allowed.exists(),
             "templates": templates,
             "template_texts": {key: text for key, (_, text) in templates.items()},
+            "template_codes": template_code_folders(),
+            "chosen_code": template_code_folders().get(form["template"].value() or ""),
             "chosen": chosen,
             "clone_of": clone_of,
             "errors": sorted(errors.items()),

@@ -6,6 +6,7 @@ from jobs import api as jobs_api
 from jobs.artifacts import api as artifacts_api
 from jobs.artifacts import pod_views
 from tenants import api as tenants_api
+from tenants import secrets_api
 
 urlpatterns = [
     path("jobs/", jobs_api.JobListView.as_view(), name="api-jobs"),
@@ -45,6 +46,19 @@ urlpatterns = [
     path("tenants/<slug:slug>/members/", tenants_api.TenantMembersView.as_view(), name="api-tenant-members"),
     path("tenants/<slug:slug>/policy/", tenants_api.TenantPolicyView.as_view(), name="api-tenant-policy"),
     path("tenants/<slug:slug>/quota/", tenants_api.TenantQuotaView.as_view(), name="api-tenant-quota"),
+    path(
+        "tenants/<slug:slug>/secrets/", secrets_api.TenantSecretListView.as_view(), name="api-tenant-secrets"
+    ),
+    path(
+        "tenants/<slug:slug>/secret-events/",
+        secrets_api.TenantSecretEventsView.as_view(),
+        name="api-tenant-secret-events",
+    ),
+    path(
+        "tenants/<slug:slug>/secrets/<str:name>/",
+        secrets_api.TenantSecretDetailView.as_view(),
+        name="api-tenant-secret",
+    ),
     path("cluster/", jobs_api.ClusterView.as_view(), name="api-cluster"),
     path("tokens/", tenants_api.TokenListView.as_view(), name="api-tokens"),
     path("tokens/<int:token_id>/", tenants_api.TokenDetailView.as_view(), name="api-token"),

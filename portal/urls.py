@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from jobs import views as job_views
 from portal import views
 from tenants import pages as tenant_pages
+from tenants import secret_pages
 
 urlpatterns = [
     path("", views.dashboard, name="home"),
@@ -28,6 +29,17 @@ urlpatterns = [
     path("jobs/<str:job_id>/resume/", job_views.job_resume_view, name="job-resume"),
     path("jobs/<str:job_id>/log.txt", job_views.job_log_download, name="job-log"),
     path("tenants/<slug:slug>/", views.tenant_page, name="tenant"),
+    path("tenants/<slug:slug>/secrets/", secret_pages.secret_create_view, name="tenant-secret-create"),
+    path(
+        "tenants/<slug:slug>/secrets/<str:name>/rotate/",
+        secret_pages.secret_rotate_view,
+        name="tenant-secret-rotate",
+    ),
+    path(
+        "tenants/<slug:slug>/secrets/<str:name>/delete/",
+        secret_pages.secret_delete_view,
+        name="tenant-secret-delete",
+    ),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -14,6 +14,7 @@ from jobs.selectors import job_list, tenant_gpu_hours_by_day
 from jobs.views import cluster_nodes
 from tenants.pages import current_tenant, page_user, render_page, usage_meters
 from tenants.scoping import tenants_for
+from tenants.secret_pages import secrets_context
 
 GPU_HOURS_DAYS = 14
 
@@ -68,5 +69,6 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
             "gpu_hours_total": sum(h for _, h in gpu_hours),
             "queue": queue,
             "statuses": JobStatus,
+            **secrets_context(request, tenant),
         },
     )

@@ -208,3 +208,55 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.name})"
+
+
+class DataStoreSecret(models.Model):
+    """A tenant's named data-store credentials (an S3 access key pair, optionally its region), which job specs
+    name in `volumes[].secret`. Write-only: the values are sealed (common.sealing) and never shown; pages
+    and the API show the name, which keys it holds, and when and by whom it was created and rotated. A launch
+    turns them into the attempt's data-store Secret in the tenant's namespace (tenants.secrets)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="datastore_secrets")
+    name = models.CharField(max_length=63, help_text="What specs call it: `volumes[].secret: NAME`.")
+    sealed = models.TextField(help_text="Fernet token of the values' JSON; never shown.")
+    keys = models.JSONField(default=list, help_text="The keys it holds (access_key_id, ...), never values.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    rotated_at = models.DateTimeField(null=True, blank=True)
+    rotated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["tenant__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="unique_datastore_secret")]
+
+    def __str__(self) -> str:
+        return f"{self.name} of {self.tenant}"
+
+
+class DataStoreSecretEvent(models.Model):
+    """Audit of a tenant's data-store secrets: who created, rotated or deleted which one, and when (the keys it
+    held, never values). Kept after the secret is deleted."""
+
+    class Action(models.TextChoices):
+        CREATED = "created", "created"
+        ROTATED = "rotated", "rotated"
+        DELETED = "deleted", "deleted"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="datastore_secret_events")
+    name = models.CharField(max_length=63)
+    action = models.CharField(max_length=10, choices=Action.choices)
+    keys = models.JSONField(default=list)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.name} of {self.tenant} {self.action} by {self.actor}"

@@ -1,9 +1,9 @@
-"""Load the example spec for a local cluster (kubesim), which ignores images.
+"""Load the example spec with its script inlined, for tests and benchmarks that submit it without code.
 
-In an image the repository sits at ``/opt/trainyard``. kubesim runs each pod's command in a sandbox with
-kubesim's python and the pod's volumes only, not this checkout, so the script cannot be read from disk
-there: this ships it in the command instead (``python -u -c <train.py's text> ARGS...``; the file is
-self-contained and well under the spec's command size limit).
+The spec runs ``python -u train.py ...`` in MODEL_DIR, where the job's code (``--code examples/train``, or
+the submit page's template) is unpacked. Tests and benchmarks that submit through the services, with no
+code archive, ship the script in the command instead (``python -u -c <train.py's text> ARGS...``; the file
+is self-contained and well under the spec's command size limit).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-IMAGE_ROOT = "/opt/trainyard"
+CODE = ROOT / "examples" / "train"
 SPEC = ROOT / "examples" / "specs" / "train-cpu.yaml"
 
 
@@ -44,11 +44,11 @@ def example_spec(
 
 
 def _inline_scripts(command: list[Any]) -> list[str]:
-    """Replace each script path in the image (``/opt/trainyard/...py``) by ``-c`` and its text."""
+    """Replace each script of the code folder (``train.py``, relative to MODEL_DIR) by ``-c`` and its text."""
     inlined: list[str] = []
     for arg in map(str, command):
-        if arg.startswith(f"{IMAGE_ROOT}/") and arg.endswith(".py"):
-            inlined += ["-c", (ROOT / arg.removeprefix(f"{IMAGE_ROOT}/")).read_text()]
+        if arg.endswith(".py") and "/" not in arg and (CODE / arg).is_file():
+            inlined += ["-c", (CODE / arg).read_text()]
         else:
             inlined.append(arg)
     return inlined

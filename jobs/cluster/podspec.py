@@ -34,6 +34,7 @@ from jobs.core.gputypes import GpuTypes
 from jobs.credentials import Credentials, unseal
 from jobs.models import Job, JobCredentials
 from tenants.models import PodSecurity, Tenant
+from tenants.secrets import datastore_credentials
 
 # Learners rendezvous on a port of their own per job attempt, not torchrun's fixed 29500: where pods
 # share a host network (kubesim: every pod is 127.0.0.1) two jobs on one port would collide (EADDRINUSE)
@@ -127,10 +128,22 @@ _MOUNT_NAMES = {
 }
 
 
-def job_credentials(job: Job) -> Credentials:
-    """The job's data-store credentials, unsealed ({} when it has none)."""
+def job_inline_credentials(job: Job) -> Credentials:
+    """The credentials the job brought itself (an FfDL manifest's), unsealed ({} when it has none): what a
+    retry carries over."""
     row = JobCredentials.objects.filter(job=job).first()
     return unseal(row.sealed) if row is not None else {}
+
+
+def job_credentials(job: Job) -> Credentials:
+    """Every data-store credential a launch of the job needs, unsealed: its own, and the values its tenant's
+    data-store secrets named in `volumes[].secret` hold now (so a rotation applies to the next launch).
+    Raises tenants.secrets.MissingSecret (a ValueError: the launch fails the job) for a secret deleted since."""
+    inline = job_inline_credentials(job)
+    named = {
+        v["secret"] for v in job.spec.get("volumes", []) if v.get("secret") and v["secret"] not in inline
+    }
+    return inline | datastore_credentials(tenant=job.tenant, names=named)
 
 
 def pods_spec(
@@ -280,6 +293,7 @@ def _s3_fetch(volume: dict[str, Any], credentials: Credentials) -> S3Fetch:
         target=volume["mount_path"],
         prefix=volume.get("prefix") or "",
         endpoint=volume.get("endpoint") or None,
+        region=keys.get("region") or None,
         access_key_env=datastore_env_name(store, "access_key_id") if with_keys and store else None,
         secret_key_env=datastore_env_name(store, "secret_access_key") if with_keys and store else None,
     )

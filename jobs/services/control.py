@@ -153,7 +153,7 @@ def job_retry(*, job: Job, user: User) -> Job:
         raise PermissionDenied("you may not retry this job")
     if job.status not in TERMINAL:
         raise JobRejected({"": [f"job {job.pk} is still {job.status}; cancel it first"]}, status=409)
-    credentials = cluster.job_credentials(job)
+    credentials = cluster.job_inline_credentials(job)
     new = job_submit.nested(
         tenant=job.tenant,
         user=user,

@@ -25,6 +25,7 @@ from jobs.streams import send_after_commit, tenant_group
 from tenants.models import Quota, Tenant
 from tenants.policy import effective_policy
 from tenants.scoping import Perm, has_perm
+from tenants.secrets import datastore_secret_keys, datastore_secret_list
 from tenants.usage import tenant_usage
 
 
@@ -87,11 +88,13 @@ def job_validate(
     user: User,
     document: str | bytes | Mapping[str, Any],
     nodes: tuple[Sequence[NodeInfo] | None, str] | None = None,
+    credentials: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[ParsedSpec, Demand]:
     """Everything `job_submit` checks before it stores anything: the user may submit to the tenant, the
-    tenant is active, the spec is valid, its GPU type is one the cluster has, and the job could ever fit
-    the tenant's quota. `nodes` is the cluster's nodes as `job_dry_run` has them (None and why when the
-    cluster could not be reached); without it the cluster is asked for its nodes' GPU types."""
+    tenant is active, the spec is valid, every data-store secret it names exists in the tenant, its GPU type
+    is one the cluster has, and the job could ever fit the tenant's quota. `nodes` is the cluster's nodes as
+    `job_dry_run` has them (None and why when the cluster could not be reached); without it the cluster is
+    asked for its nodes' GPU types. `credentials` are a retry's own (an FfDL manifest's, carried over)."""
     if not has_perm(user, tenant, Perm.SUBMIT):
         raise PermissionDenied(f"you may not submit jobs to tenant {tenant.slug}")
     if not tenant.active:
@@ -104,10 +107,14 @@ def job_validate(
         parsed = parse_spec(document, max_bytes=settings.SPEC_MAX_BYTES)
     except SpecError as exc:
         raise JobRejected(exc.errors) from exc
-    problems = cluster.credential_problems(parsed.secrets)
+    inline = {store: dict(fields) for store, fields in (credentials or parsed.secrets).items()}
+    named, missing = _named_secrets(tenant=tenant, spec=parsed.spec, inline=inline)
+    if missing:
+        raise JobRejected({parsed.field_name(path): messages for path, messages in missing.items()})
+    problems = cluster.credential_problems(inline | named)
     if problems:
-        raise JobRejected({"data_stores": problems})
-    field_problems = cluster.spec_problems(tenant=tenant, spec=parsed.spec, credentials=parsed.secrets)
+        raise JobRejected({"data_stores" if parsed.secrets else "volumes": problems})
+    field_problems = cluster.spec_problems(tenant=tenant, spec=parsed.spec, credentials=inline | named)
     field_problems |= policy_problems(parsed.spec, policy, tenant=tenant.slug)
     if field_problems:
         raise JobRejected({parsed.field_name(path): messages for path, messages in field_problems.items()})
@@ -140,7 +147,7 @@ def job_submit(
     the document itself; a retry passes the original's). Raises JobRejected (no job stored) on a bad spec or ZIP, a job
     that can never fit the tenant's quota, a full queue, an inactive tenant, or a user who may not submit.
     """
-    parsed, demand = job_validate(tenant=tenant, user=user, document=document)
+    parsed, demand = job_validate(tenant=tenant, user=user, document=document, credentials=credentials)
     if isinstance(code, bytes):
         _check_code(code)
     secrets = {store: dict(fields) for store, fields in (credentials or parsed.secrets).items()}
@@ -212,6 +219,25 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
     return value
+
+
+def _named_secrets(
+    *, tenant: Tenant, spec: Mapping[str, Any], inline: Mapping[str, Any]
+) -> tuple[dict[str, dict[str, str]], dict[str, list[str]]]:
+    """The tenant's data-store secrets the spec's volumes name (those the job does not bring itself), as
+    their keys without values, and a field error for each volume naming one the tenant does not have."""
+    volumes = [(i, v.get("secret")) for i, v in enumerate(spec.get("volumes", []))]
+    wanted = {name for _, name in volumes if name and name not in inline}
+    found = datastore_secret_keys(tenant=tenant, names=wanted)
+    missing: dict[str, list[str]] = {}
+    for index, name in volumes:
+        if name and name not in inline and name not in found:
+            have = ", ".join(datastore_secret_list(tenant=tenant).values_list("name", flat=True)) or "none"
+            missing[f"volumes[{index}].secret"] = [
+                f"no data-store secret {name!r} in tenant {tenant.slug!r} (it has: {have}); an owner creates "
+                f"one on the tenant page or with POST /api/v1/tenants/{tenant.slug}/secrets/"
+            ]
+    return {name: dict.fromkeys(keys, "") for name, keys in found.items()}, missing
 
 
 def _check_code(data: bytes) -> None:

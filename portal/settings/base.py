@@ -275,7 +275,7 @@ try:
 except ValueError as exc:
     raise ImproperlyConfigured(f"GPU_TYPE_ALIASES: {exc}") from exc
 
-# Fernet key(s) that seal data-store credentials at rest (jobs/credentials.py); comma-separated to rotate,
+# Fernet key(s) that seal data-store credentials at rest (common/sealing.py); comma-separated to rotate,
 # the first seals. Empty: derived from SECRET_KEY.
 CREDENTIALS_KEY = env("CREDENTIALS_KEY", default="")
 
@@ -301,6 +301,11 @@ else:
     }
 # How pods reach this platform (their view of its URL); empty: no code fetch, no result upload.
 ARTIFACTS_BASE_URL = env("ARTIFACTS_BASE_URL", default="")
+
+# The embedded S3 of `make up` (`manage.py s3_demo`, moto): where it listens. The example specs read from
+# http://127.0.0.1:9000; seed_demo allows this endpoint for the demo tenant and gives it a secret for it.
+S3_DEMO_HOST = env("S3_DEMO_HOST", default="127.0.0.1")
+S3_DEMO_PORT = env.int("S3_DEMO_PORT", default=9000)
 ARTIFACT_FETCH_IMAGE = env("ARTIFACT_FETCH_IMAGE", default="ghcr.io/trainyard/trainyard:0.1.0")
 ARTIFACT_CODE_TOKEN_SECONDS = env.int("ARTIFACT_CODE_TOKEN_SECONDS", default=3600)
 CODE_MAX_BYTES = env.int("CODE_MAX_BYTES", default=64 * 1024 * 1024)

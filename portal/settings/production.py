@@ -11,7 +11,7 @@ if not SECRET_KEY:
     raise ImproperlyConfigured(
         "SECRET_KEY must be set in production (environment variable SECRET_KEY or SECRET_KEY_FILE)."
     )
-# Data-store credentials are sealed with it (jobs/credentials.py): without one of its own the key would
+# Data-store credentials are sealed with it (common/sealing.py): without one of its own the key would
 # follow SECRET_KEY, and rotating SECRET_KEY would make every stored credential unreadable.
 CREDENTIALS_KEY = env("CREDENTIALS_KEY", default="")
 if not CREDENTIALS_KEY:

@@ -4,6 +4,9 @@
   const select = document.getElementById("template-select");
   const editor = document.getElementById("id_spec");
   const source = document.getElementById("template-texts");
+  const codes = document.getElementById("template-codes");
+  const chosen = document.getElementById("id_template");
+  const codeNote = document.getElementById("template-code");
   if (!editor) return;
   let pristine = editor.value;
   if (select && source) {
@@ -14,6 +17,14 @@
       if (editor.value !== pristine && !window.confirm("Replace your edits with the template?")) return;
       editor.value = text;
       pristine = text;
+      // The template's code (if it has a folder) is attached on submit when no ZIP is chosen.
+      const folders = codes ? JSON.parse(codes.textContent) : {};
+      if (chosen) chosen.value = select.value;
+      if (codeNote) {
+        codeNote.hidden = !(select.value in folders);
+        const name = codeNote.querySelector("code");
+        if (name) name.textContent = folders[select.value] || "";
+      }
     });
   }
   editor.addEventListener("keydown", function (event) {

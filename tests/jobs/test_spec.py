@@ -150,7 +150,7 @@ def test_example_specs_exist_with_one_and_two_learners() -> None:
 
     assert single["learners"] == 1
     assert double["learners"] == 2
-    assert "torchrun" in " ".join(double["command"])
+    assert "DistributedDataParallel" in " ".join(double["command"])
 
 
 @pytest.mark.parametrize(

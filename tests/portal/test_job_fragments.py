@@ -53,12 +53,15 @@ def test_htmx_gets_every_job_part_swapped_into_the_pages_own_container(
     fragment = response.content.decode()
     assert response.status_code == 200 and response["Content-Type"].startswith("text/html")
     oob = _ids(fragment)
-    ids = ["events", "learners", "job-times", "results", "job-borrowed", "job-actions"]
+    ids = ["events", "learners", "job-times", "results", "job-borrowed", "job-actions", "job-resources"]
+    ids += ["job-info", "job-reason", "job-eta", "job-tuning", "job-telemetry", "job-gpu"]
     assert oob.oob == dict.fromkeys(ids, "innerHTML")
     assert all(page.tags[element_id] == oob.tags[element_id] for element_id in oob.oob)
     parts = signed_in.get(f"/jobs/{job.pk}/parts/").json()
     containers = {"events": "timeline", "learners": "learners", "job-times": "times", "results": "results"}
     containers["job-borrowed"] = "borrowed"  # the actions differ by their forms' masked CSRF tokens
+    containers |= {"job-resources": "resources", "job-info": "info", "job-reason": "reason"}
+    containers |= {"job-tuning": "tuning", "job-telemetry": "telemetry", "job-gpu": "gpu"}
     assert 'data-action="retry"' in parts["actions"] and 'data-action="retry"' in fragment
     for element_id, name in containers.items():
         assert f'id="{element_id}" hx-swap-oob="innerHTML">{parts[name]}</' in fragment

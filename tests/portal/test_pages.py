@@ -249,13 +249,16 @@ def test_every_offered_template_is_a_valid_spec(signed_in: Client) -> None:
     assert train_cpu["tuning"]["cpu_millis"] == [1000, 2000]
 
 
-def test_the_ffdl_template_ships_with_the_repository_and_has_no_real_credentials() -> None:
+def test_the_ffdl_template_ships_with_the_repository_and_has_only_the_demo_s3_credentials() -> None:
+    from portal import demo_s3
+
     ffdl = next(template for template in TEMPLATES if template.key == "ffdl")
     assert ffdl.path.resolve().is_relative_to(ROOT / "examples")  # not ../shared, which may be absent
     parsed = parse_spec(spec_templates()["ffdl"][1])
     assert parsed.source == "ffdl" and parsed.spec["resources"]["gpus"] == 0
-    assert parsed.secrets and all("REPLACE" in v for s in parsed.secrets.values() for v in s.values() if v)
-    assert "REPLACE" not in str(parsed.spec)
+    demo = {"access_key_id": demo_s3.ACCESS_KEY_ID, "secret_access_key": demo_s3.SECRET_ACCESS_KEY}
+    assert parsed.secrets == {"demo-data": demo}  # the embedded S3's public values (it checks none)
+    assert demo_s3.SECRET_ACCESS_KEY not in str(parsed.spec)
 
 
 def test_clone_prefills_the_editor_with_the_jobs_spec(signed_in: Client, team: Tenant, alice: User) -> None:

@@ -44,6 +44,9 @@ API_ROUTES = {
     "/api/v1/tenants/{slug}/members/",
     "/api/v1/tenants/{slug}/policy/",
     "/api/v1/tenants/{slug}/quota/",
+    "/api/v1/tenants/{slug}/secrets/",
+    "/api/v1/tenants/{slug}/secrets/{name}/",
+    "/api/v1/tenants/{slug}/secret-events/",
     "/api/v1/cluster/",
     "/api/v1/tokens/",
     "/api/v1/tokens/{token_id}/",
@@ -60,6 +63,8 @@ FUZZED = [
     ("/api/v1/tenants/{slug}/policy/", "PATCH"),
     ("/api/v1/tenants/{slug}/quota/", "GET"),
     ("/api/v1/tenants/{slug}/quota/", "PATCH"),
+    ("/api/v1/tenants/{slug}/secrets/", "POST"),
+    ("/api/v1/tenants/{slug}/secrets/{name}/", "PUT"),
 ]
 
 

@@ -50,3 +50,25 @@ def test_home_is_the_dashboard_behind_the_login(client: Client) -> None:
 
 def test_healthz_answers_ok(client: Client) -> None:
     assert client.get("/healthz").content == b"ok"
+
+
+@override_settings(LOCAL_SETUP=True)
+def test_seed_demo_gives_the_demo_tenant_the_embedded_s3_secret_and_endpoint() -> None:
+    from portal import demo_s3
+    from tenants.models import DataStoreSecret, DataStoreSecretEvent
+    from tenants.policy import policy_of
+    from tenants.secrets import datastore_credentials
+
+    call_command("seed_demo")
+    call_command("seed_demo")
+    tenant = Tenant.objects.get(slug="demo")
+    assert policy_of(tenant).datastore_hosts == ["127.0.0.1"]
+    assert DataStoreSecret.objects.get(tenant=tenant).name == demo_s3.SECRET_NAME
+    assert datastore_credentials(tenant=tenant, names=[demo_s3.SECRET_NAME])[demo_s3.SECRET_NAME] == {
+        "access_key_id": demo_s3.ACCESS_KEY_ID,
+        "secret_access_key": demo_s3.SECRET_ACCESS_KEY,
+        "region": demo_s3.REGION,
+    }
+    assert list(DataStoreSecretEvent.objects.values_list("action", "actor__username")) == [
+        ("created", "admin")
+    ]

@@ -9,7 +9,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from tenants.models import Quota, Role, Tenant
+from portal import demo_s3
+from tenants.models import DataStoreSecret, Quota, Role, Tenant
+from tenants.policy import policy_of, policy_set
+from tenants.secrets import datastore_secret_create
 from tenants.services import membership_set
 
 DEMO_QUOTA = {"gpus": 4, "cpu_millis": 4000, "memory_mib": 8192, "max_running_jobs": 4, "max_queued_jobs": 50}
@@ -39,4 +42,19 @@ class Command(BaseCommand):
             tenant, _ = Tenant.objects.get_or_create(slug="demo", defaults={"name": "Demo team"})
             Quota.objects.get_or_create(tenant=tenant, defaults=DEMO_QUOTA)
             membership_set.nested(tenant=tenant, user=demo_user, role=Role.MEMBER)
+            self._demo_s3(tenant, admin)
         self.stdout.write("demo data ready: admin/admin (superuser), demo/demo (member of tenant 'demo')")
+
+    def _demo_s3(self, tenant: Tenant, admin: Any) -> None:
+        """The embedded S3 (`manage.py s3_demo`) for the demo tenant: its endpoint allowed, and the data-store
+        secret the example specs name (`volumes[].secret: demo-s3`)."""
+        hosts = list(policy_of(tenant).datastore_hosts)
+        if settings.S3_DEMO_HOST not in hosts:
+            policy_set.nested(tenant=tenant, datastore_hosts=[*hosts, settings.S3_DEMO_HOST])
+        if not DataStoreSecret.objects.filter(tenant=tenant, name=demo_s3.SECRET_NAME).exists():
+            values = {
+                "access_key_id": demo_s3.ACCESS_KEY_ID,
+                "secret_access_key": demo_s3.SECRET_ACCESS_KEY,
+                "region": demo_s3.REGION,
+            }
+            datastore_secret_create.nested(tenant=tenant, user=admin, name=demo_s3.SECRET_NAME, values=values)
