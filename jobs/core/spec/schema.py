@@ -71,7 +71,8 @@ class Field:
     An object has `fields` (and, for volumes, `variants`: more fields chosen by its `discriminator`); a
     list has `items`; a mapping of free names has `values` (and `key_pattern`). `normalized` names the
     key the validator stores the value under when it differs (`cpu` → `cpu_millis`); `exclusive` names a
-    sibling that may not be given with this one. `default_text` says the default in words when it
+    sibling that may not be given with this one; `required_when` (sibling, value) makes it required when
+    that sibling has that value. `default_text` says the default in words when it
     depends on other fields.
     """
 
@@ -100,6 +101,7 @@ class Field:
     normalized: str = ""
     exclusive: str = ""
     units: str = ""
+    required_when: tuple[str, Any] | None = None
     variant_examples: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -303,10 +305,12 @@ _VOLUME_VARIANTS = (
             Field(
                 "secret",
                 ("string",),
-                "The data store whose credentials the platform holds for this job (an FfDL manifest's "
-                "data-store id): its access key and secret reach the learners as "
-                "`<STORE>_ACCESS_KEY_ID` and `<STORE>_SECRET_ACCESS_KEY` from a per-attempt Secret, and "
-                "the download uses them. Unset: the download uses the default credential chain.",
+                "The data store whose credentials the job carries. An FfDL manifest's `connection` credentials "
+                "are kept apart from the spec, sealed, under the data store's id, which its volumes name "
+                "here; learners get them as `<STORE>_ACCESS_KEY_ID` and `<STORE>_SECRET_ACCESS_KEY` from a "
+                "per-attempt Secret, and the data download uses them. A Trainyard spec carries no "
+                "credentials itself: unset, or naming a store the job holds none for, the download uses "
+                "boto3's default credential chain.",
                 example="team-datasets",
                 pattern=SECRET_ID,
             ),
@@ -576,7 +580,7 @@ SPEC = Field(
             ("object",),
             "Opt in to the tuner (docs/tuning.md): thread pools sized to the CPU limit, and ranges of CPU "
             "and learner counts the tuner may move the running job within, by checkpoint-restart.",
-            example={"threads": "auto", "cpu": [2, 8]},
+            example={"threads": "auto", "cpu": [1, 4]},
             fields=(
                 Field(
                     "threads",
@@ -599,7 +603,7 @@ SPEC = Field(
                     ),
                     "The `[min, max]` CPU per learner the tuner may choose from (cores or millicores, like "
                     "`resources.cpu`); it must contain the job's own CPU. Unset: CPU is never changed.",
-                    [2, 8],
+                    [1, 4],
                     normalized="cpu_millis",
                     exclusive="cpu_millis",
                 ),
@@ -614,7 +618,7 @@ SPEC = Field(
                         maximum=CPU_MILLIS_RANGE[1],
                     ),
                     "`tuning.cpu` in millicores: its normalized form (give one or the other).",
-                    [2000, 8000],
+                    [500, 4000],
                     exclusive="cpu",
                 ),
                 _pair(
@@ -674,6 +678,7 @@ SPEC = Field(
                     values=_METRIC_GROUP,
                     key_pattern=GROUP_NAME,
                     max_entries=MAX_METRIC_GROUPS,
+                    required_when=("type", "regex_extractor"),
                 ),
             ),
         ),
