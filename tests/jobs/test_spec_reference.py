@@ -100,7 +100,7 @@ def test_the_docs_name_every_field_with_its_type_default_and_example() -> None:
 def _set(document: dict[str, Any], path: str, value: Any) -> None:
     parts = path.replace("[]", ".0").split(".")
     for part in parts[:-1]:
-        document = document[int(part)] if part.isdigit() else document.setdefault(part, {})  # type: ignore[assignment]
+        document = document[int(part)] if part.isdigit() else document.setdefault(part, {})
     document[parts[-1]] = value
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -86,7 +86,7 @@ def _container(document: Any, path: str) -> Any:
 
 def _concrete(path: str, document: dict[str, Any]) -> str:
     """The path as the validator names it: `volumes[0].bucket`, `evaluation_metrics.groups.train.regex`."""
-    out, container = "", document
+    out, container = "", cast(Any, document)
     for part in schema._split(path):
         if part == "[]":
             out += "[0]"
@@ -127,7 +127,7 @@ def test_the_whole_specs_example_is_valid() -> None:
      "evaluation_metrics.groups.*.meta", "framework"],
 )  # fmt: skip
 def test_an_undeclared_key_is_refused_wherever_keys_are_declared(path: str) -> None:
-    document = copy.deepcopy(BASE)
+    document: dict[str, Any] = copy.deepcopy(BASE)
     if path:
         child = f"{path}.{schema.keys(path)[0]}"
         document = document_with(child, field_at(child).example)
@@ -245,7 +245,7 @@ def test_friendly_quantity_bounds_are_the_validators() -> None:
     assert "resources.cpu" in errors_of(document_with("resources.cpu", 0.009))
     assert "resources.cpu" in errors_of(document_with("resources.cpu", 256.001))
     assert "resources.memory" in errors_of(document_with("resources.memory", 15))
-    assert "resources.memory" in errors_of(document_with("resources.memory", memory.maximum + 1))  # type: ignore[operator]
+    assert "resources.memory" in errors_of(document_with("resources.memory", memory.maximum + 1))
 
 
 # Fields with a length limit, and a value of that length the validator takes (the example padded).

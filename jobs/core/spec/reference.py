@@ -74,6 +74,16 @@ class Row:
         return limits(self.field)
 
     @property
+    def facts(self) -> list[str]:
+        """The limits, and how the field relates to others (its stored name, the one it excludes)."""
+        out = list(self.limits)
+        if self.field.normalized:
+            out.append(f"stored as `{self.field.normalized}`")
+        if self.field.exclusive:
+            out.append(f"not together with `{self.field.exclusive}`")
+        return out
+
+    @property
     def example_text(self) -> str:
         return "" if self.field.example is MISSING else compact(self.field.example)
 
