@@ -113,7 +113,10 @@
   if (wrap) {
     fetch(wrap.dataset.schemaUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (response) { return response.ok ? response.json() : null; })
-      .then(function (body) { schema = body; })
+      .then(function (body) {
+        schema = body;
+        if (body) wrap.dataset.schemaReady = "1";
+      })
       .catch(function () { schema = null; });
   }
 
