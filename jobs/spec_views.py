@@ -43,7 +43,7 @@ class SpecSchemaView(ApiView):
 
     @extend_schema(
         operation_id="spec_schema",
-        responses={200: OpenApiTypes.OBJECT, **errors(429)},
+        responses={200: OpenApiTypes.OBJECT, **errors(401, 429)},
         description=f"The JSON Schema (draft 2020-12) of a Trainyard job spec, for editors and scripts. {REFERENCE}",
     )
     def get(self, request: Request) -> Response:

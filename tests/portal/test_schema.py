@@ -47,6 +47,8 @@ API_ROUTES = {
     "/api/v1/cluster/",
     "/api/v1/tokens/",
     "/api/v1/tokens/{token_id}/",
+    "/api/v1/spec/schema/",
+    "/api/v1/spec/validate/",
 }
 FUZZED = [
     ("/api/v1/jobs/", "GET"),
@@ -60,6 +62,7 @@ FUZZED = [
     ("/api/v1/tenants/{slug}/policy/", "PATCH"),
     ("/api/v1/tenants/{slug}/quota/", "GET"),
     ("/api/v1/tenants/{slug}/quota/", "PATCH"),
+    ("/api/v1/spec/validate/", "POST"),
 ]
 
 
