@@ -1,4 +1,4 @@
-"""The job spec's reference, from the one declared schema (jobs/core/spec/schema.py): the JSON Schema at
+"""The job spec's reference, from the one declared schema (jobs/core/spec/schema/): the JSON Schema at
 GET /api/v1/spec/schema/, a validation endpoint for editors (POST /api/v1/spec/validate/), and the /spec/
 page. Thin: each calls one pure function of jobs.core.spec and renders it."""
 

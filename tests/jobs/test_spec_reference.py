@@ -1,4 +1,4 @@
-"""The spec's JSON Schema, docs/spec.md and the FfDL mapping, all generated from jobs/core/spec/schema.py:
+"""The spec's JSON Schema, docs/spec.md and the FfDL mapping, all generated from jobs/core/spec/schema/:
 the examples validate, known-bad specs fail where the validator fails them, the committed docs are current,
 and each FfDL row lands where it says."""
 

@@ -1,4 +1,4 @@
-"""The declared spec (jobs/core/spec/schema.py) and the validator agree: every declared field is accepted
+"""The declared spec (jobs/core/spec/schema/) and the validator agree: every declared field is accepted
 with its example, nothing undeclared is accepted, declared defaults are what the validator fills in,
 declared bounds, lengths, patterns, enums and nullability are the validator's."""
 

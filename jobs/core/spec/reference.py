@@ -236,7 +236,7 @@ def markdown() -> str:
     lines = [
         "# The job spec",
         "",
-        "<!-- Generated from jobs/core/spec/schema.py and jobs/core/spec/reference.py by",
+        "<!-- Generated from jobs/core/spec/schema/ and jobs/core/spec/reference.py by",
         f"     `{REGENERATE}`; do not edit by hand. -->",
         "",
         "A job is a YAML or JSON document in Trainyard's format (below) or an FfDL `manifest.yml` (see",

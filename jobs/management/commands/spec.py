@@ -1,6 +1,6 @@
 """`manage.py spec validate FILE...`: check job specs and FfDL manifests offline, without a database;
 `spec schema` prints the spec's JSON Schema, `spec docs` the reference docs/spec.md (both generated from
-jobs/core/spec/schema.py)."""
+jobs/core/spec/schema/)."""
 
 from __future__ import annotations
 
