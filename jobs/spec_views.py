@@ -136,7 +136,8 @@ def _html_row(row: Row) -> dict[str, Any]:
         "only_for": row.only_for,
         "type_text": row.type_text,
         "default_html": inline_code(row.default_text),
-        "limits_html": [inline_code(text) for text in row.facts],
+        "limits_html": [inline_code(text) for text in row.facts if not text.startswith("text matches")],
+        "pattern": row.field.pattern,
         "example_text": row.example_text,
         "description_html": inline_code(row.field.description),
     }

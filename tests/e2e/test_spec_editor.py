@@ -98,3 +98,16 @@ def test_completion_lists_the_fields_that_fit_and_inserts_one(page: Any, alice: 
     assert editor.input_value().endswith("\nretries: 3")
     page.locator("#spec-live .spec-live-ok").wait_for()
     assert not Job.objects.exists()
+
+
+def test_the_submit_page_links_to_the_spec_reference(page: Any, alice: Any) -> None:
+    login(page, "alice")
+    page.goto("/jobs/new/")
+    page.click("[data-testid=spec-reference]")
+    page.wait_for_url("**/spec/")
+    row = page.locator("[data-path='volumes[].secret']")
+    assert "type: s3" in row.inner_text() and "credentials" in row.inner_text()
+    page.click("a[href='#ffdl-manifests']")
+    assert page.url.endswith("/spec/#ffdl-manifests")
+    assert "data_stores[].connection.password" in page.locator("#ffdl-manifests").inner_text()
+    screenshot(page, "spec-reference.png")

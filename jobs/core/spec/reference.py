@@ -58,6 +58,8 @@ class Row:
 
     @property
     def default_text(self) -> str:
+        if self.path.endswith(("[]", ".*")):
+            return ""  # an item of a list, an entry of a mapping: there when written
         if self.field.required:
             return "required"
         if self.field.required_when is not None:
@@ -263,7 +265,7 @@ def markdown() -> str:
 def _markdown_row(row: Row) -> list[str]:
     heading = "###" if row.depth == 0 else "####"
     lines = ["", f"{heading} `{row.display}`", "", row.field.description, ""]
-    facts = [f"type: {row.type_text}", f"default: {row.default_text}"]
+    facts = [f"type: {row.type_text}"] + ([f"default: {row.default_text}"] if row.default_text else [])
     if row.only_for:
         facts.append(f"only for volumes of `{row.only_for}`")
     if row.limits:
