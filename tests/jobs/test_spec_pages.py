@@ -146,3 +146,11 @@ def test_error_lines_find_nested_list_and_quoted_paths_and_a_missing_fields_pare
         text, ["env.'1 BAD'", "volumes[1].kind", "volumes[1].claim", "image", "volumes[7].name"]
     )
     assert found == {"env.'1 BAD'": 2, "volumes[1].kind": 6, "volumes[1].claim": 5, "volumes[7].name": 3}
+
+
+def test_error_lines_do_not_read_a_text_too_long_to_be_a_spec() -> None:
+    from jobs.core.spec.locate import MAX_TEXT
+
+    text = "name: x\n" + "#" * MAX_TEXT
+    assert error_lines(text, ["name"]) == {}
+    assert error_lines(text[:200], ["name"]) == {"name": 1}

@@ -12,16 +12,20 @@ from typing import Any
 
 import yaml
 
+MAX_TEXT = 256 * 1024
 _YAML_LINE = re.compile(r"at line (\d+), column \d+")
 _INDEX = re.compile(r"\[(\d+)\]")
 
 
 def error_lines(text: str, paths: list[str], messages: dict[str, list[str]] | None = None) -> dict[str, int]:
-    """The 1-based line of each path that can be found in `text` (YAML or JSON); paths not found are left out."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except (yaml.YAMLError, RecursionError, ValueError):
-        root = None
+    """The 1-based line of each path that can be found in `text` (YAML or JSON); paths not found are left out.
+    Text longer than MAX_TEXT characters is not read (the parser refused it already)."""
+    root = None
+    if len(text) <= MAX_TEXT and any(path != "spec" for path in paths):
+        try:
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
+        except (yaml.YAMLError, RecursionError, ValueError):
+            root = None
     lines: dict[str, int] = {}
     for path in paths:
         line = None
