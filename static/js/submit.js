@@ -168,17 +168,20 @@
     return needList ? null : segs;
   }
 
-  // The keys in use in the object the cursor is in (same indentation, same block), to leave them out.
-  function siblingKeys(lines, row, indent) {
-    const used = new Set();
-    for (const step of [-1, 1]) {
+  // The keys (with their values' text) in use in the object the caret's line is in: same indentation, same
+  // block, same list item; none above a line that starts a new item.
+  function siblingKeys(lines, row, indent, itemStart) {
+    const used = new Map();
+    for (const step of itemStart ? [1] : [-1, 1]) {
       for (let r = row + step; r >= 0 && r < lines.length; r += step) {
         const info = parseLine(lines[r]);
         if (!info) continue;
         if (info.contentIndent < indent) break;
-        if (info.contentIndent === indent && info.key) used.add(info.key);
-        if (info.dash && info.lead < indent) break;
-        if (info.dash && info.contentIndent === indent) break;
+        if (step === 1 && info.dash && info.lead < indent) break;  // the next item
+        if (info.contentIndent === indent && info.key) {
+          used.set(info.key, lines[r].slice(lines[r].indexOf(":") + 1).replace(/#.*$/, "").trim());
+        }
+        if (step === -1 && info.dash && info.contentIndent === indent) break;  // this item's first line
       }
     }
     return used;
@@ -201,6 +204,16 @@
       });
     });
     return found;
+  }
+
+  // Whether a variant's field ("type: s3") fits the object's own value of that key, when it has one.
+  function fits(only, used) {
+    if (!only) return true;
+    return only.split(", ").every(function (cond) {
+      const parts = cond.split(": ");
+      const value = used.get(parts[0]);
+      return value === undefined || value === "" || value.replace(/^["']|["']$/g, "") === parts[1];
+    });
   }
 
   function nodeAt(segs) {
@@ -239,10 +252,10 @@
     const node = segs && nodeAt(segs);
     if (!node) return close();
     const indent = word[1].length + (word[2] ? word[2].length : 0);
-    const used = siblingKeys(at.lines, at.row, indent);
+    const used = siblingKeys(at.lines, at.row, indent, Boolean(word[2]));
     const prefix = word[3] || "";
     options = properties(node).filter(function (p) {
-      return p.name.startsWith(prefix) && p.name !== prefix && !used.has(p.name);
+      return p.name.startsWith(prefix) && p.name !== prefix && !used.has(p.name) && fits(p.only, used);
     });
     if (!options.length) return close();
     chosen = 0;

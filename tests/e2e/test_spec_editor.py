@@ -87,11 +87,24 @@ def test_completion_lists_the_fields_that_fit_and_inserts_one(page: Any, alice: 
     page.keyboard.press("Escape")
     assert popup.is_hidden()
 
-    page.keyboard.type("name: data\n    kind: data\n    type: pvc\n    cl")
+    page.keyboard.type("name: data\n    kind: data\n    type: pvc\n    ")
+    page.keyboard.press("Control+Space")
     popup.wait_for()
+    offered = [n.split()[0] for n in popup.locator("li").all_inner_texts()]
+    assert offered == ["mount_path", "read_only", "claim"], (
+        "a pvc volume: its own fields, none it has already"
+    )
+    page.keyboard.type("cl")
     assert popup.locator("li").all_inner_texts()[0].startswith("claim")
     page.keyboard.press("Tab")
-    page.keyboard.type("mnist\n    mount_path: /data\nretr")
+    page.keyboard.type("mnist\n    mount_path: /data\n  - ")
+    page.keyboard.press("Control+Space")
+    popup.wait_for()  # a second volume: the first one's fields are not "already there"
+    assert popup.locator("li").all_inner_texts()[0].startswith("name")
+    page.keyboard.press("Escape")
+    for _ in range(len("  - ")):
+        page.keyboard.press("Backspace")
+    page.keyboard.type("retr")
     popup.locator("li[data-key='retries']").wait_for()
     page.keyboard.press("Enter")
     page.keyboard.type("3")
