@@ -1,7 +1,7 @@
 // The submit page: swap the editor's text for a chosen template, let Tab indent inside the editor, check
 // the spec as the user types (POST /api/v1/spec/validate/, debounced: each field error with its path and
 // line beside the editor), and complete field names from the spec's JSON Schema (Ctrl-Space, or typing a
-// name at the start of a line), showing each field's description.
+// name at the start of a line), showing each field's description; after `key: `, a field's allowed values.
 (function () {
   "use strict";
   const select = document.getElementById("template-select");
@@ -243,11 +243,30 @@
     return { lines: lines, row: row, before: before };
   }
 
+  const VALUE = /^( *)(- +)?([A-Za-z_][\w.-]*): *([\w.-]*)$/;
+
+  // After `key: `, a field with a few allowed values (volumes[].kind, tuning.threads) offers them.
+  function openValues(at, explicit) {
+    const m = VALUE.exec(at.before);
+    if (!m || (!explicit && !m[4])) return close();
+    const segs = objectPath(at.lines, at.row, m[1] + (m[2] || ""));
+    const node = segs && nodeAt(segs);
+    const prop = node && properties(node).find(function (p) { return p.name === m[3]; });
+    const values = prop && prop.node.enum ? prop.node.enum.filter(function (v) { return v !== null; }) : [];
+    options = values
+      .filter(function (v) { return String(v).startsWith(m[4]) && String(v) !== m[4]; })
+      .map(function (v) { return { name: String(v), node: { description: prop.node.description }, only: "", value: true }; });
+    if (!options.length) return close();
+    chosen = 0;
+    render(segs, at.before.length - m[4].length, at.row);
+  }
+
   function openCompletion(explicit) {
     if (!schema || !popup) return close();
     const at = caret();
     const word = /^( *)(- +)?([A-Za-z_][\w.-]*)?$/.exec(at.before);
-    if (!word || (!explicit && !word[3])) return close();
+    if (!word) return openValues(at, explicit);
+    if (!explicit && !word[3]) return close();
     const segs = objectPath(at.lines, at.row, at.before);
     const node = segs && nodeAt(segs);
     if (!node) return close();
@@ -274,7 +293,7 @@
       name.textContent = option.name;
       const kind = document.createElement("span");
       kind.className = "muted";
-      kind.textContent = typeText(option.node) + (option.only ? " (" + option.only + ")" : "");
+      kind.textContent = option.value ? "value" : typeText(option.node) + (option.only ? " (" + option.only + ")" : "");
       item.append(name, kind);
       item.addEventListener("mousedown", function (event) { event.preventDefault(); chosen = index; accept(); });
       list.append(item);
@@ -309,6 +328,13 @@
     const option = options[chosen];
     if (!option) return;
     const at = caret();
+    if (option.value) {
+      const typed = VALUE.exec(at.before)[4];
+      editor.setRangeText(option.name, editor.selectionStart - typed.length, editor.selectionStart, "end");
+      close();
+      editor.dispatchEvent(new Event("input"));
+      return;
+    }
     const word = /^( *)(- +)?([A-Za-z_][\w.-]*)?$/.exec(at.before);
     const indent = word[1].length + (word[2] ? word[2].length : 0);
     const start = editor.selectionStart - (word[3] || "").length;

@@ -87,7 +87,14 @@ def test_completion_lists_the_fields_that_fit_and_inserts_one(page: Any, alice: 
     page.keyboard.press("Escape")
     assert popup.is_hidden()
 
-    page.keyboard.type("name: data\n    kind: data\n    type: pvc\n    ")
+    page.keyboard.type("name: data\n    kind: ")
+    page.keyboard.press("Control+Space")
+    popup.wait_for()  # a field with allowed values offers them
+    assert [n.split()[0] for n in popup.locator("li").all_inner_texts()] == ["data", "results"]
+    page.keyboard.type("da")
+    page.keyboard.press("Enter")
+    assert editor.input_value().endswith("    kind: data")
+    page.keyboard.type("\n    type: pvc\n    ")
     page.keyboard.press("Control+Space")
     popup.wait_for()
     offered = [n.split()[0] for n in popup.locator("li").all_inner_texts()]
