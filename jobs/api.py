@@ -105,7 +105,7 @@ class JobSubmitSerializer(serializers.Serializer):
     tenant = serializers.SlugField(
         required=False, help_text="The tenant to submit to; may be left out if you may submit to one only."
     )
-    spec = SpecField(help_text="The job spec (docs/spec.md), as an object or as YAML/JSON text.")
+    spec = SpecField(help_text="The job spec (/spec/, docs/spec.md), as an object or as YAML/JSON text.")
 
 
 class JobPageSerializer(PageSerializer):
@@ -197,7 +197,10 @@ class JobListView(ApiView):
             "multipart/form-data": JobSubmitFormSerializer,
         },
         responses={201: JobDetailSerializer, **errors(400, 401, 403, 429)},
-        description="Submit a job: JSON `{tenant, spec}`, or the bare spec as YAML text with `?tenant=`.",
+        description=(
+            "Submit a job: JSON `{tenant, spec}`, or the bare spec as YAML text with `?tenant=`. The spec's "
+            "fields: [/spec/](/spec/) in the portal, `docs/spec.md`, and `GET /api/v1/spec/schema/`."
+        ),
         examples=[
             OpenApiExample(
                 "JSON",

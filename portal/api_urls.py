@@ -3,6 +3,7 @@
 from django.urls import path
 
 from jobs import api as jobs_api
+from jobs import spec_views
 from jobs.artifacts import api as artifacts_api
 from jobs.artifacts import pod_views
 from tenants import api as tenants_api
@@ -60,6 +61,8 @@ urlpatterns = [
         name="api-tenant-secret",
     ),
     path("cluster/", jobs_api.ClusterView.as_view(), name="api-cluster"),
+    path("spec/schema/", spec_views.SpecSchemaView.as_view(), name="api-spec-schema"),
+    path("spec/validate/", spec_views.SpecValidateView.as_view(), name="api-spec-validate"),
     path("tokens/", tenants_api.TokenListView.as_view(), name="api-tokens"),
     path("tokens/<int:token_id>/", tenants_api.TokenDetailView.as_view(), name="api-token"),
 ]

@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from jobs import spec_views
 from jobs import views as job_views
 from portal import views
 from tenants import pages as tenant_pages
@@ -21,6 +22,7 @@ urlpatterns = [
     path("tenant/switch/", tenant_pages.tenant_switch, name="tenant-switch"),
     path("jobs/", job_views.jobs_page, name="jobs"),
     path("jobs/new/", job_views.job_new, name="job-new"),
+    path("spec/", spec_views.spec_page, name="spec"),
     path("jobs/<str:job_id>/", job_views.job_detail, name="job-detail"),
     path("jobs/<str:job_id>/parts/", job_views.job_parts, name="job-parts"),
     path("jobs/<str:job_id>/cancel/", job_views.job_cancel_view, name="job-cancel"),

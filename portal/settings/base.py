@@ -224,7 +224,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": (
         "Submit and follow deep-learning training jobs in your tenants. Authenticate with "
         "`Authorization: Bearer <token>` (see `manage.py token create`) or a browser session. Every error "
-        'is `{"detail": "...", "errors": {field: [messages]}}`.'
+        'is `{"detail": "...", "errors": {field: [messages]}}`. The job spec\'s fields are described in the '
+        "portal at [/spec/](/spec/) and in `docs/spec.md`; its JSON Schema is at `/api/v1/spec/schema/`."
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,

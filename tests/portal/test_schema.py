@@ -50,6 +50,8 @@ API_ROUTES = {
     "/api/v1/cluster/",
     "/api/v1/tokens/",
     "/api/v1/tokens/{token_id}/",
+    "/api/v1/spec/schema/",
+    "/api/v1/spec/validate/",
 }
 FUZZED = [
     ("/api/v1/jobs/", "GET"),
@@ -65,6 +67,7 @@ FUZZED = [
     ("/api/v1/tenants/{slug}/quota/", "PATCH"),
     ("/api/v1/tenants/{slug}/secrets/", "POST"),
     ("/api/v1/tenants/{slug}/secrets/{name}/", "PUT"),
+    ("/api/v1/spec/validate/", "POST"),
 ]
 
 

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from jobs.core.spec import schema
 from jobs.core.spec.metrics import validate_evaluation_metrics
 from jobs.core.spec.values import (
     CPU_MILLIS_RANGE,
@@ -33,28 +34,19 @@ from jobs.core.spec.values import (
 )
 from jobs.core.spec.volumes import abs_path, validate_volumes
 
-TOP_LEVEL_KEYS = (
-    "name", "description", "image", "command", "learners", "resources", "env", "volumes",
-    "checkpoint_dir", "max_runtime", "max_runtime_seconds", "retries", "priority", "tuning",
-    "evaluation_metrics", "framework",
-)  # fmt: skip
+TOP_LEVEL_KEYS = schema.keys()
 _TOP_LEVEL_HINTS = {
     "gpus": "resources.gpus",
     "cpus": "resources.cpu",
     "cpu": "resources.cpu",
     "memory": "resources.memory",
 }
-_RESOURCE_KEYS = ("gpus", "cpu", "cpu_millis", "memory", "memory_mib", "gpu_type")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_LABEL_VALUE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
-_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_IMAGE_HOST = (
-    r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]{1,5})?"
-)
-_IMAGE = re.compile(
-    rf"(?:{_IMAGE_HOST}/)?{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*:[0-9a-fA-F]{32,})?"
-)
+_RESOURCE_KEYS = schema.keys("resources")
+_ENV_ENTRY_KEYS = schema.keys("env[]")
+_TUNING_KEYS = schema.keys("tuning")
+_ENV_NAME = re.compile(schema.ENV_NAME)
+_LABEL_VALUE = re.compile(schema.LABEL_VALUE)
+_IMAGE = re.compile(schema.IMAGE)
 
 
 def validate(data: Mapping[Any, Any], errors: Errors) -> dict[str, Any]:
@@ -259,7 +251,7 @@ def _env(value: Any, errors: Errors) -> dict[str, str]:
             if not isinstance(entry, Mapping) or "name" not in entry:
                 errors.add(f"env[{i}]", "must be a mapping with name and value")
                 continue
-            check_keys(entry, f"env[{i}]", ("name", "value"), errors)
+            check_keys(entry, f"env[{i}]", _ENV_ENTRY_KEYS, errors)
             entries.append((f"env[{i}].name", f"env[{i}].value", entry["name"], entry.get("value", "")))
     else:
         errors.add(
@@ -319,7 +311,7 @@ def _tuning(
     if not isinstance(value, Mapping):
         errors.add("tuning", f"must be a mapping of threads, cpu, learners; got {type_name(value)}")
         return None
-    check_keys(value, "tuning", ("threads", "cpu", "cpu_millis", "learners"), errors)
+    check_keys(value, "tuning", _TUNING_KEYS, errors)
     threads = value.get("threads", "auto")
     if threads not in ("auto", "off"):
         errors.add("tuning.threads", f"must be 'auto' or 'off', got {show(threads)}")

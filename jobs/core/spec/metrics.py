@@ -23,13 +23,14 @@ from typing import Any
 
 import regex
 
+from jobs.core.spec import schema
 from jobs.core.spec.values import Errors, check_keys, show, type_name
 
-MAX_GROUPS = 8
-MAX_PATTERN = 500
-_KEYS = ("type", "in", "line_lookahead", "eventTypes", "event_types", "groups")
-_GROUP_KEYS = ("regex", "meta", "values")
-_GROUP_NAME = regex.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+MAX_GROUPS = schema.MAX_METRIC_GROUPS
+MAX_PATTERN = schema.MAX_METRIC_PATTERN
+_KEYS = schema.keys("evaluation_metrics")
+_GROUP_KEYS = schema.keys("evaluation_metrics.groups.*")
+_GROUP_NAME = regex.compile(schema.GROUP_NAME)
 
 
 def validate_evaluation_metrics(value: Any, errors: Errors) -> dict[str, Any] | None:

@@ -12,16 +12,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from jobs.core.spec import schema
 from jobs.core.spec.values import MAX_VOLUMES, Errors, check_keys, clean_text, show, type_name
 
-_VOLUME_KEYS = ("name", "kind", "type", "mount_path", "read_only")
-_VOLUME_TYPE_KEYS = {"host": ("path",), "pvc": ("claim",), "s3": ("bucket", "prefix", "endpoint", "secret")}
+_VOLUME_KEYS = schema.keys("volumes[]")
+_VOLUME_TYPE_KEYS = schema.variant_keys("volumes[]")
 _FORBIDDEN_MOUNTS = ("/proc", "/sys", "/dev")
-_DNS_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?")
-_SECRET_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
-_BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
-_URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[^\s@]*)?")
+_DNS_LABEL = re.compile(schema.DNS_LABEL)
+_DNS_SUBDOMAIN = re.compile(schema.DNS_SUBDOMAIN)
+_SECRET_ID = re.compile(schema.SECRET_ID)
+_BUCKET = re.compile(schema.BUCKET)
+_URL = re.compile(schema.URL)
 
 
 def abs_path(value: Any, path: str, errors: Errors, *, default: str | None = None) -> str | None:
