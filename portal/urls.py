@@ -28,6 +28,7 @@ urlpatterns = [
     path("jobs/<str:job_id>/resume/", job_views.job_resume_view, name="job-resume"),
     path("jobs/<str:job_id>/log.txt", job_views.job_log_download, name="job-log"),
     path("tenants/<slug:slug>/", views.tenant_page, name="tenant"),
+    path("notifications/", include("jobs.notifications.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -9,7 +9,7 @@ from django.db.models import Q, QuerySet
 
 from jobs.notifications.models import Notification, Subscription
 from tenants.models import Tenant
-from tenants.scoping import Perm, restrict, tenants_for
+from tenants.scoping import Perm, has_perm, restrict, tenants_for
 
 AnyUser = User | AnonymousUser
 
@@ -37,3 +37,10 @@ def subscription_deliveries(*, subscription: Subscription, limit: int = 50) -> l
     """The subscription's newest notifications, each with its attempts (the delivery log)."""
     rows = subscription.notifications.select_related("job").prefetch_related("attempt_log")
     return list(rows.order_by("-created_at", "-id")[:limit])
+
+
+def tenant_subscriptions(*, user: AnyUser, tenant: Tenant) -> QuerySet[Subscription] | None:
+    """The tenant's own subscriptions (every job) for the tenant page, or None when `user` does not own it."""
+    if not has_perm(user, tenant, Perm.MANAGE_TENANT):
+        return None
+    return subscription_list(user=user, tenant=tenant).filter(user__isnull=True)
