@@ -14,7 +14,7 @@ from tests.factories import make_tenant, member
 
 pytestmark = pytest.mark.django_db
 
-FORM = {
+FORM: dict[str, Any] = {
     "scope": "user", "name": "ci", "channel": "webhook", "url": "http://127.0.0.1:9/hook",
     "events": ["succeeded", "failed"],
 }  # fmt: skip
