@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,3 +38,17 @@ def test_secrets_are_fresh_and_long() -> None:
 )
 def test_back_off_doubles_after_each_failure_up_to_the_cap(attempts: int, delay: float) -> None:
     assert backoff_seconds(attempts, base=30, cap=300) == delay
+
+
+def test_the_receivers_check_in_the_docs_accepts_a_real_signature_and_refuses_a_stale_one() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "notifications.md").read_text()
+    code = text.split("### Verifying the signature", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    scope: dict[str, Any] = {}
+    exec(compile(code, "docs/notifications.md", "exec"), scope)  # noqa: S102 (our own documentation)
+    body, now = b'{"event":"test"}', str(int(time.time()))
+    headers = {"X-Trainyard-Timestamp": now, "X-Trainyard-Signature": signature("whsec_x", now, body)}
+    assert scope["verify"]("whsec_x", headers, body)
+    assert not scope["verify"]("whsec_y", headers, body)
+    old = str(int(time.time()) - 3600)
+    stale = {"X-Trainyard-Timestamp": old, "X-Trainyard-Signature": signature("whsec_x", old, body)}
+    assert not scope["verify"]("whsec_x", stale, body)
