@@ -234,15 +234,13 @@ def _listeners(job: Job, event: str) -> list[Subscription]:
 def notify_transition(job: Job, *, event: str, happened: JobEvent) -> list[Notification]:
     """Record `event` (a transition, `happened`) for every subscription that hears of it and queue their
     deliveries on commit. Runs inside the transition's transaction (lifecycle.transition calls it)."""
+    listeners = _listeners(job, event)
+    if not listeners:
+        return []
+    payload = job_payload(job, event=event, occurred_at=happened.created_at)
     rows = [
-        Notification(
-            subscription=sub,
-            job=job,
-            event=event,
-            key=f"event:{happened.pk}",
-            payload=job_payload(job, event=event, occurred_at=happened.created_at),
-        )
-        for sub in _listeners(job, event)
+        Notification(subscription=sub, job=job, event=event, key=f"event:{happened.pk}", payload=payload)
+        for sub in listeners
     ]
     created = Notification.objects.bulk_create(rows)
     _enqueue(n.pk for n in created)

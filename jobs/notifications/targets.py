@@ -75,8 +75,8 @@ def check_url(url: str) -> str:
 
 class GuardedBackend(httpcore.NetworkBackend):
     """httpcore's network backend, resolving each host itself: every address it resolves to must pass
-    `check_addresses`, and the connection goes to the first of those checked addresses (TLS still verifies
-    the certificate against the host's name, which httpcore passes separately)."""
+    `check_addresses`, and the connection goes to the first of those checked addresses that answers (TLS
+    still verifies the certificate against the host's name, which httpcore passes separately)."""
 
     def __init__(self) -> None:
         self._inner = httpcore.SyncBackend()
@@ -91,7 +91,12 @@ class GuardedBackend(httpcore.NetworkBackend):
     ) -> httpcore.NetworkStream:
         addresses = resolve(host, port)
         check_addresses(host, addresses)
-        return self._inner.connect_tcp(addresses[0], port, timeout, local_address, socket_options)
+        for address in addresses[:-1]:  # the next one when an address cannot be reached (no IPv6 route)
+            try:
+                return self._inner.connect_tcp(address, port, timeout, local_address, socket_options)
+            except httpcore.ConnectError:
+                continue
+        return self._inner.connect_tcp(addresses[-1], port, timeout, local_address, socket_options)
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
