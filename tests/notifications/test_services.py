@@ -5,6 +5,7 @@ against a real local HTTP receiver and Django's in-memory mail backend."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -286,3 +287,33 @@ def test_a_notification_for_a_since_disabled_subscription_is_skipped() -> None:
     notification.refresh_from_db()
     assert notification.state == DeliveryState.SKIPPED
     assert notification.event == Event.SUCCEEDED
+
+
+def test_the_connection_goes_to_the_address_it_checked_and_a_name_turned_private_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tenant = make_tenant()
+    owner = member(tenant)
+    answers = {"hooks.example.com": "93.184.216.34"}
+    real = socket.getaddrinfo
+
+    def lookup(host: str, port: Any, *args: Any, **kwargs: Any) -> Any:
+        return real(answers.get(host, host), port, *args, **kwargs)
+
+    monkeypatch.setattr("jobs.notifications.targets.socket.getaddrinfo", lookup)
+    with receiver() as hook, override_settings(NOTIFY_ALLOW_PRIVATE_TARGETS=False):
+        port = hook.url.split(":")[2].split("/")[0]
+        notification, _ = _one(f"http://hooks.example.com:{port}/hook", owner, tenant)  # public when checked
+        answers["hooks.example.com"] = "127.0.0.1"  # the name's answer changes (DNS rebinding)
+        outcome = deliver(notification.pk)
+        assert outcome is not None and "refused: hooks.example.com resolves to 127.0.0.1" in outcome.error
+        assert hook.requests == []
+        with override_settings(NOTIFY_ALLOW_PRIVATE_TARGETS=True):
+            Notification.objects.filter(pk=notification.pk).update(next_attempt_at=timezone.now())
+            outcome = deliver(notification.pk)  # allowed: it reaches the address the name resolved to
+        (got,) = hook.wait_for(1)
+    assert (
+        outcome is not None
+        and outcome.status_code == 200
+        and got.headers["host"] == f"hooks.example.com:{port}"
+    )
