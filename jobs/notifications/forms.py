@@ -22,7 +22,11 @@ class SubscriptionForm(forms.Form):
     events = forms.MultipleChoiceField(
         choices=Event.choices, widget=forms.CheckboxSelectMultiple, initial=[Event.SUCCEEDED, Event.FAILED]
     )
-    queued_minutes = forms.IntegerField(required=False, label="Minutes in the queue")
+    queued_minutes = forms.IntegerField(
+        required=False,
+        label="Minutes in the queue",
+        widget=forms.TextInput(attrs={"inputmode": "numeric", "size": 6}),
+    )
 
     def __init__(self, *args: Any, tenants: list[Tenant], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

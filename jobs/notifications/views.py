@@ -73,7 +73,10 @@ def _detail(
 ) -> HttpResponse:
     deliveries = subscription_deliveries(subscription=subscription, limit=DELIVERIES_SHOWN)
     context = {"sub": subscription, "secret": secret, "deliveries": deliveries}
-    return render_page(request, "notifications/detail.html", context, status=status)
+    response = render_page(request, "notifications/detail.html", context, status=status)
+    if secret:
+        response["Cache-Control"] = "no-store"  # the secret stays in no cache
+    return response
 
 
 @login_required

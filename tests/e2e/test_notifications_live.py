@@ -19,7 +19,7 @@ from jobs.models import Job
 from jobs.notifications.models import Notification
 from jobs.notifications.signing import verify
 from jobs.services import job_submit
-from tests.e2e.conftest import login
+from tests.e2e.conftest import login, screenshot
 from tests.factories import make_tenant, member
 from tests.notifications.receiver import receiver
 
@@ -62,11 +62,13 @@ def test_a_webhook_made_in_the_page_receives_the_signed_success_of_a_real_job(li
         login(page, "alice")
         page.click("header >> text=Notifications")
         page.fill("#id_name", "ci hook")
+        screenshot(page, "notifications-list.png")
         page.select_option("#id_channel", "webhook")
         page.fill("#id_url", hook.url)
         page.uncheck("input[name=events][value=failed]")
         page.check("input[name=events][value=succeeded]")
         page.click("#subscription-form button[type=submit]")
+        screenshot(page, "notifications-created.png")
         secret = page.locator("#secret [data-secret]").inner_text().strip()
         assert secret.startswith("whsec_")
 
@@ -91,4 +93,5 @@ def test_a_webhook_made_in_the_page_receives_the_signed_success_of_a_real_job(li
         row = page.locator("#deliveries tr[data-state=delivered]")
         expect(row).to_have_count(1)
         expect(row.locator("[data-answer]")).to_have_text("200")
+        screenshot(page, "notifications-delivered.png")
     assert hook.requests == [got]  # once, and nothing after the receiver stopped
