@@ -317,3 +317,25 @@ def test_the_connection_goes_to_the_address_it_checked_and_a_name_turned_private
         and outcome.status_code == 200
         and got.headers["host"] == f"hooks.example.com:{port}"
     )
+
+
+def test_the_beat_sweep_reports_queued_jobs_and_requeues_due_deliveries(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobs.notifications import tasks
+
+    assert settings.CELERY_BEAT_SCHEDULE["notifications"]["task"] == "jobs.notifications.sweep"
+    queued: list[int] = []
+    monkeypatch.setattr(tasks.deliver, "delay", queued.append)
+    tenant = make_tenant()
+    owner = member(tenant)
+    webhook(owner, tenant, events=["queued_too_long", "succeeded"], queued_minutes=1)
+    make_job(tenant, owner, created_at=timezone.now() - timedelta(minutes=2))
+    lost = move(make_job(tenant, owner), "starting", "running", "succeeded")  # its task never ran
+    later = Notification.objects.create(
+        subscription=Subscription.objects.get(), event="test", key="later", payload={},
+        next_attempt_at=timezone.now() + timedelta(minutes=5),
+    )  # fmt: skip
+    assert tasks.sweep() == {"queued_too_long": 1, "due": 2}
+    due = set(Notification.objects.filter(pk__in=queued).values_list("event", "job_id"))
+    assert ("succeeded", lost.pk) in due and len(due) == 2 and later.pk not in queued
