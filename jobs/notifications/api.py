@@ -108,8 +108,8 @@ class DeliveryAttemptSerializer(serializers.ModelSerializer):
 class DeliverySerializer(serializers.ModelSerializer):
     """One notification of the subscription and its attempts (the delivery log)."""
 
-    job: serializers.PrimaryKeyRelatedField[Notification] = serializers.PrimaryKeyRelatedField(
-        read_only=True, allow_null=True, help_text="The job's id (null for a test)."
+    job = serializers.CharField(
+        source="job_ref", read_only=True, allow_null=True, help_text="The job's id (null for a test)."
     )
     state = serializers.ChoiceField(choices=DeliveryState.choices, read_only=True)
     attempts = DeliveryAttemptSerializer(source="attempt_log", many=True, read_only=True)

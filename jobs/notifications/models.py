@@ -72,7 +72,14 @@ class Notification(models.Model):
     (`key`), so an event is never queued twice."""
 
     subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="notifications")
-    job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    job = models.ForeignKey(
+        "jobs.Job",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Empty for a test, or once the job is deleted (its id stays in the payload).",
+    )
     event = models.CharField(max_length=20)
     key = models.CharField(
         max_length=64, help_text="Which occurrence: the JobEvent id, or the queueing's start."
@@ -94,7 +101,13 @@ class Notification(models.Model):
         indexes = [models.Index(fields=["state", "next_attempt_at"])]
 
     def __str__(self) -> str:
-        return f"{self.event} of {self.job_id or '-'} to {self.subscription_id} ({self.state})"
+        return f"{self.event} of {self.job_ref or '-'} to {self.subscription_id} ({self.state})"
+
+    @property
+    def job_ref(self) -> str | None:
+        """The job's id, also after the job was deleted (from the payload)."""
+        job = self.payload.get("job") if isinstance(self.payload, dict) else None
+        return self.job_id or (str(job["id"]) if isinstance(job, dict) and job.get("id") else None)
 
 
 class DeliveryAttempt(models.Model):

@@ -339,3 +339,17 @@ def test_the_beat_sweep_reports_queued_jobs_and_requeues_due_deliveries(
     assert tasks.sweep() == {"queued_too_long": 1, "due": 2}
     due = set(Notification.objects.filter(pk__in=queued).values_list("event", "job_id"))
     assert ("succeeded", lost.pk) in due and len(due) == 2 and later.pk not in queued
+
+
+def test_a_deleted_jobs_notification_is_still_delivered_and_logged_with_its_id() -> None:
+    tenant = make_tenant()
+    owner = member(tenant)
+    with receiver() as hook:
+        notification, _ = _one(hook.url, owner, tenant)
+        job_id = notification.job_id
+        Job.objects.filter(pk=job_id).delete()
+        outcome = deliver(notification.pk)
+        (got,) = hook.wait_for(1)
+    assert outcome is not None and outcome.status_code == 200 and json.loads(got.body)["job"]["id"] == job_id
+    notification.refresh_from_db()
+    assert notification.job_id is None and notification.job_ref == job_id
