@@ -135,10 +135,10 @@ class Created:
     secret: str | None
 
 
-@durable_service
 def subscription_create(*, user: User, tenant: Tenant, scope: str = Scope.USER, **fields: Any) -> Created:
     """Subscribe `user` (scope user: their own jobs in `tenant`) or the tenant (scope tenant: every job;
-    owners only) to events; webhooks get a fresh signing secret. Refused (400/403) with field errors."""
+    owners only) to events; webhooks get a fresh signing secret. Refused (400/403/404) with field errors.
+    Checked before the write's transaction opens: the URL check resolves the host, which may be slow."""
     if scope not in Scope.values:
         raise Refused({"scope": [f"choose {' or '.join(Scope.values)}"]})
     if not has_perm(user, tenant, Perm.VIEW):
@@ -161,10 +161,8 @@ def subscription_create(*, user: User, tenant: Tenant, scope: str = Scope.USER, 
     if errors:
         raise Refused(errors)
     clean["queued_minutes"] = _check_queued(clean["events"], clean.get("queued_minutes"))
-    secret = None
-    if fields["channel"] == Channel.WEBHOOK:
-        secret = new_secret()
-    subscription = Subscription.objects.create(
+    secret = new_secret() if fields["channel"] == Channel.WEBHOOK else None
+    subscription = _subscription_store(
         tenant=tenant,
         user=user if scope == Scope.USER else None,
         created_by=user,
@@ -173,6 +171,12 @@ def subscription_create(*, user: User, tenant: Tenant, scope: str = Scope.USER, 
         **clean,
     )
     return Created(subscription, secret)
+
+
+@durable_service
+def _subscription_store(**fields: Any) -> Subscription:
+    """Store a subscription `subscription_create` checked."""
+    return Subscription.objects.create(**fields)
 
 
 def subscription_secret(subscription: Subscription) -> str:
