@@ -346,6 +346,14 @@ class Outcome:
     skipped: bool = False
 
 
+def _countdown_limit() -> float:
+    """The longest wait a retry is queued with a countdown for: half the broker's visibility timeout (Redis
+    hands an unacknowledged task, such as one waiting for its countdown in a worker, to another worker after
+    that long). A later retry is queued by the sweep once it is due."""
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}) or {}
+    return float(options.get("visibility_timeout", 3600)) / 2
+
+
 @durable_service
 def notification_record(*, notification_id: int, outcome: Outcome) -> DeliveryAttempt | None:
     """Log one attempt and decide what follows: delivered, another attempt after the back-off (queued on
@@ -369,14 +377,15 @@ def notification_record(*, notification_id: int, outcome: Outcome) -> DeliveryAt
             cap=settings.NOTIFY_BACKOFF_MAX_SECONDS,
         )
         next_at = now + timedelta(seconds=delay)
+        if delay <= _countdown_limit():
 
-        def retry() -> None:
-            try:
-                current_app.send_task(DELIVER_TASK, args=[notification_id], countdown=delay)
-            except Exception:
-                log.warning("could not queue retry of notification %s; the sweep will", notification_id)
+            def retry() -> None:
+                try:
+                    current_app.send_task(DELIVER_TASK, args=[notification_id], countdown=delay)
+                except Exception:
+                    log.warning("could not queue retry of notification %s; the sweep will", notification_id)
 
-        transaction.on_commit(retry)
+            transaction.on_commit(retry)
     notification.next_attempt_at = next_at
     notification.save()
     return DeliveryAttempt.objects.create(

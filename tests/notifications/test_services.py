@@ -23,6 +23,7 @@ from jobs.notifications.delivery import deliver
 from jobs.notifications.models import Notification, Subscription
 from jobs.notifications.services import (
     DELIVER_TASK,
+    notifications_due,
     queued_too_long_record,
     subscription_create,
     subscription_update,
@@ -214,6 +215,26 @@ def test_failures_are_retried_with_exponential_back_off_until_delivered(
     assert gaps == [30, 60] and log[2].next_retry_at is None
     notification.refresh_from_db()
     assert notification.state == DeliveryState.DELIVERED and notification.attempts == 3
+
+
+@override_settings(NOTIFY_BACKOFF_SECONDS=600, CELERY_BROKER_TRANSPORT_OPTIONS={"visibility_timeout": 180})
+def test_a_retry_later_than_half_the_visibility_timeout_is_left_to_the_sweep(
+    django_capture_on_commit_callbacks: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant = make_tenant()
+    owner = member(tenant)
+    queued: list[Any] = []
+    monkeypatch.setattr("jobs.notifications.services.current_app.send_task", lambda *a, **k: queued.append(a))
+    with receiver(500) as hook:
+        notification, _ = _one(hook.url, owner, tenant)
+        with django_capture_on_commit_callbacks(execute=True):
+            deliver(notification.pk)
+        hook.wait_for(1)
+    notification.refresh_from_db()
+    assert queued == [] and notification.state == DeliveryState.PENDING
+    assert notification.next_attempt_at is not None
+    assert notifications_due(now=notification.next_attempt_at) == [notification.pk]
+    assert notifications_due() == []
 
 
 @override_settings(NOTIFY_MAX_ATTEMPTS=2, NOTIFY_TIMEOUT_SECONDS=2)
