@@ -9,8 +9,8 @@ import pytest
 from django.test import Client, override_settings
 
 from jobs.notifications.models import Notification, Subscription
-from jobs.notifications.services import subscription_create, subscription_secret
-from tests.factories import make_tenant, member
+from jobs.notifications.services import subscription_create, subscription_secret, subscription_test
+from tests.factories import make_tenant, make_user, member
 
 pytestmark = pytest.mark.django_db
 
@@ -100,3 +100,19 @@ def test_the_tenant_page_lists_its_notifications_for_owners_only() -> None:
     assert 'id="tenant-notifications"' in page and "team-hook" in page
     page = browser(colleague).get(f"/tenants/{tenant.slug}/").content.decode()
     assert 'id="tenant-notifications"' not in page and "team-hook" not in page
+
+
+def test_the_admin_console_lists_subscriptions_and_notifications_without_secrets(client: Client) -> None:
+    tenant = make_tenant()
+    user = member(tenant)
+    fields = {k: v for k, v in FORM.items() if k != "scope"}
+    created = subscription_create(user=user, tenant=tenant, **fields)
+    client.force_login(make_user(username="root", is_staff=True, is_superuser=True))
+    for url in ("/admin/jobs/subscription/", f"/admin/jobs/subscription/{created.subscription.pk}/change/"):
+        page = client.get(url)
+        assert page.status_code == 200 and "ci" in page.content.decode()
+        assert str(created.secret) not in page.content.decode()
+        assert created.subscription.secret_sealed not in page.content.decode()
+    sent = subscription_test(subscription=created.subscription)
+    assert client.get("/admin/jobs/notification/").status_code == 200
+    assert client.get(f"/admin/jobs/notification/{sent.pk}/change/").status_code == 200
