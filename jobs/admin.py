@@ -87,3 +87,6 @@ class JobAdmin(admin.ModelAdmin):
             except JobRejected as exc:
                 self.message_user(request, f"{job.pk}: {exc}", messages.WARNING)
         self.message_user(request, f"{done} job(s) requeued.", messages.SUCCESS)
+
+
+from jobs.notifications import admin as notifications_admin  # noqa: E402, F401 (registers its admins)

@@ -322,3 +322,7 @@ class ResultFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id}/{self.attempt}/{self.learner}:{self.path}"
+
+
+# The notifications' models live in their own module; importing them here makes them the jobs app's.
+from jobs.notifications.models import DeliveryAttempt, Notification, Subscription  # noqa: E402, F401

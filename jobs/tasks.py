@@ -19,6 +19,7 @@ from jobs.core import reconcile as repair
 from jobs.core.choices import Reason
 from jobs.core.states import ACTIVE, STOPPING, JobStatus
 from jobs.models import Job
+from jobs.notifications import tasks as notification_tasks  # noqa: F401 (registers them with the worker)
 from jobs.scheduling import CycleResult, run_cycle
 from jobs.services.lifecycle import (
     deadline_exceeded,

@@ -1,6 +1,6 @@
 """URL routes of the REST API, version 1."""
 
-from django.urls import path
+from django.urls import include, path
 
 from jobs import api as jobs_api
 from jobs import spec_views
@@ -65,4 +65,5 @@ urlpatterns = [
     path("spec/validate/", spec_views.SpecValidateView.as_view(), name="api-spec-validate"),
     path("tokens/", tenants_api.TokenListView.as_view(), name="api-tokens"),
     path("tokens/<int:token_id>/", tenants_api.TokenDetailView.as_view(), name="api-token"),
+    path("notifications/", include("jobs.notifications.api_urls")),
 ]

@@ -42,6 +42,7 @@ urlpatterns = [
         secret_pages.secret_delete_view,
         name="tenant-secret-delete",
     ),
+    path("notifications/", include("jobs.notifications.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

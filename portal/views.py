@@ -10,6 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from jobs.core.states import ACTIVE, WAITING, JobStatus
+from jobs.notifications.selectors import tenant_subscriptions
 from jobs.selectors import job_list, tenant_gpu_hours_by_day
 from jobs.views import cluster_nodes
 from tenants.pages import current_tenant, page_user, render_page, usage_meters
@@ -70,5 +71,6 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
             "queue": queue,
             "statuses": JobStatus,
             **secrets_context(request, tenant),
+            "tenant_subscriptions": tenant_subscriptions(user=request.user, tenant=tenant),
         },
     )

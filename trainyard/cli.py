@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 from trainyard import config
 from trainyard.archive import pack_code, unpack
 from trainyard.client import Client, LogLine, TrainyardError
+from trainyard.notify_cli import notifications_app
 from trainyard.output import (
     console,
     emit_json,
@@ -89,6 +90,7 @@ jobs_app = typer.Typer(help="List, inspect, cancel, halt, resume and retry jobs.
 app.add_typer(jobs_app, name="jobs")
 tokens_app = typer.Typer(help="Your API tokens.", no_args_is_help=True)
 app.add_typer(tokens_app, name="tokens")
+app.add_typer(notifications_app, name="notifications")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Same as -o json.")]
 OutputOpt = Annotated[

@@ -193,6 +193,33 @@ class Client:
         """Revoke one of your tokens."""
         self.request("DELETE", f"tokens/{token_id}/")
 
+    # Notifications
+
+    def notifications(self, *, tenant: str | None = None) -> list[dict[str, Any]]:
+        """Your notification subscriptions and those of tenants you own."""
+        params = {"tenant": tenant} if tenant else None
+        return cast(list[dict[str, Any]], self.request("GET", "notifications/", params=params))
+
+    def notification_add(self, **fields: Any) -> dict[str, Any]:
+        """A new subscription; a webhook's signing secret is in `secret`, shown this once."""
+        return cast(dict[str, Any], self.request("POST", "notifications/", json=fields))
+
+    def notification_update(self, subscription_id: int, **fields: Any) -> dict[str, Any]:
+        """Change a subscription's name, events, queued_minutes or enabled."""
+        return cast(dict[str, Any], self.request("PATCH", f"notifications/{subscription_id}/", json=fields))
+
+    def notification_remove(self, subscription_id: int) -> None:
+        """Delete a subscription."""
+        self.request("DELETE", f"notifications/{subscription_id}/")
+
+    def notification_test(self, subscription_id: int) -> dict[str, Any]:
+        """Queue a test notification; it shows in the delivery log."""
+        return cast(dict[str, Any], self.request("POST", f"notifications/{subscription_id}/test/"))
+
+    def notification_deliveries(self, subscription_id: int) -> list[dict[str, Any]]:
+        """The subscription's newest notifications, each with its attempts."""
+        return cast(list[dict[str, Any]], self.request("GET", f"notifications/{subscription_id}/deliveries/"))
+
     # Jobs
 
     def jobs(

@@ -25,6 +25,8 @@ from jobs.core.eta import Eta
 from jobs.core.podstate import IMAGE_PULL_REASONS, LearnerView, Verdict
 from jobs.core.states import ACTIVE, STOPPING, TERMINAL, WAITING, JobStatus
 from jobs.models import Job, JobEvent, Learner
+from jobs.notifications.choices import event_for_transition
+from jobs.notifications.services import notify_transition
 from jobs.streams import job_group, send_after_commit, tenant_group
 
 log = logging.getLogger(__name__)
@@ -65,7 +67,7 @@ def transition(
         job.eta = job.eta_low = job.eta_high = None
         job.eta_reason = ""
     job.save()
-    JobEvent.objects.create(
+    happened = JobEvent.objects.create(
         job=job,
         kind=EventKind.TRANSITION,
         from_status=previous,
@@ -81,6 +83,9 @@ def transition(
     }  # fmt: skip
     send_after_commit(job_group(job.pk), state)
     send_after_commit(tenant_group(job.tenant.slug), state)
+    event = event_for_transition(to, reason)
+    if event is not None:
+        notify_transition(job, event=event, happened=happened)
     if to in TERMINAL or to in (JobStatus.REQUEUED, JobStatus.HALTED):
         enqueue("jobs.tasks.schedule")
     return job

@@ -23,6 +23,7 @@ FILE_SECRETS = (
     "CELERY_BROKER_URL",
     "CELERY_RESULT_BACKEND",
     "CREDENTIALS_KEY",
+    "EMAIL_URL",
 )
 
 
@@ -434,3 +435,23 @@ CELERY_BEAT_SCHEDULE = {
     "telemetry": {"task": "jobs.tasks.telemetry", "schedule": TELEMETRY_INTERVAL_SECONDS},
     "autotune": {"task": "jobs.tasks.autotune", "schedule": TUNING_INTERVAL_SECONDS},
 }
+
+# Notifications when jobs change state (docs/notifications.md): each delivery is tried up to
+# NOTIFY_MAX_ATTEMPTS times, waiting NOTIFY_BACKOFF_SECONDS after the first failure and twice as long after
+# each next one (at most NOTIFY_BACKOFF_MAX_SECONDS), each attempt at most NOTIFY_TIMEOUT_SECONDS per phase
+# (connect, send, answer). Webhooks never go to private, loopback or link-local addresses unless
+# NOTIFY_ALLOW_PRIVATE_TARGETS (tests only). NOTIFY_BASE_URL: the portal's public address, for the job
+# links in notifications. A sweep every NOTIFY_SWEEP_SECONDS reports jobs queued too long and re-queues
+# deliveries whose task was lost.
+NOTIFY_MAX_ATTEMPTS = env.int("NOTIFY_MAX_ATTEMPTS", default=6)
+NOTIFY_BACKOFF_SECONDS = env.float("NOTIFY_BACKOFF_SECONDS", default=30.0)
+NOTIFY_BACKOFF_MAX_SECONDS = env.float("NOTIFY_BACKOFF_MAX_SECONDS", default=3600.0)
+NOTIFY_TIMEOUT_SECONDS = env.float("NOTIFY_TIMEOUT_SECONDS", default=10.0)
+NOTIFY_ALLOW_PRIVATE_TARGETS = env.bool("NOTIFY_ALLOW_PRIVATE_TARGETS", default=False)
+NOTIFY_BASE_URL = env("NOTIFY_BASE_URL", default="")
+NOTIFY_SWEEP_SECONDS = env.float("NOTIFY_SWEEP_SECONDS", default=30.0)
+CELERY_BEAT_SCHEDULE["notifications"] = {"task": "jobs.notifications.sweep", "schedule": NOTIFY_SWEEP_SECONDS}
+# E-mail notifications go through Django's mail backend: EMAIL_URL like smtp+tls://user:pass@host:587
+# (django-environ's form; consolemail:// prints them), from DEFAULT_FROM_EMAIL.
+vars().update(env.email_url("EMAIL_URL", default="smtp://localhost:25"))
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="trainyard@localhost")

@@ -13,3 +13,6 @@ LOCAL_SETUP = True
 # CHECKPOINT_STORAGE_CLASS=kubesim-shared, the class that offers it.
 # Pods on the embedded cluster reach the web process on the loopback, at make up's port.
 ARTIFACTS_BASE_URL = env("ARTIFACTS_BASE_URL", default=f"http://127.0.0.1:{env('WEB_PORT', default='8000')}")
+# Notifications link to this machine's portal; e-mail notifications are printed by the web and worker.
+NOTIFY_BASE_URL = env("NOTIFY_BASE_URL", default=f"http://127.0.0.1:{env('WEB_PORT', default='8000')}")
+vars().update(env.email_url("EMAIL_URL", default="consolemail://"))

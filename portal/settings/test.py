@@ -49,3 +49,7 @@ NODE_LOST_GRACE_SECONDS = env.int("NODE_LOST_GRACE_SECONDS", default=2)
 # Learners get 10 s from SIGTERM to exit: long enough for the tests' slow-to-stop learners, short enough that
 # a pod stranded on a dead node is force-deleted soon.
 LEARNER_TERMINATION_GRACE_SECONDS = env.int("LEARNER_TERMINATION_GRACE_SECONDS", default=10)
+# Notifications: webhooks to the tests' local receivers (127.0.0.1), e-mail kept in memory (mail.outbox).
+NOTIFY_ALLOW_PRIVATE_TARGETS = True
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+NOTIFY_BASE_URL = env("NOTIFY_BASE_URL", default="http://testserver")

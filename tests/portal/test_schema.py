@@ -52,11 +52,16 @@ API_ROUTES = {
     "/api/v1/tokens/{token_id}/",
     "/api/v1/spec/schema/",
     "/api/v1/spec/validate/",
+    "/api/v1/notifications/",
+    "/api/v1/notifications/{subscription_id}/",
+    "/api/v1/notifications/{subscription_id}/test/",
+    "/api/v1/notifications/{subscription_id}/deliveries/",
 }
 FUZZED = [
     ("/api/v1/jobs/", "GET"),
     ("/api/v1/tenants/", "GET"),
     ("/api/v1/tokens/", "GET"),
+    ("/api/v1/notifications/", "GET"),
     ("/api/v1/jobs/", "POST"),
     ("/api/v1/tokens/", "POST"),
     ("/api/v1/jobs/{job_id}/results/", "GET"),

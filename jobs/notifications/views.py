@@ -1,0 +1,112 @@
+"""The notifications pages: your subscriptions (and, for owners, your tenants') with a form to create one,
+and a subscription's page (its settings, enable/disable, send a test, delete, and the delivery log). Thin
+views over the selectors and services; anyone else's subscription answers 404."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_http_methods, require_POST
+
+from common.errors import Refused
+from jobs.notifications.forms import SubscriptionForm
+from jobs.notifications.models import Subscription
+from jobs.notifications.selectors import subscription_deliveries, subscription_get, subscription_list
+from jobs.notifications.services import (
+    subscription_create,
+    subscription_delete,
+    subscription_test,
+    subscription_update,
+)
+from tenants.pages import current_tenant, forbidden, page_user, render_page
+from tenants.scoping import Perm, tenants_for
+
+DELIVERIES_SHOWN = 50
+
+
+def _subscription(request: HttpRequest, subscription_id: int) -> Subscription:
+    try:
+        return subscription_get(user=request.user, subscription_id=subscription_id)
+    except Subscription.DoesNotExist:
+        raise Http404("no such subscription") from None
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def notifications_page(request: HttpRequest) -> HttpResponse:
+    """GET: the list and the form (`?tenant=&scope=tenant` preselects a tenant subscription). POST: create
+    one, then show its page with the signing secret, this once."""
+    tenants = list(tenants_for(request.user))
+    if request.method == "POST":
+        form = SubscriptionForm(request.POST, tenants=tenants)
+        if form.is_valid():
+            data = dict(form.cleaned_data)
+            tenant = next(t for t in tenants if t.slug == data.pop("tenant"))
+            try:
+                created = subscription_create(user=page_user(request), tenant=tenant, **data)
+            except Refused as exc:
+                if exc.status == 403:
+                    return forbidden(request, "; ".join(m for ms in exc.errors.values() for m in ms))
+                for field, problems in exc.errors.items():
+                    for problem in problems:
+                        form.add_error(field if field in form.fields else None, problem)
+            else:
+                return _detail(request, created.subscription, secret=created.secret, status=201)
+    else:
+        chosen = request.GET.get("tenant") or getattr(current_tenant(request), "slug", None)
+        form = SubscriptionForm(
+            tenants=tenants, initial={"tenant": chosen, "scope": request.GET.get("scope") or "user"}
+        )
+    owned = {t.slug for t in tenants_for(request.user, Perm.MANAGE_TENANT)}
+    context = {
+        "form": form,
+        "subscriptions": subscription_list(user=request.user),
+        "owns_a_tenant": bool(owned),
+    }
+    return render_page(request, "notifications/list.html", context, status=400 if form.errors else 200)
+
+
+def _detail(
+    request: HttpRequest, subscription: Subscription, *, secret: str | None = None, status: int = 200
+) -> HttpResponse:
+    deliveries = subscription_deliveries(subscription=subscription, limit=DELIVERIES_SHOWN)
+    context = {"sub": subscription, "secret": secret, "deliveries": deliveries}
+    response = render_page(request, "notifications/detail.html", context, status=status)
+    if secret:
+        response["Cache-Control"] = "no-store"  # the secret stays in no cache
+    return response
+
+
+@login_required
+def notification_detail(request: HttpRequest, subscription_id: int) -> HttpResponse:
+    """A subscription's settings, actions and delivery log."""
+    return _detail(request, _subscription(request, subscription_id))
+
+
+@require_POST
+@login_required
+def notification_toggle(request: HttpRequest, subscription_id: int) -> HttpResponse:
+    sub = _subscription(request, subscription_id)
+    sub = subscription_update(subscription=sub, enabled=not sub.enabled)
+    messages.success(request, f"{sub.name} is {'enabled' if sub.enabled else 'disabled'}.")
+    return redirect("notification-detail", sub.pk)
+
+
+@require_POST
+@login_required
+def notification_test(request: HttpRequest, subscription_id: int) -> HttpResponse:
+    sub = _subscription(request, subscription_id)
+    subscription_test(subscription=sub)
+    messages.success(request, f"A test notification is on its way to {sub.target}; see the delivery log.")
+    return redirect("notification-detail", sub.pk)
+
+
+@require_POST
+@login_required
+def notification_delete(request: HttpRequest, subscription_id: int) -> HttpResponse:
+    sub = _subscription(request, subscription_id)
+    subscription_delete(subscription=sub)
+    messages.success(request, f"Deleted {sub.name}.")
+    return redirect("notifications")

@@ -1,0 +1,61 @@
+"""SSRF protection of webhook targets: http(s) only, and no private, loopback or link-local address, checked
+when a subscription is created and again inside the connection at delivery."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+
+from jobs.notifications.targets import TargetRefused, check_url
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("ftp://example.com/x", "http:// or https://"),
+        ("file:///etc/passwd", "http:// or https://"),
+        ("javascript:alert(1)", "http:// or https://"),
+        ("https:///nohost", "must name a host"),
+        ("https://user:pw@93.184.216.34/", "user name or password"),
+        ("http://93.184.216.34:99999/", "not a valid URL"),
+    ],
+)
+def test_urls_that_are_not_plain_http_are_refused(url: str, why: str) -> None:
+    with pytest.raises(TargetRefused, match=why):
+        check_url(url)
+
+
+@override_settings(NOTIFY_ALLOW_PRIVATE_TARGETS=False)
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8000/hook",
+        "http://localhost/hook",
+        "http://10.1.2.3/hook",
+        "http://192.168.0.10/hook",
+        "http://172.16.5.4/hook",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]/hook",
+        "http://[fe80::1]/hook",
+        "http://[::ffff:127.0.0.1]/hook",
+        "http://0.0.0.0/hook",
+    ],
+)
+def test_private_loopback_and_link_local_targets_are_refused(url: str) -> None:
+    with pytest.raises(TargetRefused, match="not allowed as webhook targets"):
+        check_url(url)
+
+
+@override_settings(NOTIFY_ALLOW_PRIVATE_TARGETS=False)
+def test_a_public_address_is_accepted() -> None:
+    assert check_url(" https://93.184.216.34/hooks/trainyard ") == "https://93.184.216.34/hooks/trainyard"
+
+
+@override_settings(NOTIFY_ALLOW_PRIVATE_TARGETS=True)
+def test_the_setting_allows_private_targets() -> None:
+    assert check_url("http://127.0.0.1:9/hook") == "http://127.0.0.1:9/hook"
+
+
+def test_a_host_that_does_not_resolve_is_refused() -> None:
+    with pytest.raises(TargetRefused, match="does not resolve"):
+        check_url("https://no-such-host.invalid/hook")
