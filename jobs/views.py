@@ -167,6 +167,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         "learners": indexes,
         "terminal": job.is_terminal,
         "parts": reverse("job-parts", args=[job.pk]),
+        "tensorboard": (job.spec.get("evaluation_metrics") or {}).get("type") == "tensorboard",
     }
     return render_page(
         request,
@@ -176,6 +177,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "learner_indexes": indexes,
             "live": live,
             "tuning_events": job_events(job=job).filter(kind=EventKind.TUNING),
+            "has_event_files": job.event_files.exists(),
         },
     )
 

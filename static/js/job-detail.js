@@ -205,8 +205,10 @@ const seenPoints = new Set();
 const charts = new Map(); // name -> {plot, el}
 let redrawQueued = false;
 
+// A point from a log line is known by its line's sequence; one from a TensorBoard event file (logSeq 0) by
+// its step, since each metric has one value per step there.
 function addPoint(name, learner, step, value, logSeq) {
-  const id = `${learner}:${name}:${logSeq}`;
+  const id = logSeq ? `${learner}:${name}:${logSeq}` : `${learner}:${name}:s${step}`;
   if (seenPoints.has(id) || typeof value !== "number") return;
   seenPoints.add(id);
   if (!metrics.has(name)) metrics.set(name, new Map());
@@ -343,6 +345,9 @@ const socket = new LiveSocket({
       // The status now: it may have changed between the page's render and this subscription, and the
       // server sends no `status` frame for a change made before the socket joined the job's group.
       if (frame.status !== shownStatus) showStatus(frame.status, frame.reason, frame.message);
+      // Points from event files have no sequence to backfill by: read them again once subscribed, so
+      // those stored before the socket joined are shown too (the rest come live).
+      if (config.tensorboard) loadMetrics();
     } else if (frame.type === "gap") {
       fetchLines(Number(frame.learner), Math.max(0, frame.from_seq - 1), frame.to_seq).catch(() => {});
     }
