@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import shutil
 import socket
 import subprocess
 import sys
@@ -172,7 +173,8 @@ class BoardManager:
         return gone
 
     def stop(self, job_id: str) -> None:
-        """Stop one job's TensorBoard (SIGTERM, then SIGKILL after a grace period) and forget it."""
+        """Stop one job's TensorBoard (SIGTERM, then SIGKILL after a grace period), forget it, and remove its
+        local folder."""
         with self.lock:
             board = self.boards.pop(job_id, None)
         if board is None:
@@ -184,6 +186,7 @@ class BoardManager:
             except subprocess.TimeoutExpired:
                 board.process.kill()
                 board.process.wait()
+        shutil.rmtree(self.root / job_id, ignore_errors=True)  # a cache of storage: synced again on start
         log.info("stopped TensorBoard of job %s", job_id)
 
     def stop_all(self) -> None:
