@@ -3,9 +3,10 @@
 Each runs `python -m tensorboard.main` on 127.0.0.1 on a free port, with `--path_prefix /jobs/<id>/tensorboard`
 (so its pages and requests work behind the portal's proxy) and `--logdir` the job's local folder. At most
 `max_processes` run at once (`TensorBoardBusy` beyond, after idle ones are stopped); one unused for
-`idle_seconds` is stopped by the manager's sweeper thread (or by the next request's sweep). The processes
-belong to the web process that started them and are stopped when it exits normally (atexit; daphne does on
-SIGTERM and SIGINT). They are per web process, where a Celery task could not reach them: that is why the
+`idle_seconds` since it first answered or was last used is stopped by the manager's sweeper thread (or by
+the next request's sweep), and a process still starting is never idle. The processes belong to the web
+process that started them and are stopped when it exits normally (atexit; daphne does on SIGTERM and
+SIGINT). They are per web process, where a Celery task could not reach them: that is why the
 manager sweeps, not a beat task.
 """
 
@@ -50,6 +51,7 @@ class Board:
     log_path: Path
     last_used: float
     synced_at: float = 0.0
+    ready: bool = False
     sync_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -146,7 +148,10 @@ class BoardManager:
                 raise TensorBoardFailed(
                     f"TensorBoard exited with {board.process.returncode}: {self._tail(board)}"
                 )
+            if board.ready:
+                return
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", board.port), timeout=1):
+                board.ready, board.last_used = True, self.clock()
                 return
             if time.monotonic() > deadline:
                 raise TensorBoardFailed(f"TensorBoard did not answer within {self.start_seconds:g} s")
@@ -166,7 +171,8 @@ class BoardManager:
             gone = [
                 job_id
                 for job_id, board in self.boards.items()
-                if now - board.last_used > self.idle_seconds or board.process.poll() is not None
+                if (board.ready and now - board.last_used > self.idle_seconds)
+                or board.process.poll() is not None
             ]
         for job_id in gone:
             self.stop(job_id)
@@ -198,6 +204,13 @@ class BoardManager:
             self.stop(job_id)
         self.sweeper = None
         self.closing.clear()
+
+    def touch(self, job_id: str) -> None:
+        """Count a job's TensorBoard as used now (after a long answer, so idleness counts from its end)."""
+        with self.lock:
+            board = self.boards.get(job_id)
+            if board is not None:
+                board.last_used = self.clock()
 
     def running(self) -> list[str]:
         """The jobs whose TensorBoard runs now."""

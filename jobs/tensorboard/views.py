@@ -62,6 +62,8 @@ def job_tensorboard(request: HttpRequest, job_id: str, path: str = "") -> HttpRe
             )
     except httpx.HTTPError as exc:
         return _unavailable(f"its process did not answer ({exc})")
+    finally:
+        boards().touch(job.pk)
     response = HttpResponse(answer.content, status=answer.status_code)
     for name, value in answer.headers.items():
         if name.lower() not in DROPPED_RESPONSE_HEADERS:
