@@ -102,20 +102,26 @@ def read_scalars(data: bytes, *, run: str = "", tags: dict[str, str] | None = No
     return found
 
 
+def record_length(header: bytes) -> int | None:
+    """The whole length of the record a 12-byte header starts (header, data and footer), or None when the
+    header fails its checksum."""
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    (length,) = struct.unpack("<Q", header[:8])
+    (crc,) = struct.unpack("<I", header[8:HEADER_BYTES])
+    return HEADER_BYTES + int(length) + FOOTER_BYTES if masked_crc32c(header[:8]) == crc else None
+
+
 def _damage(data: bytes, at: int) -> str:
     """Why the bytes after the last whole record are not the start of a record still being written ("" when
     they may be: too short to tell, or a record whose end has not arrived)."""
-    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
-
     rest = data[at:]
     if len(rest) < HEADER_BYTES:
         return ""
-    header = rest[:8]
-    (length,) = struct.unpack("<Q", header)
-    (crc,) = struct.unpack("<I", rest[8:12])
-    if masked_crc32c(header) != crc:
+    length = record_length(rest[:HEADER_BYTES])
+    if length is None:
         return f"the record at byte {at} has a damaged header (checksum mismatch)"
-    if len(rest) >= HEADER_BYTES + length + FOOTER_BYTES:
+    if len(rest) >= length:
         return f"the record at byte {at} is damaged (its data fails the checksum)"
     return ""
 

@@ -18,7 +18,7 @@ from django.db import transaction
 from common.transactions import durable_service
 from jobs.artifacts.storage import artifact_storage, artifacts_delete
 from jobs.core.choices import EventKind, Reason
-from jobs.core.eventfiles import ScalarPoint, read_scalars, run_of
+from jobs.core.eventfiles import HEADER_BYTES, ScalarPoint, read_scalars, record_length, run_of
 from jobs.models import EventFile, Job, JobEvent, MetricSample
 from jobs.streams import job_group, send_after_commit
 
@@ -75,11 +75,12 @@ def event_file_append(
         replaced = [name for _, _, name in row.chunks if name != stored_name]
         transaction.on_commit(lambda: artifacts_delete(replaced))
         row.size, row.parsed, row.chunks, row.tags, row.error = 0, 0, [], {}, ""
-    pending = _unparsed(row) + data
     row.chunks = [*row.chunks, [offset, len(data), stored_name]]
     row.size = offset + len(data)
+    fresh = (offset, data)
     samples: list[MetricSample] = []
-    if not row.error:
+    if not row.error and _next_record_arrived(row, fresh):
+        pending = _stored_bytes(row, row.parsed, row.size, fresh)
         found = read_scalars(pending, run=run_of(path), tags=row.tags)
         row.parsed += found.consumed
         row.tags = found.tags
@@ -108,18 +109,31 @@ def event_file_append(
     return PieceStored(row, samples)
 
 
-def _unparsed(row: EventFile) -> bytes:
-    """The stored bytes past `row.parsed`: the end of a record the last piece left unfinished."""
+def _stored_bytes(row: EventFile, start: int, end: int, fresh: tuple[int, bytes]) -> bytes:
+    """Bytes `start`..`end` of the file: from the piece just received, and from storage for earlier ones."""
     parts = []
     storage = artifact_storage()
-    for start, length, name in row.chunks:
-        end = start + length
-        if end <= row.parsed:
+    for piece_start, length, name in row.chunks:
+        low, high = max(start, piece_start), min(end, piece_start + length)
+        if low >= high:
+            continue
+        if piece_start == fresh[0] and length == len(fresh[1]):
+            parts.append(fresh[1][low - piece_start : high - piece_start])
             continue
         with storage.open(name, "rb") as piece:
-            body = piece.read()
-        parts.append(body[max(row.parsed - start, 0) :])
+            piece.seek(low - piece_start)
+            parts.append(piece.read(high - low))
     return b"".join(parts)
+
+
+def _next_record_arrived(row: EventFile, fresh: tuple[int, bytes]) -> bool:
+    """Whether the record at `row.parsed` is whole now (or its header is damaged, which reading reports). A
+    large record arriving in many pieces is read once, when its end has come, never again per piece."""
+    header = _stored_bytes(row, row.parsed, row.parsed + HEADER_BYTES, fresh)
+    if len(header) < HEADER_BYTES:
+        return False
+    length = record_length(header)
+    return length is None or row.size - row.parsed >= length
 
 
 def _new_samples(job: Job, attempt: int, learner: int, points: list[ScalarPoint]) -> list[MetricSample]:

@@ -163,3 +163,48 @@ def test_runs_in_subfolders_prefix_their_metric_names(job: Job, tmp_path: Path) 
     data = write_scalars(tmp_path / "w", "loss", [0.5])
     assert send(job, data, path=f"eval/{FILE}").status_code == 201
     assert points(job) == [("eval/loss", 0, 0.5)]
+
+
+def test_a_file_sent_in_many_small_pieces_gives_each_point_once_when_its_record_is_whole(
+    job: Job, tmp_path: Path
+) -> None:
+    data = write_scalars(tmp_path / "w", "loss", [float(i) for i in range(5)])
+    added = []
+    for start in range(0, len(data), 7):
+        answer = send(job, data[start : start + 7], start)
+        assert answer.status_code == 201
+        added.append(answer.json()["points"])
+    assert sum(added) == 5 and set(added) <= {0, 1}
+    assert [step for _, step, _ in points(job)] == [0, 1, 2, 3, 4]
+    row = EventFile.objects.get(job=job)
+    assert row.parsed == row.size == len(data) and len(row.chunks) == -(-len(data) // 7)
+
+
+def test_tensorboard_pages_need_a_login_the_tenant_and_event_files(
+    job: Job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobs.tensorboard.manager import BoardManager
+
+    url = f"/jobs/{job.pk}/tensorboard/"
+    anonymous = Client().get(url)
+    assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
+    owner = Client()
+    assert job.owner is not None
+    owner.force_login(job.owner)
+    assert owner.get(url).status_code == 404, "no event files yet"
+    page = owner.get(f"/jobs/{job.pk}/")
+    assert b'id="tensorboard-link"' not in page.content
+
+    assert send(job, write_scalars(tmp_path / "w", "loss", [1.0])).status_code == 201
+    assert b'id="tensorboard-link"' in owner.get(f"/jobs/{job.pk}/").content
+    stranger = Client()
+    stranger.force_login(member(make_tenant()))
+    assert stranger.get(url).status_code == 404 and stranger.get(f"{url}data/runs").status_code == 404
+
+    full = BoardManager(
+        root=tmp_path / "boards", max_processes=0, idle_seconds=60, start_seconds=60, sync_seconds=5
+    )
+    monkeypatch.setattr("jobs.tensorboard.views.boards", lambda: full)
+    busy = owner.get(url)
+    assert busy.status_code == 503 and b"0 of 0 TensorBoard instances are in use" in busy.content
+    assert full.running() == []
