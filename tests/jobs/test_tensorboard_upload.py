@@ -208,3 +208,29 @@ def test_tensorboard_pages_need_a_login_the_tenant_and_event_files(
     busy = owner.get(url)
     assert busy.status_code == 503 and b"0 of 0 TensorBoard instances are in use" in busy.content
     assert full.running() == []
+
+
+def test_an_ffdl_tensorboard_job_gets_its_learners_event_file_url_and_folder(settings: Any) -> None:
+    from jobs import cluster
+
+    settings.ARTIFACTS_BASE_URL = "http://platform.example/"
+    settings.TENSORBOARD_SYNC_SECONDS = 3
+    tenant = make_tenant()
+    manifest = (
+        "name: ffdl-tb\nversion: '1.0'\ncpus: 1\nmemory: 1GiB\nlearners: 1\n"
+        "framework: {name: pytorch, version: '2.3', command: python train.py}\n"
+        "evaluation_metrics: {type: tensorboard, in: $JOB_STATE_DIR/logs/tb}\n"
+    )
+    job = job_submit(tenant=tenant, user=member(tenant), document=manifest)
+    Job.objects.filter(pk=job.pk).update(attempt=1)
+    job.refresh_from_db()
+    artifacts = cluster.pods_spec(job).artifacts
+    assert artifacts is not None
+    assert (
+        artifacts.tensorboard_url
+        == f"http://platform.example/api/v1/artifacts/{job.pk}/1/{{learner}}/tensorboard"
+    )
+    assert (artifacts.tensorboard_dir, artifacts.tensorboard_interval) == ("$JOB_STATE_DIR/logs/tb", 3)
+
+    plain = job_submit(tenant=tenant, user=member(tenant), document=SPEC.split("evaluation_metrics")[0])
+    assert cluster.pods_spec(plain).artifacts.tensorboard_url is None
