@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import uuid
 
 from django.conf import settings
 from django.core.files.base import ContentFile
@@ -31,9 +32,10 @@ OFFSET_HEADER = "X-Trainyard-Offset"
 def event_piece_name(
     tenant_slug: str, job_id: str, attempt: int, learner: int, path: str, offset: int
 ) -> str:
-    """Where one piece of an event file lives in artifact storage (the path hashed: one folder per file)."""
+    """Where one piece of an event file lives in artifact storage: one folder per file (its path hashed), and
+    a name of its own per upload, so a refused upload never touches a stored piece."""
     digest = hashlib.sha256(path.encode("utf-8")).hexdigest()[:24]
-    return f"tensorboard/{tenant_slug}/{job_id}/{attempt}/{learner}/{digest}/{offset:015d}"
+    return f"tensorboard/{tenant_slug}/{job_id}/{attempt}/{learner}/{digest}/{offset:015d}-{uuid.uuid4().hex}"
 
 
 def _offset(raw: str | None) -> int | None:
@@ -82,10 +84,7 @@ def event_file_upload(
     if not data:
         return JsonResponse({"path": relative, "size": held, "points": 0}, status=201)
     name = event_piece_name(grant.job.tenant.slug, job_id, attempt, learner, relative, offset)
-    storage = artifact_storage()
-    if storage.exists(name):
-        storage.delete(name)
-    stored = storage.save(name, ContentFile(data))
+    stored = artifact_storage().save(name, ContentFile(data))
     try:
         piece = event_file_append(
             job=grant.job,

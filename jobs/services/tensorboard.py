@@ -67,8 +67,8 @@ def event_file_append(
     if row is None:
         if EventFile.objects.filter(job=job, attempt=attempt, learner=learner).count() >= max_files:
             raise TooManyFiles(f"learner {learner} already sent {max_files} event files in this attempt")
-        row = EventFile.objects.create(job=job, attempt=attempt, learner=learner, path=path)
-        row = EventFile.objects.select_for_update().get(pk=row.pk)
+        created, _ = EventFile.objects.get_or_create(job=job, attempt=attempt, learner=learner, path=path)
+        row = EventFile.objects.select_for_update().get(pk=created.pk)
     if offset not in (row.size, 0):
         raise OffsetConflict(row.size)
     if offset == 0 and row.size:

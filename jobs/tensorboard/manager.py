@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import os
 import shutil
 import socket
 import subprocess
@@ -83,7 +84,7 @@ class BoardManager:
         sync_seconds: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.root = Path(root)
+        self.root = Path(root) / str(os.getpid())  # web processes on one host keep apart
         self.max_processes = max_processes
         self.idle_seconds = idle_seconds
         self.start_seconds = start_seconds
@@ -198,8 +199,9 @@ class BoardManager:
     def stop_all(self) -> None:
         """Stop every process and the sweeper (at exit, and in tests)."""
         self.closing.set()
-        if self.sweeper is not None and self.sweeper is not threading.current_thread():
-            self.sweeper.join(timeout=STOP_GRACE_SECONDS)
+        sweeper = self.sweeper
+        if sweeper is not None and sweeper is not threading.current_thread():
+            sweeper.join(timeout=STOP_GRACE_SECONDS)
         for job_id in list(self.boards):
             self.stop(job_id)
         self.sweeper = None
@@ -218,6 +220,7 @@ class BoardManager:
             return sorted(self.boards)
 
     def _start_sweeper(self) -> None:
+        """Start the sweeper thread unless it runs (called holding the lock, as it ends holding it)."""
         if self.sweeper is not None and self.sweeper.is_alive():
             return
         interval = max(min(self.idle_seconds / 2, 30.0), 0.05)
@@ -228,8 +231,10 @@ class BoardManager:
                     self.sweep()
                 except Exception:
                     log.exception("sweeping idle TensorBoard processes failed")
-                if not self.boards:
-                    return
+                with self.lock:
+                    if not self.boards:
+                        self.sweeper = None
+                        return
 
         self.sweeper = threading.Thread(target=loop, name="tensorboard-sweeper", daemon=True)
         self.sweeper.start()

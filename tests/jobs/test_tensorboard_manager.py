@@ -86,7 +86,7 @@ def test_one_process_per_job_reused_capped_and_stopped_when_idle(
     clock.now += 61
     assert manager.sweep() == ["job1"]
     assert board.process.poll() is not None and manager.running() == []
-    assert not (tmp_path / "boards" / "job1").exists(), "its local copy is removed with it"
+    assert not (manager.root / "job1").exists(), "its local copy is removed with it"
 
 
 def test_the_sweeper_thread_stops_an_idle_process_by_itself(
@@ -99,9 +99,11 @@ def test_the_sweeper_thread_stops_an_idle_process_by_itself(
     managers.append(manager)
     board = manager.acquire("job1", scalars_into(source))
     assert board.ready and board.process.poll() is None, "a process still starting is never idle"
+    sweeper = manager.sweeper
+    assert sweeper is not None and sweeper.is_alive()
     wait_until(lambda: board.process.poll() is not None, timeout=30, what="the idle process to be stopped")
     assert manager.running() == []
-    assert manager.sweeper is not None
     wait_until(
-        lambda: not manager.sweeper or not manager.sweeper.is_alive(), timeout=5, what="the sweeper to end"
+        lambda: not sweeper.is_alive(), timeout=5, what="the sweeper to end with nothing left to sweep"
     )
+    assert manager.sweeper is None
