@@ -124,7 +124,9 @@ def test_summary_writer_scalars_become_metrics_charted_live_and_tensorboard_open
         with series_query as series:
             answer = page.goto(href, timeout=120_000)
         assert answer is not None and answer.status == 200
-        assert series.value.status == 200 and "loss" in series.value.text()
+        series_text = series.value.text()  # one query per tag: loss or lr, each with every step
+        assert series.value.status == 200 and '"attempt-1/learner-0/train"' in series_text, series_text
+        assert f'"step": {STEPS - 1}' in series_text, series_text
         expect(page).to_have_title("TensorBoard", timeout=30_000)
         expect(page.get_by_text("attempt-1/learner-0/train").first).to_be_visible(timeout=30_000)
         failed = [(m, u, s) for m, u, s in answers if "/tensorboard/" in u and s >= 400]
