@@ -200,6 +200,7 @@ followBox.addEventListener("change", () => {
 // --- metrics -----------------------------------------------------------------------------------------
 
 const chartsBox = document.getElementById("charts");
+const tensorboardLink = document.getElementById("tensorboard-link");
 const metrics = new Map(); // name -> Map(learner -> Map(x -> y))
 const seenPoints = new Set();
 const charts = new Map(); // name -> {plot, el}
@@ -211,6 +212,7 @@ function addPoint(name, learner, step, value, logSeq) {
   const id = logSeq ? `${learner}:${name}:${logSeq}` : `${learner}:${name}:s${step}`;
   if (seenPoints.has(id) || typeof value !== "number") return;
   seenPoints.add(id);
+  if (!logSeq && tensorboardLink) tensorboardLink.hidden = false; // the job has sent event files now
   if (!metrics.has(name)) metrics.set(name, new Map());
   const byLearner = metrics.get(name);
   if (!byLearner.has(learner)) byLearner.set(learner, new Map());

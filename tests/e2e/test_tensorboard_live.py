@@ -26,7 +26,7 @@ from tests.jobs.engine import describe, python_spec, wait_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-STEPS = 30
+STEPS = 40
 TRAIN = f"""
 import math, os, time
 from torch.utils.tensorboard import SummaryWriter
@@ -36,7 +36,7 @@ for step in range({STEPS}):
     writer.add_scalar("loss", 1.0 / (step + 1), step)
     writer.add_scalar("lr", 0.1 * math.cos(step / 10), step)
     writer.flush()
-    time.sleep(0.25)
+    time.sleep(0.3)
 writer.close()
 print("done", flush=True)
 """
@@ -109,9 +109,10 @@ def test_summary_writer_scalars_become_metrics_charted_live_and_tensorboard_open
             "sent in pieces as it grew"
         )
 
-        # The page's link opens the job's TensorBoard through the portal.
-        page.reload()
+        # The page's link (shown once event files came, without a reload) opens the job's TensorBoard.
         link = page.locator("#tensorboard-link")
+        expect(link).to_be_visible()
+        page.reload()
         expect(link).to_be_visible()
         href = link.get_attribute("href")
         assert href == f"/jobs/{job.pk}/tensorboard/"

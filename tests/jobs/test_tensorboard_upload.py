@@ -193,11 +193,12 @@ def test_tensorboard_pages_need_a_login_the_tenant_and_event_files(
     assert job.owner is not None
     owner.force_login(job.owner)
     assert owner.get(url).status_code == 404, "no event files yet"
-    page = owner.get(f"/jobs/{job.pk}/")
-    assert b'id="tensorboard-link"' not in page.content
+    page = owner.get(f"/jobs/{job.pk}/").content.decode()
+    assert 'id="tensorboard-link"' in page and " hidden>Open TensorBoard" in page, "hidden until files come"
 
     assert send(job, write_scalars(tmp_path / "w", "loss", [1.0])).status_code == 201
-    assert b'id="tensorboard-link"' in owner.get(f"/jobs/{job.pk}/").content
+    page = owner.get(f"/jobs/{job.pk}/").content.decode()
+    assert 'id="tensorboard-link"' in page and " hidden>Open TensorBoard" not in page
     stranger = Client()
     stranger.force_login(member(make_tenant()))
     assert stranger.get(url).status_code == 404 and stranger.get(f"{url}data/runs").status_code == 404
