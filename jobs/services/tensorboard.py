@@ -77,7 +77,7 @@ def event_file_append(
         row.size, row.parsed, row.chunks, row.tags, row.error = 0, 0, [], {}, ""
     row.chunks = [*row.chunks, [offset, len(data), stored_name]]
     row.size = offset + len(data)
-    fresh = (offset, data)
+    fresh = (stored_name, data)
     samples: list[MetricSample] = []
     if not row.error and _next_record_arrived(row, fresh):
         pending = _stored_bytes(row, row.parsed, row.size, fresh)
@@ -109,7 +109,7 @@ def event_file_append(
     return PieceStored(row, samples)
 
 
-def _stored_bytes(row: EventFile, start: int, end: int, fresh: tuple[int, bytes]) -> bytes:
+def _stored_bytes(row: EventFile, start: int, end: int, fresh: tuple[str, bytes]) -> bytes:
     """Bytes `start`..`end` of the file: from the piece just received, and from storage for earlier ones."""
     parts = []
     storage = artifact_storage()
@@ -117,7 +117,7 @@ def _stored_bytes(row: EventFile, start: int, end: int, fresh: tuple[int, bytes]
         low, high = max(start, piece_start), min(end, piece_start + length)
         if low >= high:
             continue
-        if piece_start == fresh[0] and length == len(fresh[1]):
+        if name == fresh[0]:
             parts.append(fresh[1][low - piece_start : high - piece_start])
             continue
         with storage.open(name, "rb") as piece:
@@ -126,7 +126,7 @@ def _stored_bytes(row: EventFile, start: int, end: int, fresh: tuple[int, bytes]
     return b"".join(parts)
 
 
-def _next_record_arrived(row: EventFile, fresh: tuple[int, bytes]) -> bool:
+def _next_record_arrived(row: EventFile, fresh: tuple[str, bytes]) -> bool:
     """Whether the record at `row.parsed` is whole now (or its header is damaged, which reading reports). A
     large record arriving in many pieces is read once, when its end has come, never again per piece."""
     header = _stored_bytes(row, row.parsed, row.parsed + HEADER_BYTES, fresh)
