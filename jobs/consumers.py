@@ -335,7 +335,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             sub.ready = True
             await self._flush_job(job_id, sub)
             for payload in sub.held_status:
-                await self._send_status(payload)
+                if payload.get("kind") == "metrics":
+                    await self._send_points(job_id, payload)
+                else:
+                    await self._send_status(payload)
             sub.held_status.clear()
 
     async def _send_backlog(self, job: Job, learner: int, after: int) -> int:
@@ -383,7 +386,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
                     stream.add(list(payload.get("lines") or []), list(payload.get("metrics") or []))
                     if sub.ready:
                         self._schedule_flush()
-                elif payload.get("kind") == "status" and not sub.ready:
+                elif payload.get("kind") == "metrics" and sub.ready:
+                    async with self.send_lock:
+                        await self._send_points(job_id, payload)
+                elif payload.get("kind") in ("status", "metrics") and not sub.ready:
                     sub.held_status.append(payload)
                 elif payload.get("kind") == "status":
                     async with self.send_lock:
@@ -421,6 +427,13 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         if "borrowed" in payload:
             frame["borrowed"] = bool(payload["borrowed"])
         await self.send_json(frame)
+
+    async def _send_points(self, job_id: str, payload: dict[str, Any]) -> None:
+        """Forward metric points that come from no log line (TensorBoard event files): at once, as they came."""
+        points = list(payload.get("metrics") or [])
+        if points:
+            learner = int(payload["learner"])
+            await self.send_json({"type": "metrics", "job": job_id, "learner": learner, "points": points})
 
     def _schedule_flush(self) -> None:
         if self.flusher is None or self.flusher.done():

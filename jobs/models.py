@@ -324,5 +324,36 @@ class ResultFile(models.Model):
         return f"{self.job_id}/{self.attempt}/{self.learner}:{self.path}"
 
 
+class EventFile(models.Model):
+    """One TensorBoard event file a learner's launcher sends while it runs (docs/jobs.md), stored in pieces.
+
+    Each upload appends one piece (`chunks`: `[offset, length, storage name]`) to artifact storage; the
+    scalars of the complete records up to `parsed` became MetricSamples (jobs/services/tensorboard.py).
+    `tags` remembers which tags are scalars, since TensorBoard writes that only with a tag's first value.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="event_files")
+    attempt = models.PositiveIntegerField()
+    learner = models.PositiveIntegerField(default=0)
+    path = models.CharField(
+        max_length=512, help_text="Relative to the learner's event folder, '/'-separated."
+    )
+    size = models.BigIntegerField(default=0, help_text="Bytes received.")
+    parsed = models.BigIntegerField(default=0, help_text="Bytes read into metrics (whole records).")
+    chunks: models.JSONField[Any] = models.JSONField(default=list, blank=True)
+    tags: models.JSONField[Any] = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True, help_text="Why reading stopped (a damaged file); empty while fine.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["job", "attempt", "learner", "path"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "attempt", "learner", "path"], name="unique_event_file")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}/{self.attempt}/{self.learner}:{self.path}"
+
+
 # The notifications' models live in their own module; importing them here makes them the jobs app's.
 from jobs.notifications.models import DeliveryAttempt, Notification, Subscription  # noqa: E402, F401

@@ -77,11 +77,12 @@ def job_log_rows(
 
 
 def job_metrics(*, job: Job, name: str | None = None, limit: int = 10000) -> list[MetricSample]:
-    """A job's metric points, oldest first, optionally of one metric."""
+    """A job's metric points, oldest first, optionally of one metric (those from TensorBoard event files,
+    log_seq 0, by step)."""
     samples = job.metric_samples.all()
     if name:
         samples = samples.filter(name=name)
-    return list(samples.order_by("name", "log_seq")[:limit])
+    return list(samples.order_by("name", "log_seq", "step", "pk")[:limit])
 
 
 def tenant_gpu_hours_by_day(*, tenant: Tenant, days: int = 14) -> list[tuple[date, float]]:

@@ -200,6 +200,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         "learners": indexes,
         "terminal": job.is_terminal,
         "parts": reverse("job-parts", args=[job.pk]),
+        "tensorboard": (job.spec.get("evaluation_metrics") or {}).get("type") == "tensorboard",
     }
     return render_page(
         request,
@@ -208,6 +209,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         | {
             "learner_indexes": indexes,
             "live": live,
+            "has_event_files": job.event_files.exists(),
         },
     )
 

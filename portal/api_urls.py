@@ -5,7 +5,7 @@ from django.urls import include, path
 from jobs import api as jobs_api
 from jobs import spec_views
 from jobs.artifacts import api as artifacts_api
-from jobs.artifacts import pod_views
+from jobs.artifacts import event_views, pod_views
 from tenants import api as tenants_api
 from tenants import secrets_api
 
@@ -41,6 +41,11 @@ urlpatterns = [
         "artifacts/<str:job_id>/<int:attempt>/<int:learner>/results/complete",
         pod_views.results_complete,
         name="pod-results-complete",
+    ),
+    path(
+        "artifacts/<str:job_id>/<int:attempt>/<int:learner>/tensorboard/files/<path:path>",
+        event_views.event_file_upload,
+        name="pod-event-file-upload",
     ),
     path("tenants/", tenants_api.TenantListView.as_view(), name="api-tenants"),
     path("tenants/<slug:slug>/", tenants_api.TenantDetailView.as_view(), name="api-tenant"),

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from jobs import spec_views
 from jobs import views as job_views
+from jobs.tensorboard import views as tensorboard_views
 from portal import views
 from tenants import pages as tenant_pages
 from tenants import secret_pages
@@ -30,6 +31,8 @@ urlpatterns = [
     path("jobs/<str:job_id>/halt/", job_views.job_halt_view, name="job-halt"),
     path("jobs/<str:job_id>/resume/", job_views.job_resume_view, name="job-resume"),
     path("jobs/<str:job_id>/log.txt", job_views.job_log_download, name="job-log"),
+    path("jobs/<str:job_id>/tensorboard/", tensorboard_views.job_tensorboard, name="job-tensorboard"),
+    path("jobs/<str:job_id>/tensorboard/<path:path>", tensorboard_views.job_tensorboard),
     path("tenants/<slug:slug>/", views.tenant_page, name="tenant"),
     path("tenants/<slug:slug>/secrets/", secret_pages.secret_create_view, name="tenant-secret-create"),
     path(

@@ -50,11 +50,16 @@ def _secret_env(spec: JobPodsSpec, key: str) -> client.V1EnvVar:
 
 
 def learner_artifact_env(artifacts: ArtifactSpec, index: int) -> dict[str, str]:
-    """The literal artifact variables of learner `index` (MODEL_DIR, TRAINYARD_RESULTS_URL); a
-    `{learner}` in `results_url` becomes the index, so each learner uploads under its own name."""
+    """The literal artifact variables of learner `index` (MODEL_DIR, TRAINYARD_RESULTS_URL, and the
+    TRAINYARD_TENSORBOARD_* ones when the job sends event files); a `{learner}` in a URL becomes the
+    index, so each learner uploads under its own name."""
     env = {"MODEL_DIR": artifacts.model_dir}
     if artifacts.results_url:
         env["TRAINYARD_RESULTS_URL"] = artifacts.results_url.replace("{learner}", str(index))
+    if artifacts.results_url and artifacts.tensorboard_url:
+        env["TRAINYARD_TENSORBOARD_URL"] = artifacts.tensorboard_url.replace("{learner}", str(index))
+        env["TRAINYARD_TENSORBOARD_DIR"] = artifacts.tensorboard_dir
+        env["TRAINYARD_TENSORBOARD_INTERVAL"] = f"{artifacts.tensorboard_interval:g}"
     return env
 
 

@@ -129,6 +129,8 @@ class ArtifactSpec:
     of the spec (a spec may be logged): `Cluster.launch` stores it in the attempt's Secret and the
     pods read it from there. `fetch_cpu_millis`/`fetch_memory_mib` are capped at the learner's own,
     so the init container never raises the pod's footprint; `python` runs both programs.
+    `tensorboard_url` (with `results_url`) has the launcher send the event files under `tensorboard_dir`
+    (the spec's `evaluation_metrics.in`, resolved in the pod) every `tensorboard_interval` seconds.
     """
 
     code_url: str | None = None
@@ -141,8 +143,15 @@ class ArtifactSpec:
     fetch_cpu_millis: int = 500
     fetch_memory_mib: int = 512
     python: str = "python3"
+    tensorboard_url: str | None = None
+    tensorboard_dir: str = ""
+    tensorboard_interval: float = 5.0
 
     def __post_init__(self) -> None:
+        if self.tensorboard_url and not self.results_url:
+            raise ValueError("tensorboard_url needs results_url (the launcher sends both)")
+        if not self.tensorboard_interval > 0:
+            raise ValueError("tensorboard_interval must be positive")
         if bool(self.code_url) != bool(self.code_sha256):
             raise ValueError("code_url and code_sha256 go together")
         if self.code_sha256 and not _SHA256_RE.match(self.code_sha256):

@@ -8,6 +8,11 @@ process the command started. When the child ends, every regular file under RESUL
 launcher then exits with the child's code (128 + signal when a signal killed it). Upload problems
 are reported on stderr and never change that code. Without TRAINYARD_RESULTS_URL it only runs the
 child. Stdlib only, Python 3.9+; as a container's PID 1 it also reaps orphaned processes.
+
+With TRAINYARD_TENSORBOARD_URL and TRAINYARD_TENSORBOARD_DIR (a job whose `evaluation_metrics` is of type
+tensorboard), a thread sends the new bytes of every TensorBoard event file under that folder every
+TRAINYARD_TENSORBOARD_INTERVAL seconds while the command runs, and once more after it ends (before the
+results): `PUT <url>/files/<relative path>` with `X-Trainyard-Offset` (where the body starts in the file).
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -222,6 +229,184 @@ def report(base: str, exit_code: int) -> None:
     _say(f"uploaded {files} result file(s), {uploaded} bytes")
 
 
+# -- TensorBoard event files -------------------------------------------------------------------------
+
+OFFSET_HEADER = "X-Trainyard-Offset"
+TB_URL_ENV = "TRAINYARD_TENSORBOARD_URL"
+TB_DIR_ENV = "TRAINYARD_TENSORBOARD_DIR"
+TB_INTERVAL_ENV = "TRAINYARD_TENSORBOARD_INTERVAL"
+TB_DEFAULT_DIR = "runs"  # where torch's SummaryWriter() writes when given no folder
+TB_CHUNK = 4 << 20  # the most bytes one request carries (the platform accepts up to 8 MiB)
+TB_MAX_FILES = 100
+
+
+def tensorboard_dir(raw: str, environ: Any = None, cwd: str = "") -> str:
+    """The absolute folder a spec's `evaluation_metrics.in` names: `$VAR` and `${VAR}` expanded from the
+    environment (FfDL's $JOB_STATE_DIR, absent here, stands for RESULT_DIR), `~` left alone, and a relative
+    path taken from the command's working directory (where SummaryWriter's default `runs/` lands)."""
+    environ = dict(os.environ if environ is None else environ)
+    environ.setdefault("JOB_STATE_DIR", environ.get("RESULT_DIR", ""))
+    text = (raw or "").strip() or TB_DEFAULT_DIR
+
+    def value(match: Any) -> str:
+        name = match.group(1) or match.group(2)
+        return environ.get(name, match.group(0))
+
+    expanded = re.sub(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))", value, text)
+    return os.path.normpath(os.path.join(cwd or os.getcwd(), expanded))
+
+
+def event_files(root: str) -> list[tuple[str, str, int]]:
+    """(relative path, path, size) of the TensorBoard event files under `root` (regular files whose name
+    holds `tfevents`, as TensorBoard itself picks them; symlinks skipped), at most TB_MAX_FILES."""
+    found = [item for item in result_files(root) if "tfevents" in os.path.basename(item[0])] if root else []
+    return found[:TB_MAX_FILES]
+
+
+class EventSync:
+    """Sends what is new in the event files under a folder: the bytes past what the platform has of each.
+
+    A file that shrank (rewritten) is sent again from its start (offset 0 replaces it). The platform
+    answers 409 with the size it holds when an offset does not match (a restarted launcher, a lost answer),
+    and the sync goes on from there. A file the platform refuses (4xx) is not sent again. `patient` rounds
+    retry like the results upload; the periodic ones try once and wait for the next round.
+    """
+
+    def __init__(self, base: str, token: str, root: str) -> None:
+        self.base = base.rstrip("/")
+        self.token = token
+        self.root = root
+        self.sent: dict[str, int] = {}
+        self.refused: set[str] = set()
+        self.bytes = 0
+        self.warned = False
+
+    @property
+    def files(self) -> int:
+        return sum(1 for size in self.sent.values() if size > 0)
+
+    def round(self, patient: bool = False) -> None:
+        """Send the new bytes of every event file once (problems go to stderr, never raise)."""
+        if not os.path.isdir(self.root):
+            return
+        for rel, path, size in event_files(self.root):
+            if rel in self.refused:
+                continue
+            try:
+                self.sent[rel] = self._file(rel, path, size, patient)
+            except Refused as exc:
+                _say(f"TensorBoard upload of {rel!r} refused: {exc}; not sending it again")
+                self.refused.add(rel)
+            except (Unreachable, OSError) as exc:
+                if patient or not self.warned:
+                    _say(f"TensorBoard upload of {rel!r} failed: {exc}")
+                self.warned = True
+                return
+
+    def _file(self, rel: str, path: str, size: int, patient: bool) -> int:
+        offset = self.sent.get(rel, 0)
+        if size < offset:
+            offset = 0
+        while offset < size:
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                body = handle.read(min(TB_CHUNK, size - offset))
+            if not body:
+                break
+            held = self._put(rel, offset, body, patient)
+            if held is None:
+                offset += len(body)
+                self.bytes += len(body)
+            elif held == offset:
+                raise Refused(f"the platform holds {held} bytes yet refused offset {offset}")
+            else:
+                offset = held if held <= size else 0
+        return offset
+
+    def _put(self, rel: str, offset: int, body: bytes, patient: bool) -> int | None:
+        """PUT one range; None once stored, or the size the platform holds after a 409 (send from there)."""
+        url = f"{self.base}/files/{urllib.parse.quote(os.fsencode(rel), safe='/')}"
+        headers = {
+            TOKEN_HEADER: self.token,
+            SHA_HEADER: hashlib.sha256(body).hexdigest(),
+            OFFSET_HEADER: str(offset),
+            "Content-Type": "application/octet-stream",
+        }
+        delay = BACKOFF
+        deadline = time.monotonic() + (_retry_budget() if patient else 0.0)
+        while True:
+            request = urllib.request.Request(url, data=body, method="PUT", headers=headers)  # noqa: S310
+            try:
+                with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310
+                    response.read()
+                return None
+            except urllib.error.HTTPError as exc:
+                if exc.code == 409:
+                    return _held_size(exc)
+                problem = f"HTTP {exc.code} {exc.reason}"
+                if exc.code < 500 and exc.code not in (408, 429):
+                    raise Refused(problem) from None
+            except (urllib.error.URLError, OSError) as exc:
+                problem = str(getattr(exc, "reason", exc))
+            if time.monotonic() + delay > deadline:
+                raise Unreachable(problem)
+            time.sleep(delay)
+            delay = min(delay * 2, BACKOFF_MAX)
+
+
+def _held_size(answer: urllib.error.HTTPError) -> int:
+    """The size a 409 answer says the platform holds of the file."""
+    try:
+        size = json.loads(answer.read() or b"{}").get("size")
+    except (ValueError, AttributeError):
+        size = None
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise Refused("HTTP 409 without the size the platform holds")
+    return size
+
+
+class EventSyncThread(threading.Thread):
+    """Runs `EventSync.round` every interval until stopped."""
+
+    def __init__(self, sync: EventSync, interval: float) -> None:
+        super().__init__(name="trainyard-tensorboard", daemon=True)
+        self.sync = sync
+        self.interval = interval
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            self.sync.round()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+
+
+def start_event_sync() -> EventSyncThread | None:
+    """The event-file sync for this learner, started; None when the job asks for none."""
+    base = os.environ.get(TB_URL_ENV, "").strip()
+    if not base:
+        return None
+    try:
+        interval = max(float(os.environ.get(TB_INTERVAL_ENV, "5")), 0.2)
+    except ValueError:
+        interval = 5.0
+    root = tensorboard_dir(os.environ.get(TB_DIR_ENV, ""))
+    thread = EventSyncThread(EventSync(base, os.environ.get(TOKEN_ENV, ""), root), interval)
+    thread.start()
+    return thread
+
+
+def finish_event_sync(thread: EventSyncThread | None) -> None:
+    """Stop the periodic sync and send what the command left, retrying like the results upload."""
+    if thread is None:
+        return
+    thread.stop()
+    thread.sync.round(patient=True)
+    _say(f"sent {thread.sync.bytes} bytes of {thread.sync.files} TensorBoard event file(s)")
+
+
 def main(argv: list[str]) -> int:
     """Run the wrapped command, report its results, and return the exit status to leave with."""
     if not argv:
@@ -229,7 +414,9 @@ def main(argv: list[str]) -> int:
         return 2
     forwarder = Forwarder()
     forwarder.install()
+    events = start_event_sync()
     code = run_child(argv, forwarder)
+    finish_event_sync(events)
     base = os.environ.get("TRAINYARD_RESULTS_URL", "").strip()
     if base:
         report(base, code)

@@ -274,6 +274,8 @@ def _artifacts(job: Job, spec: dict[str, Any], credentials: Credentials) -> Arti
         return None
     prefix = f"{base}/api/v1/artifacts/{job.pk}/{job.attempt}"
     code = job.code if base else None
+    metrics = spec.get("evaluation_metrics") or {}
+    tensorboard = bool(base) and metrics.get("type") == "tensorboard"
     return ArtifactSpec(
         code_url=f"{prefix}/code" if code is not None else None,
         code_sha256=code.sha256 if code is not None else None,
@@ -281,6 +283,9 @@ def _artifacts(job: Job, spec: dict[str, Any], credentials: Credentials) -> Arti
         fetch_image=settings.ARTIFACT_FETCH_IMAGE,
         s3_fetch=fetches,
         code_max_unpacked=settings.CODE_MAX_UNPACKED_BYTES,
+        tensorboard_url=f"{prefix}/{{learner}}/tensorboard" if tensorboard else None,
+        tensorboard_dir=metrics.get("in") or "" if tensorboard else "",
+        tensorboard_interval=settings.TENSORBOARD_SYNC_SECONDS,
     )
 
 

@@ -54,6 +54,7 @@ class EventKind(StrEnum):
     RETRY = "retry"  # it is a retry of another job
     RESULTS = "results"  # a learner uploaded its results
     TUNING = "tuning"  # the tuner's evidence and decision
+    TENSORBOARD = "tensorboard"  # a learner's TensorBoard event file could not be read
 
 
 class VerdictState(StrEnum):
@@ -98,6 +99,7 @@ class Reason(StrEnum):
     RETRIES_EXHAUSTED = "RetriesExhausted"
     RESULTS_UPLOADED = "ResultsUploaded"
     TUNED = "Tuned"
+    EVENT_FILE_DAMAGED = "EventFileDamaged"
     # people
     CANCELLED = "Cancelled"
     CANCELLED_BY_USER = "CancelledByUser"

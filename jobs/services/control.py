@@ -197,7 +197,8 @@ def job_requeue(*, job: Job, user: User) -> Job:
 @durable_service
 def job_delete(*, job: Job, user: User) -> None:
     """Delete a finished job and everything it left: its checkpoint claim on the cluster, its result
-    files, its code archive when no other job runs that code, and its rows (events, logs, metrics).
+    files and TensorBoard event files, its code archive when no other job runs that code, and its rows
+    (events, logs, metrics).
 
     Refused (nothing deleted) for a job that has not finished, for a user who may not manage it, and,
     with 503, while the cluster cannot be asked to delete the claim.
@@ -214,6 +215,9 @@ def job_delete(*, job: Job, user: User) -> None:
         ) from exc
     current = Job.objects.select_for_update().get(pk=job.pk)
     files = [r.storage_name for r in ResultFile.objects.filter(job=current)]
+    files += [
+        name for chunks in current.event_files.values_list("chunks", flat=True) for _, _, name in chunks
+    ]
     archive = current.code
     current.delete()
     if archive is not None and not archive.jobs.exists():

@@ -315,6 +315,17 @@ CODE_MAX_UNPACKED_BYTES = env.int("CODE_MAX_UNPACKED_BYTES", default=1024 * 1024
 CODE_MAX_ENTRIES = env.int("CODE_MAX_ENTRIES", default=20_000)
 RESULT_MAX_FILE_BYTES = env.int("RESULT_MAX_FILE_BYTES", default=4 * 1024 * 1024 * 1024)
 
+# TensorBoard (docs/jobs.md, docs/operations.md): event files learners send, their scalars as metrics, and
+# one `tensorboard` process per viewed job behind the portal.
+TENSORBOARD_SYNC_SECONDS = env.float("TENSORBOARD_SYNC_SECONDS", default=5.0)
+TENSORBOARD_UPLOAD_MAX_BYTES = env.int("TENSORBOARD_UPLOAD_MAX_BYTES", default=8 * 1024 * 1024)
+TENSORBOARD_FILE_MAX_BYTES = env.int("TENSORBOARD_FILE_MAX_BYTES", default=256 * 1024 * 1024)
+TENSORBOARD_MAX_FILES = env.int("TENSORBOARD_MAX_FILES", default=100)
+TENSORBOARD_ROOT = env("TENSORBOARD_ROOT", default=str(BASE_DIR / "var" / "tensorboard"))
+TENSORBOARD_MAX_PROCESSES = env.int("TENSORBOARD_MAX_PROCESSES", default=4)
+TENSORBOARD_IDLE_SECONDS = env.float("TENSORBOARD_IDLE_SECONDS", default=900.0)
+TENSORBOARD_START_SECONDS = env.float("TENSORBOARD_START_SECONDS", default=90.0)
+
 # Hard limits on what a job spec may carry; see jobs/core/spec/.
 SPEC_MAX_BYTES = env.int("SPEC_MAX_BYTES", default=64 * 1024)
 

@@ -44,6 +44,9 @@ REST_FRAMEWORK = REST_FRAMEWORK | {  # noqa: F405
 if ARTIFACT_STORAGE["BACKEND"].endswith("FileSystemStorage"):
     _artifacts = Path(tempfile.gettempdir()) / f"trainyard-artifacts-{DATABASES['default']['TEST']['NAME']}"  # noqa: F405
     ARTIFACT_STORAGE["OPTIONS"]["location"] = env("ARTIFACT_ROOT", default=str(_artifacts))
+# TensorBoard's local folders of a test run, apart per test database like the artifacts.
+_boards = Path(tempfile.gettempdir()) / f"trainyard-tensorboard-{DATABASES['default']['TEST']['NAME']}"  # noqa: F405
+TENSORBOARD_ROOT = env("TENSORBOARD_ROOT", default=str(_boards))
 # Learners leave a NotReady node after 2 s (the kubesim fixtures notice a silent node within 1 s).
 NODE_LOST_GRACE_SECONDS = env.int("NODE_LOST_GRACE_SECONDS", default=2)
 # Learners get 10 s from SIGTERM to exit: long enough for the tests' slow-to-stop learners, short enough that

@@ -217,15 +217,19 @@ followBox.addEventListener("change", () => {
 // --- metrics -----------------------------------------------------------------------------------------
 
 const chartsBox = document.getElementById("charts");
+const tensorboardLink = document.getElementById("tensorboard-link");
 const metrics = new Map(); // name -> Map(learner -> Map(x -> y))
 const seenPoints = new Set();
 const charts = new Map(); // name -> {plot, el}
 let redrawQueued = false;
 
+// A point from a log line is known by its line's sequence; one from a TensorBoard event file (logSeq 0) by
+// its step, since each metric has one value per step there.
 function addPoint(name, learner, step, value, logSeq) {
-  const id = `${learner}:${name}:${logSeq}`;
+  const id = logSeq ? `${learner}:${name}:${logSeq}` : `${learner}:${name}:s${step}`;
   if (seenPoints.has(id) || typeof value !== "number") return;
   seenPoints.add(id);
+  if (!logSeq && tensorboardLink) tensorboardLink.hidden = false; // the job has sent event files now
   if (!metrics.has(name)) metrics.set(name, new Map());
   const byLearner = metrics.get(name);
   if (!byLearner.has(learner)) byLearner.set(learner, new Map());
@@ -363,6 +367,9 @@ const socket = new LiveSocket({
       // The status now: it may have changed between the page's render and this subscription, and the
       // server sends no `status` frame for a change made before the socket joined the job's group.
       if (frame.status !== shownStatus) showStatus(frame.status, frame.reason, frame.message);
+      // Points from event files have no sequence to backfill by: read them again once subscribed, so
+      // those stored before the socket joined are shown too (the rest come live).
+      if (config.tensorboard) loadMetrics();
     } else if (frame.type === "gap") {
       fetchLines(Number(frame.learner), Math.max(0, frame.from_seq - 1), frame.to_seq).catch(() => {});
     }

@@ -12,8 +12,9 @@ expressions whose named captures become metrics:
           meta: {time: iteration}      # the capture that is the step (optional)
           values: [loss]               # the captures that are metrics (default: all but the step)
 
-Other keys FfDL knew (`in`, `line_lookahead`, `eventTypes`) are accepted; the platform reads the
-learners' standard output only. Patterns run with a time limit per line (jobs/core/metricparse.py).
+`type: tensorboard` with `in: <folder>` has the learners send the TensorBoard event files under that
+folder, whose scalars become metrics (docs/jobs.md). Other keys FfDL knew (`line_lookahead`, `eventTypes`)
+are accepted and not used. Patterns run with a time limit per line (jobs/core/metricparse.py).
 """
 
 from __future__ import annotations
