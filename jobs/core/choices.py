@@ -54,6 +54,7 @@ class EventKind(StrEnum):
     RETRY = "retry"  # it is a retry of another job
     RESULTS = "results"  # a learner uploaded its results
     TUNING = "tuning"  # the tuner's evidence and decision
+    LABELS = "labels"  # a person changed its experiment or tags
 
 
 class VerdictState(StrEnum):
@@ -107,3 +108,4 @@ class Reason(StrEnum):
     RESUMED = "Resumed"
     PREEMPTED = "Preempted"
     PREEMPTING = "Preempting"
+    RELABELLED = "Relabelled"
