@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common.api import ApiView, api_user, errors
-from jobs.comparison import Comparison, comparison_csv, duration_seconds, job_compare
+from jobs.comparison import Comparison, MetricSummary, comparison_csv, duration_seconds, job_compare
 from jobs.filters import CompareQuery, query_params
 from jobs.models import Job
 from jobs.serializers import MetricSummarySerializer
@@ -76,7 +76,7 @@ class MetricRowSerializer(serializers.Serializer):
     name = serializers.CharField()
     mode = serializers.ChoiceField(choices=["min", "max"], help_text="Whether its best value is the lowest.")
     values = serializers.ListField(
-        child=MetricSummarySerializer(allow_null=True), help_text="One per job; null where it has none."
+        child=MetricSummarySerializer(), help_text="One per job; last and best are null where it has none."
     )
 
 
@@ -120,7 +120,11 @@ def comparison_data(comparison: Comparison) -> dict[str, Any]:
                     {
                         "name": name,
                         "mode": mode,
-                        "values": [comparison.summaries.get(job_id, {}).get(name) for job_id in ids],
+                        "values": [
+                            comparison.summaries.get(job_id, {}).get(name)
+                            or MetricSummary(None, None, None, mode)
+                            for job_id in ids
+                        ],
                     }
                     for name, mode in comparison.metrics
                 ],

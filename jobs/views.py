@@ -21,6 +21,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from jobs import cluster
 from jobs.cluster import ClusterError, NodeInfo
+from jobs.compare_pages import metric_columns
 from jobs.core.choices import EventKind
 from jobs.core.states import TRANSITIONS, JobStatus
 from jobs.filters import JobPageFilter
@@ -38,7 +39,7 @@ from jobs.services import (
     job_submit,
 )
 from tenants.pages import current_tenant, forbidden, page_user, render_page
-from tenants.scoping import Perm, can_manage_owned, tenants_for
+from tenants.scoping import Perm, can_manage_owned, has_perm, tenants_for
 
 JOBS_PER_PAGE = 25
 LOG_PAGE = 5000
@@ -70,7 +71,7 @@ def jobs_page(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     context = {"form": filters.form, "page": page, "query": query.urlencode()}
-    return render_page(request, "portal/jobs.html", context)
+    return render_page(request, "portal/jobs.html", context | metric_columns(request, list(page.object_list)))
 
 
 def _read_code(upload: Any) -> bytes:
@@ -176,6 +177,8 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "learner_indexes": indexes,
             "live": live,
             "tuning_events": job_events(job=job).filter(kind=EventKind.TUNING),
+            "can_relabel": has_perm(request.user, job.tenant, Perm.SUBMIT),
+            "hyperparameters": sorted(((job.spec or {}).get("hyperparameters") or {}).items()),
         },
     )
 

@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from jobs import compare_pages
 from jobs import views as job_views
 from portal import views
 from tenants import pages as tenant_pages
@@ -20,7 +21,9 @@ urlpatterns = [
     path("tenant/switch/", tenant_pages.tenant_switch, name="tenant-switch"),
     path("jobs/", job_views.jobs_page, name="jobs"),
     path("jobs/new/", job_views.job_new, name="job-new"),
+    path("jobs/compare/", compare_pages.jobs_compare_page, name="jobs-compare"),
     path("jobs/<str:job_id>/", job_views.job_detail, name="job-detail"),
+    path("jobs/<str:job_id>/labels/", compare_pages.job_labels_view, name="job-labels"),
     path("jobs/<str:job_id>/parts/", job_views.job_parts, name="job-parts"),
     path("jobs/<str:job_id>/cancel/", job_views.job_cancel_view, name="job-cancel"),
     path("jobs/<str:job_id>/retry/", job_views.job_retry_view, name="job-retry"),
