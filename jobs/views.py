@@ -94,7 +94,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
     clone_of = None
     if request.GET.get("clone"):
         clone_of = _job_or_404(request, request.GET["clone"])
-        initial |= {"tenant": clone_of.tenant, "spec": yaml.safe_dump(clone_of.spec, sort_keys=False)}
+        spec = clone_of.spec | {"experiment": clone_of.experiment, "tags": list(clone_of.tags)}
+        initial |= {"tenant": clone_of.tenant, "spec": yaml.safe_dump(spec, sort_keys=False)}
         chosen = ""
     elif chosen in templates:
         initial["spec"] = templates[chosen][1]

@@ -154,8 +154,9 @@ def job_retry(*, job: Job, user: User) -> Job:
     if job.status not in TERMINAL:
         raise JobRejected({"": [f"job {job.pk} is still {job.status}; cancel it first"]}, status=409)
     credentials = cluster.job_credentials(job)
+    labels = {"experiment": job.experiment, "tags": list(job.tags)}  # as they are now, perhaps relabelled
     new = job_submit.nested(
-        tenant=job.tenant, user=user, document=job.spec, credentials=credentials, code=job.code
+        tenant=job.tenant, user=user, document=job.spec | labels, credentials=credentials, code=job.code
     )
     JobEvent.objects.create(
         job=new,

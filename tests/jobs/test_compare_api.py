@@ -111,6 +111,25 @@ def test_patch_changes_labels_records_an_event_and_refuses_bad_input() -> None:
     assert same.status_code == 200 and job.events.filter(kind=EventKind.LABELS).count() == 1
 
 
+def test_a_retry_and_a_clone_carry_the_labels_as_they_are_now() -> None:
+    tenant = make_tenant()
+    user = member(tenant)
+    job = job_submit(
+        tenant=tenant, user=user, document=SPEC | {"experiment": "old", "hyperparameters": {"lr": 1}}
+    )
+    client = api(user)
+    client.patch(
+        f"/api/v1/jobs/{job.pk}/", {"experiment": "new", "tags": ["t"]}, content_type="application/json"
+    )
+    Job.objects.filter(pk=job.pk).update(status="failed")
+    retry = client.post(f"/api/v1/jobs/{job.pk}/retry/")
+    assert retry.status_code == 201, retry.content
+    assert (retry.json()["experiment"], retry.json()["tags"]) == ("new", ["t"])
+    assert retry.json()["spec"]["hyperparameters"] == {"lr": 1}
+    clone = client.get(f"/jobs/new/?clone={job.pk}").content.decode()
+    assert "experiment: new" in clone and "- t" in clone
+
+
 def test_list_filters_by_experiment_and_tag() -> None:
     tenant = make_tenant()
     user = member(tenant)
