@@ -287,7 +287,7 @@ class JobListView(ApiView):
 
 
 def with_metric_columns(jobs: list[Job], chosen: list[MetricChoice]) -> None:
-    """Give each job of a page the last and best value of the chosen metrics (two queries for the page)."""
+    """Give each job of a page the last and best value of the chosen metrics (one query for the page)."""
     found = metric_summaries(job_ids=[job.pk for job in jobs], choices=chosen)
     for job in jobs:
         job.metric_columns = chosen  # type: ignore[attr-defined]

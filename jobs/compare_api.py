@@ -80,14 +80,22 @@ class MetricRowSerializer(serializers.Serializer):
     )
 
 
+class NumberListField(serializers.ListField):
+    """A list of numbers the database already typed: passed through as it is (thousands of points per curve
+    would otherwise each go through a child field)."""
+
+    def to_representation(self, data: list[Any]) -> list[Any]:
+        return list(data)
+
+
 class SeriesSerializer(serializers.Serializer):
     job = serializers.CharField(source="job_id")
     name = serializers.CharField(help_text="The metric as the job reported it (e.g. val_loss).")
     variant = serializers.CharField(help_text="train, val, test, or '' for a metric without a variant.")
     total = serializers.IntegerField(help_text="Points the job reported; at most `max_points` are here.")
-    step = serializers.ListField(child=serializers.IntegerField(allow_null=True))
-    time = serializers.ListField(child=serializers.FloatField(), help_text="Seconds since its first point.")
-    value = serializers.ListField(child=serializers.FloatField())
+    step = NumberListField(child=serializers.IntegerField(allow_null=True))
+    time = NumberListField(child=serializers.FloatField(), help_text="Seconds since its first point.")
+    value = NumberListField(child=serializers.FloatField())
 
 
 class ChartSerializer(serializers.Serializer):

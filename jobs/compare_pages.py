@@ -30,7 +30,7 @@ from tenants.pages import forbidden, page_user, render_page
 
 def metric_columns(request: HttpRequest, jobs: list[Job]) -> dict[str, Any]:
     """The jobs page's extra columns for its rows: each job's duration, and the last and best value of the
-    metrics named in `?metrics=` (two queries for the page); a bad `metrics` is shown, not refused."""
+    metrics named in `?metrics=` (one query for the page); a bad `metrics` is shown, not refused."""
     text = request.GET.get("metrics", "")
     try:
         chosen = parse_metric_choices(text) if "\x00" not in text else []

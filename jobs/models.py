@@ -231,7 +231,11 @@ class MetricSample(models.Model):
 
     class Meta:
         ordering = ["job", "name", "log_seq"]
-        indexes = [models.Index(fields=["job", "name", "log_seq"])]
+        indexes = [
+            models.Index(fields=["job", "name", "log_seq"]),
+            # A metric's lowest and highest value in one index step each (the jobs list's best values).
+            models.Index(fields=["job", "name", "value"], name="metric_job_name_value"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.name}={self.value}"

@@ -151,7 +151,7 @@ def test_list_filters_by_experiment_and_tag() -> None:
     assert client.get("/api/v1/jobs/?tag=a%00b").status_code == 400
 
 
-def test_metric_columns_give_last_and_best_with_two_queries_per_page() -> None:
+def test_metric_columns_give_last_and_best_in_queries_independent_of_the_page_size() -> None:
     tenant = make_tenant()
     user = member(tenant)
     now = timezone.now()
