@@ -221,7 +221,7 @@ export class ChartBoard {
       const el = document.createElement("div");
       el.className = "chart";
       el.dataset.metric = key;
-      el.innerHTML = `<div class="chart-head"><h3></h3><button type="button" class="btn btn-small btn-ghost" data-tool="wide" aria-pressed="false">Full width</button></div><p class="muted small chart-note"></p>`;
+      el.innerHTML = `<div class="chart-head"><h3></h3><button type="button" class="btn btn-small btn-ghost" data-tool="wide" aria-pressed="false">Full width</button></div><p class="muted small chart-note"></p><p class="muted small chart-note chart-log-note"></p>`;
       el.querySelector("h3").textContent = title;
       el.querySelector("[data-tool=wide]").addEventListener("click", () => this._toggleWide(chart));
       this.container.appendChild(el);
@@ -243,7 +243,7 @@ export class ChartBoard {
     return Math.max(260, chart.el.clientWidth - 2 || 420);
   }
 
-  _options(chart) {
+  _options(chart, log) {
     const time = this.state.x === "time";
     const wall = time && this.timeMode === "wall";
     const xLabel = time ? (wall ? "time" : "time since start") : "step";
@@ -253,7 +253,7 @@ export class ChartBoard {
       width: this._width(chart),
       height: chart.wide ? WIDE_HEIGHT : HEIGHT,
       padding: [12, 20, 0, 4],
-      scales: { x: { time: wall }, y: this.state.log ? { distr: 3, log: 10 } : { auto: true } },
+      scales: { x: { time: wall }, y: log ? { distr: 3, log: 10 } : { auto: true } },
       axes: [xAxis, { size: axisSize, values: (u, ticks) => ticks.map(siFormat) }],
       series: [
         { label: xLabel, value: (u, v) => (v === null || v === undefined ? "—" : wall ? new Date(v * 1000).toLocaleTimeString() : time ? durationFormat(v) : siFormat(v)) },
@@ -273,11 +273,22 @@ export class ChartBoard {
     };
   }
 
+  // A log scale needs a positive value; a chart with none stays linear and says so.
+  _state(chart) {
+    if (!this.state.log) return this.state;
+    const positive = chart.series.some((s) => s.value.some((v) => v > 0));
+    return positive ? this.state : { ...this.state, log: false };
+  }
+
   _build(chart) {
     if (chart.plot) chart.plot.destroy();
     chart.zoomed = false;
-    const plot = new window.uPlot(this._options(chart), align(chart.series, this.state), chart.el);
+    const state = this._state(chart);
+    chart.el.querySelector(".chart-log-note").textContent =
+      this.state.log && !state.log ? "No positive values: a log scale cannot show them." : "";
+    const plot = new window.uPlot(this._options(chart, state.log), align(chart.series, state), chart.el);
     chart.plot = plot;
+    chart.log = state.log;
     chart.el.dataset.series = String(chart.series.length);
     chart.el.dataset.scale = plot.scales.y.distr === 3 ? "log" : "linear";
     chart.el.dataset.x = this.state.x;
@@ -285,7 +296,12 @@ export class ChartBoard {
 
   _setData(chart) {
     if (!chart.plot) return;
-    chart.plot.setData(align(chart.series, this.state), !chart.zoomed);
+    const state = this._state(chart);
+    if (state.log !== chart.log) {
+      this._build(chart);
+      return;
+    }
+    chart.plot.setData(align(chart.series, state), !chart.zoomed);
   }
 
   _rebuildAll() {

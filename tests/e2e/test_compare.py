@@ -85,6 +85,12 @@ def runs() -> list[Job]:
             )
         )
         jobs.append(job)
+    MetricSample.objects.bulk_create(
+        MetricSample(
+            job=jobs[0], learner=0, attempt=1, name="reward", step=s, value=-1.0 - s, ts=now, log_seq=100 + s
+        )
+        for s in range(5)
+    )
     make_job(team, alice, name="not-compared")
     return jobs
 
@@ -112,7 +118,7 @@ def test_compare_three_runs_from_the_jobs_list(page: Any, runs: list[Job], tmp_p
 
     charts = page.locator("#charts .chart")
     charts.first.locator("canvas").wait_for()
-    assert page.locator("#charts .chart h3").all_inner_texts() == ["accuracy", "loss"]
+    assert page.locator("#charts .chart h3").all_inner_texts() == ["accuracy", "loss", "reward"]
     loss = page.locator("#charts .chart[data-metric='loss']")
     assert loss.get_attribute("data-series") == "6"
     legend = loss.locator(".u-legend .u-series .u-label").all_inner_texts()
@@ -140,6 +146,9 @@ def test_compare_three_runs_from_the_jobs_list(page: Any, runs: list[Job], tmp_p
 
     page.locator("[data-tool=log]").check()
     page.wait_for_function("document.querySelectorAll('#charts .chart[data-scale=log]').length === 2")
+    reward = page.locator("#charts .chart[data-metric='reward']")
+    assert reward.get_attribute("data-scale") == "linear"
+    assert "No positive values" in reward.locator(".chart-log-note").inner_text()
     page.locator("[data-tool=smoothing]").fill("0.6")
     assert page.locator("[data-tool=smoothing-value]").inner_text() == "0.6"
 
