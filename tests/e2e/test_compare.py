@@ -165,6 +165,15 @@ def test_compare_three_runs_from_the_jobs_list(page: Any, runs: list[Job], tmp_p
     page.click("[data-tool=reset]")
     assert page.evaluate(f"{LIVE_PLOTS}.map((p) => [p.scales.x.min, p.scales.x.max])[1]") == whole
 
+    # x as time since each run's start: 0 to 90 s, labelled as durations.
+    page.select_option("[data-tool=x]", "time")
+    page.wait_for_function("document.querySelectorAll('#charts .chart[data-x=time]').length === 3")
+    ticks = page.evaluate(
+        f"{LIVE_PLOTS}.find((p) => p.root.parentElement.dataset.metric === 'loss').axes[0]._values"
+    )
+    assert ticks and all(re.fullmatch(r"[0-9.]+s", tick) for tick in ticks), ticks
+    page.select_option("[data-tool=x]", "step")
+
     loss.locator("[data-tool=wide]").click()
     assert "chart-wide" in (loss.get_attribute("class") or "")
     screenshot(page, "compare.png")
