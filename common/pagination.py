@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 from django.core.paginator import Page
@@ -27,10 +28,18 @@ class PageSerializer(serializers.Serializer[Any]):
     previous = serializers.URLField(allow_null=True, help_text="The previous page, or null on the first.")
 
 
-def paginate(request: Request, queryset: QuerySet[Any], page_serializer: type[PageSerializer]) -> Response:
-    """A page of `queryset` rendered with `page_serializer`."""
+def paginate(
+    request: Request,
+    queryset: QuerySet[Any],
+    page_serializer: type[PageSerializer],
+    prepare: Callable[[list[Any]], None] | None = None,
+) -> Response:
+    """A page of `queryset` rendered with `page_serializer`; `prepare` may first add to the page's rows
+    what is read for a whole page at once (a few queries per page, never one per row)."""
     pager = Pages()
     page = pager.paginate_queryset(queryset, request)
+    if prepare is not None and page is not None:
+        prepare(page)
     count = cast(Page[Any], pager.page).paginator.count  # set by paginate_queryset: Pages always has a size
     links = {"next": pager.get_next_link(), "previous": pager.get_previous_link()}
     return Response(page_serializer({"count": count, **links, "results": page}).data)

@@ -29,9 +29,19 @@ from common.pagination import PageSerializer, paginate
 from common.parsers import BoundedJSONParser
 from jobs import cluster
 from jobs.cluster import ClusterError
+from jobs.comparison import metric_summaries
 from jobs.core.choices import EventKind
+from jobs.core.compare import MetricChoice
 from jobs.core.states import JobStatus
-from jobs.filters import LogQuery, MetricQuery, SubmitQuery, TelemetryQuery, filtered_jobs, query_params
+from jobs.filters import (
+    ListMetricsQuery,
+    LogQuery,
+    MetricQuery,
+    SubmitQuery,
+    TelemetryQuery,
+    filtered_jobs,
+    query_params,
+)
 from jobs.models import Job, TelemetrySample
 from jobs.selectors import job_events, job_get, job_list, job_log_rows, job_metrics
 from jobs.serializers import (
@@ -41,7 +51,7 @@ from jobs.serializers import (
     LogLineSerializer,
     MetricSampleSerializer,
 )
-from jobs.services import job_cancel, job_delete, job_halt, job_resume, job_retry, job_submit
+from jobs.services import job_cancel, job_delete, job_halt, job_relabel, job_resume, job_retry, job_submit
 from jobs.telemetry import telemetry_list
 from tenants.models import Tenant
 from tenants.scoping import Perm, tenants_for
@@ -178,13 +188,24 @@ class JobListView(ApiView):
             _query("status", OpenApiTypes.STR, "Only jobs in this status.", enum=JobStatus.values),
             _query("owner", OpenApiTypes.STR, "Only this user's jobs; `me` for yours."),
             _query("search", OpenApiTypes.STR, "Only jobs whose name contains this (any case)."),
+            _query("experiment", OpenApiTypes.STR, "Only runs of this experiment."),
+            _query("tag", OpenApiTypes.STR, "Only jobs with this tag (`a,b`: with both)."),
+            _query(
+                "metrics",
+                OpenApiTypes.STR,
+                "Metrics whose last and best value each job carries in `metrics`: `loss,accuracy`; best is "
+                "the lowest for names with loss, error or perplexity, else the highest, or say `loss:min`.",
+            ),
             _query("page", OpenApiTypes.INT, "Page number, from 1."),
             _query("page_size", OpenApiTypes.INT, "Jobs per page (default 50, at most 500)."),
         ],
         responses={200: JobPageSerializer, **errors(400, 401, 404, 429)},
     )
     def get(self, request: Request) -> Response:
-        return paginate(request, filtered_jobs(request, job_list(user=api_user(request))), JobPageSerializer)
+        chosen = query_params(request, ListMetricsQuery).get("metrics")
+        jobs = filtered_jobs(request, job_list(user=api_user(request)))
+        prepare = (lambda page: with_metric_columns(page, chosen)) if chosen is not None else None
+        return paginate(request, jobs, JobPageSerializer, prepare=prepare)
 
     @extend_schema(
         parameters=[
@@ -269,10 +290,52 @@ class JobListView(ApiView):
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
 
+def with_metric_columns(jobs: list[Job], chosen: list[MetricChoice]) -> None:
+    """Give each job of a page the last and best value of the chosen metrics (one query for the page)."""
+    found = metric_summaries(job_ids=[job.pk for job in jobs], choices=chosen)
+    for job in jobs:
+        job.metric_columns = chosen  # type: ignore[attr-defined]
+        job.metric_summaries = found.get(job.pk, {})  # type: ignore[attr-defined]
+
+
+class JobLabelsSerializer(serializers.Serializer):
+    """What a PATCH of a job may change: its experiment and its tags (either or both)."""
+
+    experiment = serializers.JSONField(
+        required=False, help_text="One line, at most 100 characters; '' for none."
+    )
+    tags = serializers.JSONField(
+        required=False, help_text="A list of short labels (at most 20), deduplicated; [] for none."
+    )
+
+
 class JobDetailView(ApiView):
+    parser_classes = [BoundedJSONParser]
+
     @extend_schema(parameters=[JOB_ID], responses={200: JobDetailSerializer, **errors(401, 404, 429)})
     def get(self, request: Request, job_id: str) -> Response:
         return Response(JobDetailSerializer(_job(request, job_id)).data)
+
+    @extend_schema(
+        parameters=[JOB_ID],
+        request=JobLabelsSerializer,
+        responses={200: JobDetailSerializer, **errors(400, 401, 403, 404, 429)},
+        description="Change a job's experiment and tags (members of its tenant may; recorded as an event).",
+    )
+    def patch(self, request: Request, job_id: str) -> Response:
+        job = _job(request, job_id)
+        data = request.data
+        if not isinstance(data, dict):
+            raise ValidationError({"": ["send a JSON object with experiment and/or tags"]})
+        unknown = set(data) - {"experiment", "tags"}
+        if unknown:
+            raise ValidationError(
+                {key: ["cannot be changed; send experiment and/or tags"] for key in unknown}
+            )
+        if not data:
+            raise ValidationError({"": ["send experiment and/or tags"]})
+        job = job_relabel(job=job, user=api_user(request), **data)
+        return Response(JobDetailSerializer(job).data)
 
     @extend_schema(
         parameters=[JOB_ID],

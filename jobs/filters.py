@@ -15,6 +15,7 @@ from django_filters.utils import translate_validation
 from rest_framework import serializers
 from rest_framework.request import Request
 
+from jobs.core.compare import DEFAULT_POINTS, MAX_POINTS, MetricChoice, parse_job_ids, parse_metric_choices
 from jobs.core.states import JobStatus
 from jobs.models import Job
 
@@ -49,6 +50,13 @@ class JobFilter(django_filters.FilterSet):
     search = django_filters.CharFilter(
         field_name="name", lookup_expr="icontains", strip=False, error_messages=NO_NUL
     )
+    experiment = django_filters.CharFilter(field_name="experiment", strip=False, error_messages=NO_NUL)
+    tag = django_filters.CharFilter(method="filter_tag", strip=False, error_messages=NO_NUL)
+
+    def filter_tag(self, jobs: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
+        """`tag=a` jobs tagged a; `tag=a,b` jobs tagged both."""
+        tags = [part.strip() for part in value.split(",") if part.strip()]
+        return jobs.filter(tags__contains=tags) if tags else jobs
 
     def filter_owner(self, jobs: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
         """`me` is whoever asks; any other value is a username."""
@@ -64,6 +72,8 @@ class JobPageFilter(JobFilter):
     search = None
     owner = django_filters.ChoiceFilter(choices=[("me", "Me")], empty_label="Anyone", method="filter_owner")
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", max_length=100, label="Name")
+    experiment = django_filters.CharFilter(field_name="experiment", max_length=100, label="Experiment")
+    tag = django_filters.CharFilter(method="filter_tag", max_length=200, label="Tag")
 
 
 def filtered_jobs(request: Request, jobs: QuerySet[Job]) -> QuerySet[Job]:
@@ -137,6 +147,49 @@ class MetricQuery(serializers.Serializer):
     """job_metrics' keyword argument: one metric's points only."""
 
     name = TextField(required=False)
+
+
+class MetricsField(serializers.Field):
+    """`loss,accuracy` or `loss:min,bleu:max`: the metrics whose last and best value a list shows."""
+
+    def to_internal_value(self, data: Any) -> list[MetricChoice]:
+        if "\x00" in str(data):
+            raise serializers.ValidationError(NUL)
+        try:
+            return parse_metric_choices(str(data))
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+
+    def to_representation(self, value: list[MetricChoice]) -> str:
+        return ",".join(choice.label for choice in value)
+
+
+class JobIdsField(serializers.Field):
+    """`a,b,c`: the jobs to compare, in order, at most ten."""
+
+    def to_internal_value(self, data: Any) -> list[str]:
+        if "\x00" in str(data):
+            raise serializers.ValidationError(NUL)
+        try:
+            return parse_job_ids(str(data))
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+
+    def to_representation(self, value: list[str]) -> str:
+        return ",".join(value)
+
+
+class ListMetricsQuery(serializers.Serializer):
+    """The jobs list's metric columns."""
+
+    metrics = MetricsField(required=False)
+
+
+class CompareQuery(serializers.Serializer):
+    """Which jobs to compare, and how many points each curve keeps at most."""
+
+    ids = JobIdsField()
+    points = WholeNumberField(low=10, high=MAX_POINTS, default=DEFAULT_POINTS)
 
 
 class TelemetryQuery(serializers.Serializer):

@@ -6,6 +6,8 @@ import secrets
 from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.utils import timezone
 
@@ -80,6 +82,14 @@ class Job(models.Model):
         help_text="Its latest admission put its tenant above the nominal quota: it runs on resources borrowed "
         "from its cohort (and is the first to give them back).",
     )
+    # Copied from the spec at submit; people change them afterwards through `job_relabel` (the spec keeps
+    # what was submitted).
+    experiment = models.CharField(
+        max_length=100, blank=True, default="", help_text="The experiment it is a run of."
+    )
+    tags = ArrayField(
+        models.CharField(max_length=40), default=list, blank=True, help_text="Short labels to find it by."
+    )
     created_at = models.DateTimeField(default=timezone.now)
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -93,6 +103,8 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["tenant", "status"]),
             models.Index(fields=["status", "priority", "created_at"]),
+            models.Index(fields=["tenant", "experiment"], name="job_tenant_experiment"),
+            GinIndex(fields=["tags"], name="job_tags_gin"),
         ]
 
     def __str__(self) -> str:
@@ -225,7 +237,11 @@ class MetricSample(models.Model):
 
     class Meta:
         ordering = ["job", "name", "log_seq"]
-        indexes = [models.Index(fields=["job", "name", "log_seq"])]
+        indexes = [
+            models.Index(fields=["job", "name", "log_seq"]),
+            # A metric's lowest and highest value in one index step each (the jobs list's best values).
+            models.Index(fields=["job", "name", "value"], name="metric_job_name_value"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.name}={self.value}"

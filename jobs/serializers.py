@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from common.api import ResourcesSerializer
+from jobs.comparison import duration_seconds
 from jobs.models import CodeArchive, Job, JobEvent, Learner, LogLine, MetricSample
 
 
@@ -21,6 +22,15 @@ class JobResourcesSerializer(ResourcesSerializer):
     learners = serializers.IntegerField(help_text="Learner pods the job runs; the amounts are per learner.")
 
 
+class MetricSummarySerializer(serializers.Serializer):
+    """One metric of one job: its latest value (at `step`) and its best, the lowest or highest (`mode`)."""
+
+    last = serializers.FloatField(allow_null=True)
+    step = serializers.IntegerField(allow_null=True)
+    best = serializers.FloatField(allow_null=True)
+    mode = serializers.ChoiceField(choices=["min", "max"])
+
+
 class JobSerializer(serializers.ModelSerializer):
     tenant: serializers.SlugRelatedField[Job] = serializers.SlugRelatedField(
         slug_field="slug", read_only=True, help_text="The tenant's slug."
@@ -29,6 +39,12 @@ class JobSerializer(serializers.ModelSerializer):
         slug_field="username", read_only=True, help_text="The owner's username."
     )
     resources = serializers.SerializerMethodField()
+    duration_seconds = serializers.SerializerMethodField(
+        help_text="Seconds it has run (started to finished, or to now); null before it starts."
+    )
+    metrics = serializers.SerializerMethodField(
+        help_text="With `?metrics=loss,accuracy`: each chosen metric's last and best value; else null."
+    )
 
     class Meta:
         model = Job
@@ -36,7 +52,24 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "name", "tenant", "owner", "status", "reason", "message", "priority", "attempt",
             "max_retries", "queue_position", "eta", "eta_low", "eta_high", "eta_reason", "resources",
             "borrowed", "source", "created_at", "admitted_at", "started_at", "finished_at",
+            "experiment", "tags", "duration_seconds", "metrics",
         ]  # fmt: skip
+
+    def get_duration_seconds(self, job: Job) -> float | None:
+        return duration_seconds(job)
+
+    @extend_schema_field(serializers.DictField(child=MetricSummarySerializer(), allow_null=True))
+    def get_metrics(self, job: Job) -> dict[str, dict[str, object]] | None:
+        chosen = getattr(job, "metric_columns", None)
+        if chosen is None:
+            return None
+        found = getattr(job, "metric_summaries", {})
+        return {
+            choice.name: dict(MetricSummarySerializer(found[choice.name]).data)
+            if choice.name in found
+            else {"last": None, "step": None, "best": None, "mode": choice.mode}
+            for choice in chosen
+        }
 
     @extend_schema_field(JobResourcesSerializer)
     def get_resources(self, job: Job) -> dict[str, int]:

@@ -21,6 +21,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from jobs import cluster
 from jobs.cluster import ClusterError, NodeInfo
+from jobs.compare_pages import metric_columns
 from jobs.core.choices import EventKind
 from jobs.core.states import TRANSITIONS, JobStatus
 from jobs.filters import JobPageFilter
@@ -38,7 +39,7 @@ from jobs.services import (
     job_submit,
 )
 from tenants.pages import current_tenant, forbidden, page_user, render_page
-from tenants.scoping import Perm, can_manage_owned, tenants_for
+from tenants.scoping import Perm, can_manage_owned, has_perm, tenants_for
 
 JOBS_PER_PAGE = 25
 JOBS_PER_PAGE_CHOICES = (25, 50, 100)
@@ -78,7 +79,7 @@ def jobs_page(request: HttpRequest) -> HttpResponse:
         "per_page": per_page,
         "per_page_choices": JOBS_PER_PAGE_CHOICES,
     }
-    return render_page(request, "portal/jobs.html", context)
+    return render_page(request, "portal/jobs.html", context | metric_columns(request, list(page.object_list)))
 
 
 def _per_page(value: str | None) -> int:
@@ -111,7 +112,12 @@ def job_new(request: HttpRequest) -> HttpResponse:
     clone_of = None
     if request.GET.get("clone"):
         clone_of = _job_or_404(request, request.GET["clone"])
-        text = clone_of.document or yaml.safe_dump(clone_of.spec, sort_keys=False)
+        labels = {"experiment": clone_of.experiment, "tags": list(clone_of.tags)}
+        # The user's own text, unless the labels were changed since: then the normalized spec with them.
+        relabelled = any(clone_of.spec.get(name, default) != value for (name, value), default in
+                         zip(labels.items(), ("", []), strict=True))  # fmt: skip
+        text = clone_of.document if clone_of.document and not relabelled else ""
+        text = text or yaml.safe_dump(clone_of.spec | labels, sort_keys=False)
         initial |= {"tenant": clone_of.tenant, "spec": text, "template": ""}
         chosen = ""
     elif chosen in templates:
@@ -176,6 +182,7 @@ def _job_history(request: HttpRequest, job: Job) -> dict[str, Any]:
         "learners": job.learner_set.order_by("-attempt", "index"),
         "results": job_results(job=job),
         "tuning_events": job_events(job=job).filter(kind=EventKind.TUNING),
+        "hyperparameters": sorted(((job.spec or {}).get("hyperparameters") or {}).items()),
         "gpu_latest": job.telemetry.filter(gpu_util__isnull=False).order_by("-ts").first()
         if job.gpus
         else None,
@@ -210,6 +217,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "learner_indexes": indexes,
             "live": live,
             "has_event_files": job.event_files.exists(),
+            "can_relabel": has_perm(request.user, job.tenant, Perm.SUBMIT),
         },
     )
 

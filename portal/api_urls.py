@@ -3,7 +3,7 @@
 from django.urls import include, path
 
 from jobs import api as jobs_api
-from jobs import spec_views
+from jobs import compare_api, spec_views
 from jobs.artifacts import api as artifacts_api
 from jobs.artifacts import event_views, pod_views
 from tenants import api as tenants_api
@@ -11,6 +11,7 @@ from tenants import secrets_api
 
 urlpatterns = [
     path("jobs/", jobs_api.JobListView.as_view(), name="api-jobs"),
+    path("jobs/compare/", compare_api.JobCompareView.as_view(), name="api-jobs-compare"),
     path("jobs/<str:job_id>/", jobs_api.JobDetailView.as_view(), name="api-job"),
     path("jobs/<str:job_id>/cancel/", jobs_api.JobCancelView.as_view(), name="api-job-cancel"),
     path("jobs/<str:job_id>/retry/", jobs_api.JobRetryView.as_view(), name="api-job-retry"),

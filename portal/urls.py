@@ -5,7 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from jobs import spec_views
+from jobs import compare_pages, spec_views
 from jobs import views as job_views
 from jobs.tensorboard import views as tensorboard_views
 from portal import views
@@ -24,7 +24,9 @@ urlpatterns = [
     path("jobs/", job_views.jobs_page, name="jobs"),
     path("jobs/new/", job_views.job_new, name="job-new"),
     path("spec/", spec_views.spec_page, name="spec"),
+    path("jobs/compare/", compare_pages.jobs_compare_page, name="jobs-compare"),
     path("jobs/<str:job_id>/", job_views.job_detail, name="job-detail"),
+    path("jobs/<str:job_id>/labels/", compare_pages.job_labels_view, name="job-labels"),
     path("jobs/<str:job_id>/parts/", job_views.job_parts, name="job-parts"),
     path("jobs/<str:job_id>/cancel/", job_views.job_cancel_view, name="job-cancel"),
     path("jobs/<str:job_id>/retry/", job_views.job_retry_view, name="job-retry"),

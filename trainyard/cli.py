@@ -21,6 +21,7 @@ from trainyard.archive import pack_code, unpack
 from trainyard.client import Client, LogLine, TrainyardError
 from trainyard.notify_cli import notifications_app
 from trainyard.output import (
+    comparison_tables,
     console,
     emit_json,
     emit_yaml,
@@ -264,6 +265,8 @@ def list_jobs(
     owner: Annotated[str | None, typer.Option(help="Only jobs of this user (`me` for yours).")] = None,
     search: Annotated[str | None, typer.Option(help="Jobs whose name or id contains this.")] = None,
     page: Annotated[int, typer.Option(min=1, help="Page of 50 jobs.")] = 1,
+    experiment: Annotated[str | None, typer.Option(help="Only runs of this experiment.")] = None,
+    tag: Annotated[str | None, typer.Option(help="Only jobs with this tag (a,b: with both).")] = None,
     output: OutputOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -271,7 +274,9 @@ def list_jobs(
     fmt = output_format(output, as_json)
     if status and status not in STATES:
         raise typer.BadParameter(f"use one of {', '.join(STATES)}", param_hint="--status")
-    body = client(ctx).jobs(tenant=tenant, status=status, owner=owner, search=search, page=page)
+    body = client(ctx).jobs(
+        tenant=tenant, status=status, owner=owner, search=search, page=page, experiment=experiment, tag=tag
+    )
 
     def render() -> None:
         console().print(jobs_table(body["results"]))
@@ -279,6 +284,23 @@ def list_jobs(
         console().print(f"{body['count']} job(s), page {page}{more}", markup=False)
 
     emit(body, fmt, render)
+
+
+def label(
+    ctx: typer.Context,
+    job_id: JobArg,
+    experiment: Annotated[
+        str | None, typer.Option(help="The experiment it is a run of ('' for none).")
+    ] = None,
+    tags: Annotated[str | None, typer.Option(help="Its tags, comma-separated ('' for none).")] = None,
+) -> None:
+    """Change a job's experiment and/or tags."""
+    if experiment is None and tags is None:
+        raise typer.BadParameter("give --experiment and/or --tags", param_hint="--experiment")
+    tag_list = None if tags is None else [t.strip() for t in tags.split(",") if t.strip()]
+    job = client(ctx).relabel(job_id, experiment=experiment, tags=tag_list)
+    shown = ", ".join(job["tags"]) or "-"
+    typer.echo(f"{job['id']}: experiment {job['experiment'] or '-'}, tags {shown}")
 
 
 def show(ctx: typer.Context, job_id: JobArg, output: OutputOpt = None, as_json: JsonOpt = False) -> None:
@@ -333,6 +355,7 @@ def delete(ctx: typer.Context, job_id: JobArg) -> None:
 
 
 jobs_app.command("delete")(delete)
+jobs_app.command("label")(label)
 
 # `trainyard jobs list|show|events|cancel|halt|resume|retry`, and the same at the top level (hidden), as before.
 for _name, _command in (
@@ -410,6 +433,37 @@ def metrics(
     fmt = output_format(output, as_json)
     rows = client(ctx).metrics(job_id, name=name)
     emit(rows, fmt, lambda: console().print(metrics_table(rows)))
+
+
+@app.command()
+def compare(
+    ctx: typer.Context,
+    job_ids: Annotated[
+        list[str], typer.Argument(metavar="JOB...", help="2 to 10 job ids.", show_default=False)
+    ],
+    as_csv: Annotated[
+        bool, typer.Option("--csv", help="Print the comparison as CSV (a row per job).")
+    ] = False,
+    output: OutputOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compare jobs side by side: hyperparameters (those that differ marked) and each metric's last and
+    best value; --csv for a table a spreadsheet reads, -o json for the curves too."""
+    api = client(ctx)
+    if as_csv:
+        if output is not None or as_json:
+            raise typer.BadParameter("--csv prints CSV; leave out -o/--json", param_hint="--csv")
+        typer.echo(api.compare_csv(job_ids), nl=False)
+        return
+    fmt = output_format(output, as_json)
+    body = api.compare(job_ids)
+
+    def render() -> None:
+        out = console()
+        for part in comparison_tables(body):
+            out.print(part)
+
+    emit(body, fmt, render)
 
 
 @app.command()

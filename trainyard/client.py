@@ -230,9 +230,16 @@ class Client:
         owner: str | None = None,
         search: str | None = None,
         page: int = 1,
+        experiment: str | None = None,
+        tag: str | None = None,
+        metrics: str | None = None,
     ) -> JobPage:
-        """A page of the jobs you may see, newest first; `owner="me"` for your own."""
-        params = {"tenant": tenant, "status": status, "owner": owner, "search": search, "page": page}
+        """A page of the jobs you may see, newest first; `owner="me"` for your own; `metrics="loss,acc"`
+        adds each job's last and best value of those metrics."""
+        params = {
+            "tenant": tenant, "status": status, "owner": owner, "search": search, "page": page,
+            "experiment": experiment, "tag": tag, "metrics": metrics,
+        }  # fmt: skip
         query = {k: v for k, v in params.items() if v not in (None, "")}
         return cast(JobPage, self.request("GET", "jobs/", params=query))
 
@@ -268,6 +275,35 @@ class Client:
         if response.status_code >= 400:
             raise error_from_response(response)
         return response.content
+
+    def compare(self, job_ids: list[str], *, points: int | None = None) -> dict[str, Any]:
+        """Jobs side by side: hyperparameters, final metrics (last and best) and downsampled curves."""
+        params: dict[str, Any] = {"ids": ",".join(job_ids)}
+        if points is not None:
+            params["points"] = points
+        return cast(dict[str, Any], self.request("GET", "jobs/compare/", params=params))
+
+    def compare_csv(self, job_ids: list[str]) -> str:
+        """The comparison as CSV text: one row per job (labels, hyperparameters, each metric's last and best)."""
+        params = {"ids": ",".join(job_ids), "format": "csv"}
+        try:
+            response = self._http.get("jobs/compare/", params=params, headers={"Accept": "text/csv"})
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise TrainyardError(0, f"cannot reach {self.base_url}: {exc or type(exc).__name__}") from exc
+        if response.status_code >= 400:
+            raise error_from_response(response)
+        return response.text
+
+    def relabel(
+        self, job_id: str, *, experiment: str | None = None, tags: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Change a job's experiment and/or tags."""
+        body: dict[str, Any] = {}
+        if experiment is not None:
+            body["experiment"] = experiment
+        if tags is not None:
+            body["tags"] = tags
+        return cast(dict[str, Any], self.request("PATCH", f"jobs/{job_id}/", json=body))
 
     def results(self, job_id: str) -> list[dict[str, Any]]:
         """The result files of the job's latest attempt that uploaded any."""

@@ -184,6 +184,39 @@ def metrics_table(points: Iterable[dict[str, Any]]) -> Table:
     return grid
 
 
+def _number(value: Any) -> str:
+    return "-" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def comparison_tables(comparison: dict[str, Any]) -> list[Table]:
+    """Jobs side by side: one column per job; the runs, then hyperparameters (a `*` marks those that
+    differ), then each metric's last / best value."""
+    jobs = comparison["jobs"]
+    names = [job["id"] for job in jobs]
+    runs = table("", *names, title="runs")
+    for label, key in (("name", "name"), ("status", "status"), ("experiment", "experiment")):
+        runs.add_row(label, *[str(job.get(key) or "-") for job in jobs])
+    runs.add_row("tags", *[", ".join(job.get("tags") or []) or "-" for job in jobs])
+    runs.add_row("duration (s)", *[_number(job.get("duration_seconds")) for job in jobs])
+    tables = [runs]
+    if comparison["hyperparameters"]:
+        hyper = table("HYPERPARAMETER", *names, title="hyperparameters (* differ)")
+        for row in comparison["hyperparameters"]:
+            values = [_number(v) if not isinstance(v, bool) else str(v).lower() for v in row["values"]]
+            hyper.add_row(("* " if row["differs"] else "  ") + row["name"], *values)
+        tables.append(hyper)
+    if comparison["metrics"]:
+        final = table("METRIC (last / best)", *names, title="final metrics")
+        for row in comparison["metrics"]:
+            cells = [
+                "-" if cell["last"] is None else f"{_number(cell['last'])} / {_number(cell['best'])}"
+                for cell in row["values"]
+            ]
+            final.add_row(f"{row['name']} ({row['mode']})", *cells)
+        tables.append(final)
+    return tables
+
+
 def tenants_table(tenants: Iterable[dict[str, Any]]) -> Table:
     """A row per tenant: role, then used/quota of each resource."""
     grid = table("TENANT", "NAME", "ROLE", "GPUS", "CPU (m)", "MEMORY (MiB)", "RUNNING", "QUEUED")

@@ -186,8 +186,9 @@ def learner_env(spec: JobPodsSpec, index: int) -> list[client.V1EnvVar]:
     """Build learner `index`'s environment: platform variables first, then the user's.
 
     Order: torchrun, FfDL, Trainyard, thread sizing (when managed), artifact variables (MODEL_DIR,
-    results URL, then the token's secret reference), data-store secret references, then user entries
-    whose names are not reserved; platform values always win.
+    results URL), the caller's `platform_env` (never over the names before it), then the token's secret
+    reference, data-store secret references, then user entries whose names are not reserved; platform
+    values always win.
     """
     master = master_address(spec)
     platform = {
@@ -216,6 +217,7 @@ def learner_env(spec: JobPodsSpec, index: int) -> list[client.V1EnvVar]:
         platform.update(thread_env(spec.cpu_millis))
     if spec.artifacts is not None:
         platform.update(learner_artifact_env(spec.artifacts, index))
+    platform.update({key: value for key, value in spec.platform_env.items() if key not in platform})
     env = [client.V1EnvVar(name=key, value=value) for key, value in platform.items()]
     if spec.artifacts is not None:
         env.append(token_env(spec))

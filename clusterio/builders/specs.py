@@ -196,6 +196,8 @@ class JobPodsSpec:
     admission assumes it tolerates. `node_names` binds learner i to node `node_names[i]` (required node
     affinity on the node's name: admission chose the nodes, the kube-scheduler still checks the rest);
     None leaves the choice to the scheduler.
+    `platform_env` are further variables the platform sets (such as TRAINYARD_HYPERPARAMETERS): added after
+    its own, before the user's `env`, and like its own they win over a user entry of the same name.
     """
 
     job_id: JobId
@@ -241,6 +243,7 @@ class JobPodsSpec:
     termination_grace_seconds: int = 30
     gpu_tolerations: tuple[Toleration, ...] = DEFAULT_GPU_TOLERATIONS
     node_names: tuple[str, ...] | None = None
+    platform_env: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _non_negative(self.attempt, "attempt")

@@ -31,6 +31,7 @@ from clusterio.builders import (
 )
 from clusterio.taints import Taint, Toleration, learner_tolerations, parse_toleration, tolerates
 from jobs.core.gputypes import GpuTypes
+from jobs.core.spec.labels import HYPERPARAMETERS_ENV, hyperparameter_env, hyperparameters_json
 from jobs.credentials import Credentials, unseal
 from jobs.models import Job, JobCredentials
 from tenants.models import PodSecurity, Tenant
@@ -190,8 +191,18 @@ def pods_spec(
         termination_grace_seconds=settings.LEARNER_TERMINATION_GRACE_SECONDS,
         gpu_tolerations=gpu_tolerations(),
         node_names=_node_names(job),
+        platform_env=_hyperparameter_env(spec),
         **_checkpoints(job),
     )
+
+
+def _hyperparameter_env(spec: dict[str, Any]) -> dict[str, str]:
+    """The job's hyperparameters as its command reads them: `HP_<NAME>` each and TRAINYARD_HYPERPARAMETERS
+    (JSON) for all (jobs/core/spec/labels.py); nothing for a job without any (or submitted before them)."""
+    hyperparameters = spec.get("hyperparameters") or {}
+    if not hyperparameters:
+        return {}
+    return hyperparameter_env(hyperparameters) | {HYPERPARAMETERS_ENV: hyperparameters_json(hyperparameters)}
 
 
 def _node_names(job: Job) -> tuple[str, ...] | None:

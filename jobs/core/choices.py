@@ -55,6 +55,7 @@ class EventKind(StrEnum):
     RESULTS = "results"  # a learner uploaded its results
     TUNING = "tuning"  # the tuner's evidence and decision
     TENSORBOARD = "tensorboard"  # a learner's TensorBoard event file could not be read
+    LABELS = "labels"  # a person changed its experiment or tags
 
 
 class VerdictState(StrEnum):
@@ -109,3 +110,4 @@ class Reason(StrEnum):
     RESUMED = "Resumed"
     PREEMPTED = "Preempted"
     PREEMPTING = "Preempting"
+    RELABELLED = "Relabelled"

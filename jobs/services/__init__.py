@@ -2,7 +2,8 @@
 split by topic as Zulip splits its actions. `submit` (validation and the write), `control` (cancel, halt,
 resume, retry, requeue, delete), `lifecycle` (admission, launch outcomes, pod verdicts, requeues,
 reconcile's repairs), `logs` (log lines and their metrics), `results` (what learners report when they
-end), `tuning` (the tuner's decisions). Everything else reads (selectors) or calls these.
+end), `tuning` (the tuner's decisions), `labels`
+(experiment and tags). Everything else reads (selectors) or calls these.
 
 Entry points (what pages, the API, the admin, tasks, the watcher and commands call) are `@durable_service`:
 each call is one durable transaction, so a caller that wraps one in a transaction of its own fails with
@@ -24,6 +25,7 @@ from jobs.services.control import (
     job_retry,
     job_transition,
 )
+from jobs.services.labels import job_relabel
 from jobs.services.submit import (
     JobRejected,
     PermissionDenied,
@@ -40,6 +42,7 @@ __all__ = [
     "job_cancel",
     "job_delete",
     "job_halt",
+    "job_relabel",
     "job_requeue",
     "job_resume",
     "job_retry",

@@ -154,10 +154,11 @@ def job_retry(*, job: Job, user: User) -> Job:
     if job.status not in TERMINAL:
         raise JobRejected({"": [f"job {job.pk} is still {job.status}; cancel it first"]}, status=409)
     credentials = cluster.job_inline_credentials(job)
+    labels = {"experiment": job.experiment, "tags": list(job.tags)}  # as they are now, perhaps relabelled
     new = job_submit.nested(
         tenant=job.tenant,
         user=user,
-        document=job.spec,
+        document=job.spec | labels,
         credentials=credentials,
         code=job.code,
         text=job.document,

@@ -172,6 +172,8 @@ def job_submit(
         cpu_millis=demand.cpu_millis,
         memory_mib=demand.memory_mib,
         code=archive,
+        experiment=spec.get("experiment", ""),
+        tags=list(spec.get("tags", [])),
     )
     if secrets:
         JobCredentials.objects.create(job=job, sealed=seal(secrets), stores=sorted(secrets))

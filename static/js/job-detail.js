@@ -2,6 +2,7 @@
 // timeline and learners. History comes from the REST API; live frames from /ws/ (see live.js). Lines are deduplicated by
 // (learner, seq), so a reconnect, a gap backfill or a poll never shows a line twice.
 import { AnsiUp } from "../vendor/ansi_up-6.0.6/ansi_up.js";
+import { ChartBoard, colour, dashFor, metricFamily } from "./charts.js";
 import { LiveSocket, setBadge } from "./live.js";
 
 const config = JSON.parse(document.getElementById("job-live").textContent);
@@ -218,14 +219,14 @@ followBox.addEventListener("change", () => {
 
 const chartsBox = document.getElementById("charts");
 const tensorboardLink = document.getElementById("tensorboard-link");
-const metrics = new Map(); // name -> Map(learner -> Map(x -> y))
+const board = new ChartBoard(chartsBox, { tools: document.getElementById("chart-tools"), timeMode: "wall" });
+const metrics = new Map(); // name -> Map(learner -> Map(step -> {step, time, value}))
 const seenPoints = new Set();
-const charts = new Map(); // name -> {plot, el}
 let redrawQueued = false;
 
 // A point from a log line is known by its line's sequence; one from a TensorBoard event file (logSeq 0) by
 // its step, since each metric has one value per step there.
-function addPoint(name, learner, step, value, logSeq) {
+function addPoint(name, learner, step, value, logSeq, ts) {
   const id = logSeq ? `${learner}:${name}:${logSeq}` : `${learner}:${name}:s${step}`;
   if (seenPoints.has(id) || typeof value !== "number") return;
   seenPoints.add(id);
@@ -233,7 +234,9 @@ function addPoint(name, learner, step, value, logSeq) {
   if (!metrics.has(name)) metrics.set(name, new Map());
   const byLearner = metrics.get(name);
   if (!byLearner.has(learner)) byLearner.set(learner, new Map());
-  byLearner.get(learner).set(step ?? logSeq, value);
+  // Live frames carry no time: a point is placed at its arrival, close enough for a wall-time axis.
+  const time = ts ? Date.parse(ts) / 1000 : Date.now() / 1000;
+  byLearner.get(learner).set(step ?? logSeq, { step: step ?? logSeq, time, value });
   queueRedraw();
 }
 
@@ -246,62 +249,47 @@ function queueRedraw() {
   }, 250);
 }
 
-const COLOURS = ["#2458d6", "#d9480f", "#2b8a3e", "#9c36b5", "#c2255c", "#0b7285"];
-
-function chartData(byLearner) {
-  const learners = [...byLearner.keys()].sort((a, b) => a - b);
-  const xs = [...new Set(learners.flatMap((l) => [...byLearner.get(l).keys()]))].sort((a, b) => a - b);
-  return { learners, data: [xs, ...learners.map((l) => xs.map((x) => byLearner.get(l).get(x) ?? null))] };
-}
-
+// One chart per metric, its train and validation variants together (validation dashed), a series per
+// learner that reported it (coloured by learner).
 function drawCharts() {
   if (!metrics.size || typeof window.uPlot === "undefined") return;
   const placeholder = chartsBox.querySelector(":scope > p");
   if (placeholder) placeholder.remove();
+  const families = new Map();
   for (const name of [...metrics.keys()].sort()) {
-    const { learners, data } = chartData(metrics.get(name));
-    const existing = charts.get(name);
-    if (existing && existing.series === learners.length) {
-      existing.plot.setData(data);
-      continue;
+    const [base, variant] = metricFamily(name);
+    if (!families.has(base)) families.set(base, []);
+    families.get(base).push({ name, variant });
+  }
+  for (const base of [...families.keys()].sort()) {
+    const names = families.get(base);
+    const learnerSet = new Set(names.flatMap(({ name }) => [...metrics.get(name).keys()]));
+    const learners = [...learnerSet].sort((a, b) => a - b);
+    const series = [];
+    for (const { name, variant } of names) {
+      for (const learner of learners) {
+        const points = metrics.get(name).get(learner);
+        if (!points) continue;
+        const sorted = [...points.values()].sort((a, b) => a.step - b.step);
+        const label = learners.length > 1 ? `${name} · learner ${learner}` : name;
+        series.push({
+          label,
+          colour: colour(learners.indexOf(learner)),
+          dash: dashFor(variant),
+          step: sorted.map((p) => p.step),
+          time: sorted.map((p) => p.time),
+          value: sorted.map((p) => p.value),
+        });
+      }
     }
-    if (existing) existing.el.remove();
-    const el = document.createElement("div");
-    el.className = "chart";
-    el.innerHTML = `<h3></h3>`;
-    el.querySelector("h3").textContent = name;
-    chartsBox.appendChild(el);
-    const options = {
-      width: chartWidth(el),
-      height: 220,
-      scales: { x: { time: false } },
-      axes: [{ label: "step" }, {}],
-      series: [
-        { label: "step" },
-        ...learners.map((l, i) => ({ label: `learner ${l}`, stroke: COLOURS[i % COLOURS.length], width: 1.5, spanGaps: true })),
-      ],
-      legend: { show: learners.length > 1 },
-    };
-    charts.set(name, { plot: new window.uPlot(options, data, el), el, series: learners.length });
+    board.show(base, base, series);
   }
 }
-
-function chartWidth(el) {
-  return Math.max(240, el.clientWidth || 400);
-}
-
-let resizeTimer = 0;
-window.addEventListener("resize", () => {
-  window.clearTimeout(resizeTimer);
-  resizeTimer = window.setTimeout(() => {
-    for (const { plot, el } of charts.values()) plot.setSize({ width: chartWidth(el), height: 220 });
-  }, 150);
-});
 
 async function loadMetrics() {
   try {
     const samples = await getJson(`${API}/metrics/`);
-    for (const s of samples) addPoint(s.name, s.learner, s.step, s.value, s.log_seq);
+    for (const s of samples) addPoint(s.name, s.learner, s.step, s.value, s.log_seq, s.ts);
   } catch (error) {
     /* charts stay empty; the next refresh tries again */
   }

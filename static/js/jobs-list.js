@@ -132,3 +132,29 @@ if (tenant) {
     if (!socket.live) refresh();
   }, POLL_MS);
 }
+
+// Ticking jobs to compare: the button is live for 2 to 10 of them. Its elements are looked up each time:
+// a re-read of the list (above) replaces them, keeping what was ticked.
+const MAX_COMPARE = 10;
+
+function updateCompare() {
+  const compareButton = document.getElementById("compare-button");
+  const compareHint = document.getElementById("compare-hint");
+  if (!compareButton) return;
+  const ticked = document.querySelectorAll("input[data-compare]:checked").length;
+  compareButton.disabled = ticked < 2 || ticked > MAX_COMPARE;
+  compareButton.textContent = ticked ? `Compare ${ticked}` : "Compare";
+  if (!compareHint) return;
+  compareHint.textContent =
+    ticked > MAX_COMPARE
+      ? `${ticked} ticked: compare at most ${MAX_COMPARE} at a time.`
+      : ticked < 2
+        ? "Tick 2 to 10 jobs to compare their curves, hyperparameters and metrics."
+        : `${ticked} jobs ticked.`;
+}
+
+document.addEventListener("change", (event) => {
+  if (event.target.matches && event.target.matches("input[data-compare]")) updateCompare();
+});
+document.addEventListener("jobs:reloaded", updateCompare);
+updateCompare();

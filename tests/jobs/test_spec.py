@@ -63,6 +63,9 @@ def test_minimal_spec_gets_every_key_with_defaults() -> None:
         "tuning": None,
         "evaluation_metrics": None,
         "framework": None,
+        "experiment": "",
+        "tags": [],
+        "hyperparameters": {},
     }
 
 

@@ -46,7 +46,7 @@ def test_a_body_where_the_schema_documents_none_fails() -> None:
 def test_a_null_nested_object_passes_only_where_the_schema_allows_it() -> None:
     # JobDetail.code is nullable (a job without code); JobDetail.resources is not.
     detail: dict[str, object] = {"id": "a", "name": "n", "owner": "u", "tenant": "t", "spec": {}}
-    detail |= {"learners": [], "code": None}
+    detail |= {"learners": [], "code": None, "duration_seconds": None, "metrics": None}
     body = {**detail, "resources": {"learners": 1, "gpus": 0, "cpu_millis": 1000, "memory_mib": 512}}
     check_body("GET", "/api/v1/jobs/{job_id}/", 200, "application/json", json.dumps(body).encode())
     refused = json.dumps({**detail, "resources": None}).encode()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from jobs.core.spec import schema
+from jobs.core.spec.labels import env_collisions, validate_experiment, validate_hyperparameters, validate_tags
 from jobs.core.spec.metrics import validate_evaluation_metrics
 from jobs.core.spec.values import (
     CPU_MILLIS_RANGE,
@@ -58,6 +59,9 @@ def validate(data: Mapping[Any, Any], errors: Errors) -> dict[str, Any]:
     learners = _int(data.get("learners"), "learners", errors, 1, MAX_LEARNERS, default=1)
     resources = _resources(data.get("resources"), errors)
     checkpoint_dir = abs_path(data.get("checkpoint_dir"), "checkpoint_dir", errors, default="/checkpoints")
+    env = _env(data.get("env"), errors)
+    hyperparameters = validate_hyperparameters(data.get("hyperparameters"), errors)
+    env_collisions(env, hyperparameters, errors)
     spec = {
         "name": _text(data.get("name"), "name", errors, max_len=100, single_line=True),
         "description": _text(data.get("description"), "description", errors, max_len=2000, default=""),
@@ -65,7 +69,7 @@ def validate(data: Mapping[Any, Any], errors: Errors) -> dict[str, Any]:
         "command": _command(data.get("command"), errors),
         "learners": learners,
         "resources": resources,
-        "env": _env(data.get("env"), errors),
+        "env": env,
         "volumes": validate_volumes(data.get("volumes"), errors, checkpoint_dir),
         "checkpoint_dir": checkpoint_dir,
         "max_runtime_seconds": _max_runtime(data, errors),
@@ -74,6 +78,9 @@ def validate(data: Mapping[Any, Any], errors: Errors) -> dict[str, Any]:
         "tuning": _tuning(data.get("tuning"), errors, learners, resources.get("cpu_millis")),
         "evaluation_metrics": validate_evaluation_metrics(data.get("evaluation_metrics"), errors),
         "framework": _small_mapping(data.get("framework"), "framework", errors, required=("name", "version")),
+        "experiment": validate_experiment(data.get("experiment"), errors),
+        "tags": validate_tags(data.get("tags"), errors),
+        "hyperparameters": hyperparameters,
     }
     for path in _unstorable(spec, ""):
         if path not in errors.by_path:

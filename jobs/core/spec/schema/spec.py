@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from jobs.core.spec.labels import (
+    MAX_EXPERIMENT,
+    MAX_HYPERPARAMETER_TEXT,
+    MAX_HYPERPARAMETERS,
+    MAX_TAG,
+    MAX_TAGS,
+)
 from jobs.core.spec.schema.field import (
     CPU_TEXT,
     DURATION_TEXT,
@@ -21,6 +28,9 @@ from jobs.core.spec.values import (
     MAX_RUNTIME_SECONDS,
     MAX_VOLUMES,
 )
+
+TAG = r"[A-Za-z0-9_][A-Za-z0-9_.:/+=@-]*"
+HYPERPARAMETER_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 
 SPEC = Field(
     "spec",
@@ -333,6 +343,52 @@ SPEC = Field(
                     required_when=("type", "regex_extractor"),
                 ),
             ),
+        ),
+        Field(
+            "experiment",
+            ("string",),
+            "The experiment the job belongs to: the jobs list filters by it and jobs of one experiment are "
+            "compared together. One line; may be changed after submit (the job's page, "
+            "`PATCH /api/v1/jobs/<id>/`).",
+            example="resnet-sweep",
+            default="",
+            max_length=MAX_EXPERIMENT,
+        ),
+        Field(
+            "tags",
+            ("array", "string"),
+            "Short labels to find and group runs by (the jobs list's `tag` filter); duplicates are dropped, "
+            "a comma-separated string is read as a list. May be changed after submit.",
+            example=["baseline", "lr-search"],
+            default=[],
+            max_items=MAX_TAGS,
+            items=Field(
+                "tag",
+                ("string",),
+                "One label: letters, digits and `. : / + = @ - _`, no spaces.",
+                example="baseline",
+                max_length=MAX_TAG,
+                pattern=TAG,
+            ),
+        ),
+        Field(
+            "hyperparameters",
+            ("object",),
+            "The run's hyperparameters, shown on its page and in comparisons. Each reaches the command as "
+            "`HP_<NAME>` (upper case; booleans as `true`/`false`), and all of them as JSON in "
+            "`TRAINYARD_HYPERPARAMETERS`.",
+            example={"lr": 0.001, "batch_size": 64, "optimizer": "adam"},
+            default={},
+            values=Field(
+                "value",
+                ("number", "string", "boolean"),
+                "A number, a short text or a boolean.",
+                example=0.001,
+                max_length=MAX_HYPERPARAMETER_TEXT,
+                null_ok=False,
+            ),
+            key_pattern=HYPERPARAMETER_NAME,
+            max_entries=MAX_HYPERPARAMETERS,
         ),
         Field(
             "framework",
