@@ -50,7 +50,7 @@ def test_bad_file_exits_1_with_field_message_and_valid_files_still_print(tmp_pat
 
     assert code == 1
     assert f"{bad}: resources.gpus: must be a whole number from 0 to 16, got 1.5" in err.splitlines()
-    assert json.loads(out)["spec"]["name"] == "mnist-pytorch-single"
+    assert json.loads(out)["spec"]["name"] == "regression-single-gpu"
 
 
 def test_unreadable_file_is_reported_clearly(tmp_path: Path) -> None:
