@@ -406,8 +406,10 @@ class JobEventsView(ApiView):
         return Response(JobEventSerializer(events, many=True).data)
 
 
-def _iso(value: datetime) -> str:
-    """A time as DRF's DateTimeField writes it in UTC: ISO 8601 with "Z"."""
+def _iso(value: datetime | None) -> str | None:
+    """A time as DRF's DateTimeField writes it in UTC: ISO 8601 with "Z" (None stays None)."""
+    if value is None:
+        return None
     text = value.astimezone(UTC).isoformat()
     return text.removesuffix("+00:00") + "Z" if text.endswith("+00:00") else text
 

@@ -521,7 +521,7 @@ def test_logs_follow_over_the_websocket(live_account: Account) -> None:
     assert time.monotonic() - started < 20
 
     tail = run("logs", job.pk, "-f", "--tail", "2", "--learner", "0")  # a finished job: tail, then done
-    assert tail.exit_code == 0 and tail.stdout.splitlines() == ["a5", "a6"]
+    assert tail.exit_code == 0 and tail.stdout.splitlines() == ["a5", "a6"], tail.output
 
 
 def test_submit_follow_over_the_websocket_json_lines_are_exact(live_account: Account, tmp_path: Path) -> None:

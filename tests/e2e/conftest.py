@@ -36,6 +36,26 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENSHOTS = ROOT / "tmp"
+# Put in a page with add_init_script: records every uPlot chart the page creates in window.__plots, so a test
+# can read how many points a chart holds, its scales and its tick labels.
+RECORD_PLOTS = """
+(() => {
+  let wrapped;
+  window.__plots = [];
+  Object.defineProperty(window, "uPlot", {
+    configurable: true,
+    get() { return wrapped; },
+    set(real) {
+      wrapped = function (options, data, el) {
+        const plot = new real(options, data, el);
+        window.__plots.push(plot);
+        return plot;
+      };
+      Object.assign(wrapped, real);
+    },
+  });
+})();
+"""
 
 
 def _free_port() -> int:

@@ -15,30 +15,11 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import Job, MetricSample
-from tests.e2e.conftest import login, screenshot
+from tests.e2e.conftest import RECORD_PLOTS, login, screenshot
 from tests.factories import make_job, make_tenant, member
 
 pytestmark = pytest.mark.slow
 
-# Records every uPlot chart the page creates, so the test can read its scales and tick labels.
-RECORD_PLOTS = """
-(() => {
-  let wrapped;
-  window.__plots = [];
-  Object.defineProperty(window, "uPlot", {
-    configurable: true,
-    get() { return wrapped; },
-    set(real) {
-      wrapped = function (options, data, el) {
-        const plot = new real(options, data, el);
-        window.__plots.push(plot);
-        return plot;
-      };
-      Object.assign(wrapped, real);
-    },
-  });
-})();
-"""
 LIVE_PLOTS = "(window.__plots || []).filter((p) => p.root.isConnected)"
 
 

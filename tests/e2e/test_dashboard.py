@@ -29,7 +29,7 @@ def test_submit_from_the_editor_then_find_it_in_the_list_and_open_it(page: Any, 
     editor = page.locator("#id_spec")
     assert "name: demo-mlp" in editor.input_value()
     page.select_option("#template-select", "two-learners")
-    assert "resnet50-ddp-two-learners" in editor.input_value()
+    assert "name: ddp-two-learners" in editor.input_value()
     page.select_option("#template-select", "pytorch")
     page.click("button[name=submit]")
     page.wait_for_url(re.compile(r"/jobs/[a-z0-9]+/$"))

@@ -21,7 +21,7 @@ from django.test import override_settings
 from playwright.sync_api import expect
 
 from jobs.models import Job
-from tests.e2e.conftest import login, screenshot
+from tests.e2e.conftest import RECORD_PLOTS, login, screenshot
 
 pytestmark = pytest.mark.slow
 
@@ -37,25 +37,6 @@ SLEEPER = json.dumps(
         "resources": {"cpu": "200m", "memory": "128Mi"},
     }
 )
-# Records every uPlot chart the page creates, so the test can read how many points a chart holds.
-RECORD_PLOTS = """
-(() => {
-  let wrapped;
-  window.__plots = [];
-  Object.defineProperty(window, "uPlot", {
-    configurable: true,
-    get() { return wrapped; },
-    set(real) {
-      wrapped = function (options, data, el) {
-        const plot = new real(options, data, el);
-        window.__plots.push(plot);
-        return plot;
-      };
-      Object.assign(wrapped, real);
-    },
-  });
-})();
-"""
 LOSS_POINTS = """() => {
   const plots = (window.__plots || []).filter((p) => p.root.parentElement.querySelector("h3").textContent === "loss");
   return plots.length ? plots[plots.length - 1].data[0].length : 0;

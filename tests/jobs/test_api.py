@@ -270,6 +270,7 @@ def test_a_logs_page_is_what_the_serializer_would_write() -> None:
     job = job_submit(tenant=tenant, user=user, document=SPEC)
     _lines(job, 12)
     LogLine.objects.filter(job=job, seq=3).update(ts=timezone.now().replace(microsecond=0))  # no fraction
+    LogLine.objects.filter(job=job, seq=4).update(ts=None)  # a line whose container gave no time
     for query in ("learner=0&after=0&limit=100", "tail=5"):
         page = api(user).get(f"/api/v1/jobs/{job.pk}/logs/?{query}").json()
         params = {"learner": 0, "after": 0, "limit": 100} if "limit" in query else {"tail": 5}

@@ -453,7 +453,9 @@ def test_a_name_held_by_someone_elses_object_fails_the_launch_with_the_apis_word
     tenant = make_tenant(max_running_jobs=1)
     user = member(tenant)
     blocker = job_submit(tenant=tenant, user=user, document=spec("blocker", "import time\ntime.sleep(120)"))
-    wait_status(blocker, "starting", "running")
+    # Running, not just starting: the launch has created the tenant's namespace by then (under load
+    # "starting" came before it, and the squatter below could not be created).
+    wait_status(blocker, "running")
     job = job_submit(tenant=tenant, user=user, document=spec("squatted", "print(1)"))  # queued behind it
     squatter = make_headless_service(dataclasses.replace(cluster.pods_spec(job), attempt=1))
     squatter.metadata.labels = {"app": "not-trainyard"}
