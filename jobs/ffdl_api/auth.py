@@ -16,7 +16,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 
 from tenants.models import ApiToken, Tenant
-from tenants.scoping import Perm, tenants_for
+from tenants.scoping import Perm, has_perm, tenants_for
 from tenants.tokens import token_live
 
 TENANT_HEADER = "X-Trainyard-Tenant"
@@ -60,21 +60,26 @@ class BasicTokenAuthentication(authentication.BaseAuthentication):
 
 
 def named_tenant(request: Request, user: User, perm: Perm) -> Tenant | None:
-    """The tenant the request names: the X-Trainyard-Tenant header (it must be one the user may `perm` in,
-    else a field error), or else the basic user name when it is the slug of such a tenant; None when
-    neither names one."""
-    allowed = tenants_for(user, perm)
+    """The tenant the request names: the X-Trainyard-Tenant header (a tenant the user cannot see is a field
+    error), or else the basic user name when it is the slug of a tenant the user can see; None when neither
+    names one. A named tenant where the user's role lacks `perm` is a field error, never another tenant."""
+    visible = tenants_for(user, Perm.VIEW)
     header = request.headers.get(TENANT_HEADER)
+    credentials = basic_credentials(request)
     if header is not None:
         slug = header.strip()
-        tenant = allowed.filter(slug=slug).first() if slug and "\x00" not in slug else None
+        tenant = visible.filter(slug=slug).first() if slug and "\x00" not in slug else None
         if tenant is None:
             raise ValidationError({"tenant": [f"{TENANT_HEADER}: no tenant {slug!r} you may use"]})
-        return tenant
-    credentials = basic_credentials(request)
-    if credentials and credentials[0] and "\x00" not in credentials[0]:
-        return allowed.filter(slug=credentials[0]).first()
-    return None
+    elif credentials and credentials[0] and "\x00" not in credentials[0]:
+        tenant = visible.filter(slug=credentials[0]).first()
+        if tenant is None:
+            return None
+    else:
+        return None
+    if not has_perm(user, tenant, perm):
+        raise ValidationError({"tenant": [f"your role in tenant {tenant.slug!r} does not allow this"]})
+    return tenant
 
 
 def submit_tenant(request: Request, user: User) -> Tenant:

@@ -4,6 +4,8 @@ FfDL's parameters, calls one Trainyard selector or service, and renders FfDL's s
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -242,8 +244,6 @@ def _follow(cursor: _LogCursor) -> Iterator[bytes]:
 
 
 async def _follow_async(cursor: _LogCursor) -> AsyncIterator[bytes]:
-    import asyncio
-
     read, over_now = sync_to_async(cursor.read), sync_to_async(cursor.over)
     while True:
         over = await over_now()
@@ -274,8 +274,6 @@ class MetricsView(FfdlView):
     """`/v1/models/{model_id}/metrics`: the training's metric points, one FfDL `MetricData` JSON per line."""
 
     def get(self, request: Request, model_id: str) -> HttpResponseBase:
-        import json
-
         job = _ffdl_job(request, model_id)
         since = _since(request)
         lines = [

@@ -134,6 +134,20 @@ def test_a_user_of_two_tenants_names_one_by_login_or_header() -> None:
     assert [j.tenant for j in Job.objects.order_by("created_at")] == [second, first]
 
 
+def test_a_viewer_naming_their_tenant_is_refused_not_sent_to_another() -> None:
+    own, token, _ = login()
+    user = own.memberships.get().user
+    watched = make_tenant()
+    from tenants.services import membership_set
+
+    membership_set(tenant=watched, user=user, role="viewer")
+    refused = submit(cli_headers(watched.slug, token))
+    assert refused.status_code == 400 and "does not allow" in refused.json()["errors"]["tenant"][0]
+    assert not Job.objects.exists()
+    listed = Client().get("/ffdl/v1/models" + V, **cli_headers(watched.slug, token))
+    assert listed.status_code == 200, "a viewer may list the tenant's models"
+
+
 @pytest.mark.parametrize(
     ("manifest", "code", "field"),
     [
