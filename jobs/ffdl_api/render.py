@@ -7,8 +7,6 @@ from datetime import datetime
 from http import HTTPStatus
 from typing import Any
 
-import yaml
-
 from jobs.core.ffdl_status import ffdl_status
 from jobs.models import Job, MetricSample
 
@@ -21,74 +19,56 @@ def millis(value: datetime | None) -> str:
     return "" if value is None else str(int(value.timestamp() * 1000))
 
 
-def ffdl_manifest(job: Job) -> dict[str, Any]:
-    """The FfDL manifest the job was submitted with ({} for a Trainyard spec; credentials are masked in the
-    stored text, and only ids, types and URLs are read from it here)."""
-    if job.source != "ffdl":
-        return {}
-    try:
-        data = yaml.safe_load(job.document)
-    except yaml.YAMLError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _framework(job: Job, manifest: dict[str, Any]) -> dict[str, str]:
-    framework = manifest.get("framework")
+def _framework(job: Job) -> dict[str, str]:
+    """FfDL's framework as the manifest named it (kept in the spec), else `custom` with the image."""
+    framework = job.spec.get("framework")
     if isinstance(framework, dict) and framework.get("name"):
-        return {"name": str(framework["name"]), "version": str(framework.get("version", ""))}
+        return {"name": str(framework["name"]), "version": str(framework.get("version") or "")}
     return {"name": "custom", "version": str(job.spec.get("image", ""))}
 
 
-def _command(job: Job, manifest: dict[str, Any]) -> str:
-    framework = manifest.get("framework")
-    if isinstance(framework, dict) and isinstance(framework.get("command"), str):
-        return str(framework["command"]).strip()
-    command = job.spec.get("command") or []
-    return shlex.join(str(part) for part in command)
+def _command(job: Job) -> str:
+    """The command as one line: an FfDL command runs as `/bin/sh -c <command>`, shown as written."""
+    command = [str(part) for part in job.spec.get("command") or []]
+    if len(command) == 3 and command[:2] == ["/bin/sh", "-c"]:
+        return command[2].strip()
+    return shlex.join(command)
 
 
-def _stores(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    stores = manifest.get("data_stores")
-    out = []
-    for store in stores if isinstance(stores, list) else []:
-        if not isinstance(store, dict):
+def _stores(job: Job) -> list[dict[str, Any]]:
+    """The job's data stores (its S3 volumes, grouped by the store id their secret carries), in order."""
+    stores: dict[str, dict[str, Any]] = {}
+    for volume in job.spec.get("volumes") or []:
+        if not isinstance(volume, dict) or not volume.get("secret"):
             continue
-        connection = store.get("connection")
-        url = connection.get("auth_url") if isinstance(connection, dict) else None
-        out.append(
-            {
-                "data_store_id": str(store.get("id", "")),
-                "type": str(store.get("type", "")),
-                "connection": {"auth_url": str(url)} if url else {},
-                "_data": "training_data" in store,
-                "_results": "training_results" in store,
-            }
+        store = stores.setdefault(
+            str(volume["secret"]),
+            {"type": str(volume.get("type", "")), "url": volume.get("endpoint"), "kinds": set()},
         )
-    return out
+        store["kinds"].add(volume.get("kind"))
+    return [{"data_store_id": key} | value for key, value in stores.items()]
 
 
 def model(job: Job, *, metrics: list[MetricSample] | None = None) -> dict[str, Any]:
     """The job as FfDL's `Model`: id, location, name, framework, training (resources, command, data, status),
     data stores (ids, types, endpoint; never credentials) and, when given, its latest metrics."""
-    manifest = ffdl_manifest(job)
-    stores = _stores(manifest)
+    stores = _stores(job)
     status = ffdl_status(job.status)
     return {
         "model_id": job.pk,
         "location": API_PREFIX + job.pk,
         "name": job.name,
-        "description": str(manifest.get("description") or job.spec.get("description") or ""),
-        "framework": _framework(job, manifest),
+        "description": str(job.spec.get("description") or ""),
+        "framework": _framework(job),
         "training": {
-            "command": _command(job, manifest),
+            "command": _command(job),
             "cpus": job.cpu_millis / 1000,
             "gpus": float(job.gpus),
             "memory": float(job.memory_mib),
             "memory_unit": "MiB",
             "learners": job.learners,
-            "input_data": [s["data_store_id"] for s in stores if s["_data"]],
-            "output_data": [s["data_store_id"] for s in stores if s["_results"]],
+            "input_data": [s["data_store_id"] for s in stores if "data" in s["kinds"]],
+            "output_data": [s["data_store_id"] for s in stores if "results" in s["kinds"]],
             "training_status": {
                 "status": status.value,
                 "status_description": status.value,
@@ -99,7 +79,14 @@ def model(job: Job, *, metrics: list[MetricSample] | None = None) -> dict[str, A
                 "trainyard_status": job.status,
             },
         },
-        "data_stores": [{k: v for k, v in s.items() if not k.startswith("_")} for s in stores],
+        "data_stores": [
+            {
+                "data_store_id": s["data_store_id"],
+                "type": s["type"],
+                "connection": {"auth_url": str(s["url"])} if s["url"] else {},
+            }
+            for s in stores
+        ],
         "metrics": _metric_data(metrics or []),
     }
 

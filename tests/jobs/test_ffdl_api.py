@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import zipfile
 from typing import Any
 
 import pytest
+import yaml
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.utils import timezone
@@ -20,7 +22,8 @@ from jobs.core.choices import JobStatus
 from jobs.core.ffdl_status import FFDL_STATUS, FfdlStatus, ffdl_status
 from jobs.models import CodeArchive, Job, LogLine
 from tenants.tokens import token_create
-from tests.factories import make_job, make_tenant, member
+from tests.conftest import FFDL_MANIFESTS
+from tests.factories import FFDL_S3_HOST, allow, make_job, make_tenant, member
 
 pytestmark = pytest.mark.django_db
 
@@ -313,3 +316,27 @@ def test_the_trained_model_zip_holds_the_result_files() -> None:
     assert got.status_code == 200
     archive = zipfile.ZipFile(io.BytesIO(b"".join(got.streaming_content)))  # type: ignore[attr-defined]
     assert archive.read("model.txt") == b"weights"
+
+
+@pytest.mark.skipif(not FFDL_MANIFESTS, reason="no FfDL manifests under ../shared/data/ffdl-manifests")
+@pytest.mark.parametrize("manifest", FFDL_MANIFESTS, ids=lambda path: path.stem)
+def test_ffdls_own_manifests_come_back_as_models_without_credentials(manifest: Any) -> None:
+    tenant = allow(make_tenant(gpus=8, cpu_millis=64000, memory_mib=131072), datastore_hosts=[FFDL_S3_HOST])
+    _, token = token_create(user=member(tenant), name="ffdl")
+    headers = cli_headers(tenant.slug, token)
+    text = manifest.read_bytes()
+    created = submit(headers, text, CODE)
+    assert created.status_code == 201, created.content
+    body = Client().get(f"/ffdl/v1/models/{created.json()['model_id']}{V}", **headers).json()
+    source = yaml.safe_load(text)
+    assert body["name"] == source["name"]
+    assert body["framework"] == {
+        k: str(v) for k, v in source["framework"].items() if k in ("name", "version")
+    }
+    stores = source.get("data_stores") or []
+    assert [s["data_store_id"] for s in body["data_stores"]] == [s["id"] for s in stores]
+    assert body["training"]["input_data"] == [s["id"] for s in stores if "training_data" in s]
+    shown = [s["connection"] for s in body["data_stores"]]
+    assert shown and all(set(c) <= {"auth_url"} for c in shown), "the endpoint only, never user or password"
+    assert all(c["auth_url"] == s["connection"]["auth_url"] for c, s in zip(shown, stores, strict=True))
+    assert '"password"' not in json.dumps(body) and '"user_name"' not in json.dumps(body)
