@@ -20,7 +20,7 @@ from django.utils import timezone
 from jobs.artifacts.code import zip_directory_bytes
 from jobs.core.choices import JobStatus
 from jobs.core.ffdl_status import FFDL_STATUS, FfdlStatus, ffdl_status
-from jobs.models import CodeArchive, Job, LogLine
+from jobs.models import CodeArchive, Job, LogLine, MetricSample
 from tenants.tokens import token_create
 from tests.conftest import FFDL_MANIFESTS
 from tests.factories import FFDL_S3_HOST, allow, make_job, make_tenant, member
@@ -340,3 +340,37 @@ def test_ffdls_own_manifests_come_back_as_models_without_credentials(manifest: A
     assert shown and all(set(c) <= {"auth_url"} for c in shown), "the endpoint only, never user or password"
     assert all(c["auth_url"] == s["connection"]["auth_url"] for c, s in zip(shown, stores, strict=True))
     assert '"password"' not in json.dumps(body) and '"user_name"' not in json.dumps(body)
+
+
+def test_metrics_are_ffdl_metric_data_lines_and_the_model_shows_the_latest() -> None:
+    tenant, _, headers = login()
+    job = make_job(tenant=tenant, owner=tenant.memberships.get().user, status=JobStatus.RUNNING)
+    now = timezone.now()
+    MetricSample.objects.bulk_create(
+        MetricSample(job=job, learner=0, attempt=1, name=name, step=step, value=value, ts=now, log_seq=step)
+        for step, (name, value) in enumerate([("loss", 0.9), ("accuracy", 0.5), ("loss", 0.4)], 1)
+    )
+    got = Client().get(f"/ffdl/v1/models/{job.pk}/metrics{V}", **headers)
+    assert got.status_code == 200
+    lines = [json.loads(line) for line in b"".join(got.streaming_content).decode().splitlines()]  # type: ignore[attr-defined]
+    assert [(m["iteration"], m["Values"]) for m in lines] == [
+        (1, {"loss": 0.9}),
+        (2, {"accuracy": 0.5}),
+        (3, {"loss": 0.4}),
+    ]
+    assert all(m["type"] == "train" and m["timestamp"].isdigit() for m in lines)
+    summary = Client().get(f"/ffdl/v1/models/{job.pk}{V}", **headers).json()["metrics"]
+    assert summary == [
+        {
+            "type": "train",
+            "timestamp": lines[-1]["timestamp"],
+            "iteration": 3,
+            "Values": {"accuracy": 0.5, "loss": 0.4},
+        }
+    ]
+    assert (
+        Client()
+        .get(f"/ffdl/v1/models/{job.pk}{V}", **headers)
+        .json()["training"]["training_status"]["status"]
+        == "PROCESSING"
+    )
