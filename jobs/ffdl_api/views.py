@@ -43,6 +43,8 @@ from tenants.tokens import BearerTokenAuthentication
 VERSION = re.compile(r"\d{4}-\d{2}-\d{2}")
 FOLLOW_POLL_SECONDS = 1.0
 """How often a followed log looks for new lines (server side, while the job runs)."""
+FOLLOW_MAX_SECONDS = 24 * 3600
+"""A followed log ends after this long even if the job has not (FfDL's own limit was 80 hours)."""
 DEFAULT_LOG_PAGE = 10
 """FfDL's `defaultLogPageSize` for loglines."""
 MAX_LOG_PAGE = 10000
@@ -234,8 +236,9 @@ class _LogCursor:
 
 
 def _follow(cursor: _LogCursor) -> Iterator[bytes]:
+    deadline = time.monotonic() + FOLLOW_MAX_SECONDS
     while True:
-        over = cursor.over()
+        over = cursor.over() or time.monotonic() > deadline
         if chunk := cursor.read():
             yield chunk
         if over:
@@ -245,8 +248,9 @@ def _follow(cursor: _LogCursor) -> Iterator[bytes]:
 
 async def _follow_async(cursor: _LogCursor) -> AsyncIterator[bytes]:
     read, over_now = sync_to_async(cursor.read), sync_to_async(cursor.over)
+    deadline = time.monotonic() + FOLLOW_MAX_SECONDS
     while True:
-        over = await over_now()
+        over = await over_now() or time.monotonic() > deadline
         if chunk := await read():
             yield chunk
         if over:
