@@ -113,3 +113,19 @@ def job_results(*, job: Job, attempt: int | None = None) -> QuerySet[ResultFile]
     if attempt is None:
         attempt = files.order_by("-attempt").values_list("attempt", flat=True).first()
     return files.filter(attempt=attempt or 0).order_by("learner", "path")
+
+
+def job_log_slice(
+    *, job: Job, offset: int = 0, limit: int = 10, tail: int | None = None, since: datetime | None = None
+) -> list[tuple[int, tuple[int, int, int, datetime | None, str]]]:
+    """A slice of a job's whole log in one order (learner, then sequence), each line with its index from 1:
+    `limit` lines from `offset`, or the last `tail` ones; only lines seen at or after `since` if given (for
+    FfDL's `loglines`, which pages by line position)."""
+    lines = job.log_lines.all()
+    if since is not None:
+        lines = lines.filter(ts__gte=since)
+    rows = lines.order_by("learner", "seq").values_list("learner", "attempt", "seq", "ts", "text")
+    if tail is not None:
+        offset = max(lines.count() - tail, 0)
+        limit = min(limit, tail)
+    return [(offset + 1 + n, row) for n, row in enumerate(rows[offset : offset + limit])]

@@ -50,6 +50,7 @@ urlpatterns = [
     path("notifications/", include("jobs.notifications.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api_urls")),
+    path("ffdl/", include("jobs.ffdl_api.urls")),  # FfDL's REST API for its CLI and scripts (docs/ffdl.md)
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("portal.ops_urls")),
