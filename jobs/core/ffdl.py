@@ -355,11 +355,13 @@ def translate(manifest: Mapping[str, Any]) -> Translation:
     _translate_framework(manifest, document, error)
     if "evaluation_metrics" in manifest:
         document["evaluation_metrics"] = _translate_metrics(manifest["evaluation_metrics"], paths, error)
-    volumes = _translate_data_stores(manifest.get("data_stores"), secrets, paths, error)
+    covered = {key for key in ("image", "command") if key not in document}
+    volumes = _translate_data_stores(manifest.get("data_stores"), secrets, paths, covered, error)
     if volumes:
         document["volumes"] = volumes
-    covered = frozenset(key for key in ("image", "command") if key not in document)
-    return Translation(document=document, secrets=secrets, errors=errors, paths=paths, covered=covered)
+    return Translation(
+        document=document, secrets=secrets, errors=errors, paths=paths, covered=frozenset(covered)
+    )
 
 
 def _refuse_or_reject(
@@ -465,7 +467,7 @@ def _translate_group(group: Any, path: str, paths: dict[str, str], error: Any) -
 
 
 def _translate_data_stores(
-    stores: Any, secrets: dict[str, dict[str, str]], paths: dict[str, str], error: Any
+    stores: Any, secrets: dict[str, dict[str, str]], paths: dict[str, str], covered: set[str], error: Any
 ) -> list[dict[str, Any]]:
     if stores is None:
         return []
@@ -491,7 +493,7 @@ def _translate_data_stores(
             error(f"{path}.id", f"duplicate data store id '{store_id}'")
             continue
         seen_ids.add(store_id)
-        volumes.extend(_store_volumes(store, store_id, path, len(volumes), secrets, paths, error))
+        volumes.extend(_store_volumes(store, store_id, path, len(volumes), secrets, paths, covered, error))
     return volumes
 
 
@@ -502,11 +504,13 @@ def _store_volumes(
     first: int,
     secrets: dict[str, dict[str, str]],
     paths: dict[str, str],
+    covered: set[str],
     error: Any,
 ) -> list[dict[str, Any]]:
     """One data store's volumes: its training data (read-only) and its results, if it names them.
     `first` is the index the first of them gets among the spec's volumes (for `paths`, which maps a
-    volume's field back to the manifest's, so errors name what the user wrote)."""
+    volume's field back to the manifest's, so errors name what the user wrote); a field whose problem
+    is already reported here goes to `covered`, so that the spec's own check does not repeat it."""
     store_type = store.get("type")
     connection = store.get("connection")
     if isinstance(store_type, str) and store_type in REFUSED_STORE_TYPES:
@@ -558,9 +562,10 @@ def _store_volumes(
             volume["secret"] = store_id if store_id in secrets else None
         elif volume["type"] == "host":
             folder = _folder(target["container"], f"{path}.{part}.container", error)
-            volume["path"] = (
-                posixpath.join(source["path"], folder) if isinstance(source["path"], str) else None
-            )
+            node = source.get("path")
+            volume["path"] = posixpath.join(node, folder) if isinstance(node, str) else node
+            if node is None:
+                covered.add(f"{volume_path}.path")
         else:
             _folder(target["container"], f"{path}.{part}.container", error)
             volume["claim"] = source["claim"]
@@ -580,7 +585,7 @@ def _mount_source(connection: Any, path: str, error: Any) -> dict[str, Any]:
     """A `mount_volume` store's connection: `type: host_mount` with `path` (a node folder), or `claim`."""
     if not isinstance(connection, Mapping):
         error(path, "required for mount_volume: `type: host_mount` and `path: <node folder>` (or `claim`)")
-        return {"type": "host", "path": None}
+        return {"type": "host"}
     for key in connection:
         if key in ("auth_url", "user_name", "password", "region"):
             error(f"{path}.{key}", f"not accepted here: {_S3_ONLY}")

@@ -226,6 +226,22 @@ def test_bad_mount_volume_connection_is_refused_on_its_ffdl_field(
     assert all("pw-xyz" not in message for messages in errors.values() for message in messages)
 
 
+def test_a_missing_node_folder_is_reported_once() -> None:
+    assert errors_with_connection(None) == {
+        "data_stores[0].connection": [
+            "required for mount_volume: `type: host_mount` and `path: <node folder>` (or `claim`)"
+        ]
+    }
+    assert errors_with_connection({"type": "host_mount"}) == {
+        "data_stores[0].connection.path": [
+            "required for a host_mount: the node folder the containers are folders of"
+        ]
+    }
+    assert errors_with_connection({"path": 5}) == {
+        "data_stores[0].connection.path": ["must be an absolute path like '/data', got 5"]
+    }
+
+
 def test_mount_volume_container_must_stay_under_the_node_folder() -> None:
     errors = errors_with_connection(
         {"path": "/cosdata"}, training_data={"container": "../etc"}, training_results={"container": "/abs"}
