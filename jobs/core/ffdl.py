@@ -57,17 +57,23 @@ REFUSED_FRAMEWORKS: dict[str, str] = {
 S3_STORE_TYPES = frozenset({"mount_cos", "s3_datastore"})
 MOUNT_STORE_TYPE = "mount_volume"
 HOST_MOUNT = "host_mount"
+_SWIFT_STORE = (
+    "an OpenStack Swift object store; Trainyard reads data over S3 only (use `mount_cos` or `s3_datastore` "
+    "with an S3 endpoint and access keys)"
+)
 REFUSED_STORE_TYPES: dict[str, str] = {
-    "swift_datastore": "an OpenStack Swift store, which FfDL's open-source release no longer read; "
-    "Trainyard reads data over S3 only (use `mount_cos` or `s3_datastore` with an S3 endpoint)",
+    "swift_datastore": _SWIFT_STORE,
+    "softlayer_objectstore": _SWIFT_STORE,
+    "bluemix_objectstore": _SWIFT_STORE,
+    "inmem_datastore": "FfDL's in-memory store for its own tests; it holds no data a job could read",
 }
 DATA_MOUNT_ROOT = "/mnt/data"
 RESULTS_MOUNT_ROOT = "/mnt/results"
 TRANSLATED, IGNORED, REFUSED = "translated", "ignored", "refused"
 
 _SWIFT = (
-    "OpenStack Swift (Keystone) credentials, which FfDL's open-source release no longer read; Trainyard "
-    "reads data over S3 only: give `auth_url`, `user_name` (access key) and `password` (secret key)"
+    "OpenStack Swift (Keystone) credentials; Trainyard reads data over S3 only: give `auth_url`, `user_name` "
+    "(access key) and `password` (secret key)"
 )
 _S3_ONLY = "a `mount_volume` data store mounts a node folder or a claim, with no endpoint or credentials"
 _MOUNT_ONLY = "only for a `mount_volume` data store (`type: mount_volume`)"
@@ -139,7 +145,8 @@ FFDL_MAPPING: tuple[FfdlKey, ...] = (
     FfdlKey(
         "data_stores[].type", TRANSLATED, "volumes[].type",
         "`mount_cos` and `s3_datastore`: `s3` volumes; `mount_volume`: `host` volumes (or `pvc` with "
-        "`connection.claim`); `swift_datastore` is refused (Trainyard reads data over S3 only)",
+        "`connection.claim`); FfDL's Swift stores (`swift_datastore`, `softlayer_objectstore`, "
+        "`bluemix_objectstore`) and `inmem_datastore` are refused with the reason",
         "s3_datastore", "document.volumes[0].type", "s3",
     ),
     FfdlKey(

@@ -260,14 +260,12 @@ def test_mount_keys_on_an_s3_store_are_refused_by_name(key: str) -> None:
     assert errors == {f"data_stores[0].connection.{key}": [f"not accepted here: {ffdl._MOUNT_ONLY}"]}
 
 
-def test_swift_data_store_type_is_refused_with_the_reason() -> None:
-    errors = errors_with_connection({"auth_url": "https://s3.example.com"}, store_type="swift_datastore")
+@pytest.mark.parametrize("store_type", sorted(ffdl.REFUSED_STORE_TYPES))
+def test_ffdls_other_data_store_types_are_refused_with_the_reason(store_type: str) -> None:
+    errors = errors_with_connection({"auth_url": "https://s3.example.com"}, store_type=store_type)
 
-    assert errors == {
-        "data_stores[0].type": [
-            f"'swift_datastore' is not supported: {ffdl.REFUSED_STORE_TYPES['swift_datastore']}"
-        ]
-    }
+    reason = ffdl.REFUSED_STORE_TYPES[store_type]
+    assert errors == {"data_stores[0].type": [f"'{store_type}' is not supported: {reason}"]}
 
 
 def test_region_goes_to_the_secrets_with_the_credentials() -> None:
