@@ -4,18 +4,27 @@ The translator only restructures: it maps FfDL's keys onto the Trainyard spec's 
 leaves value checks (units, ranges, image syntax) to `jobs.core.spec`, which validates the result like
 any other spec and reports errors under the FfDL names through `Translation.paths`.
 
-Decisions, so that a user moving from FfDL knows what happens to each key:
+`FFDL_MAPPING` is the one table of every key FfDL's manifest schema allows (its `ManifestV1` in
+restapi/api_v1/server/manifest.go, and the `connection` keys its trainer reads): each is translated,
+ignored with the reason, or refused with the reason. The translator reads its accepted keys and its
+refusals from the table; docs/spec.md and the portal's /spec/ page show it (jobs.core.spec.reference).
+In short:
 
 - `gpus`, `cpus`, `memory`, `gpu_type` are per learner, as in FfDL; `learners` defaults to 1.
   Memory units keep FfDL's meaning (`Mb`/`Gb`/`MB`/`GB` are MiB/GiB), see `jobs.core.spec.parse_memory_mib`.
-- `framework.name` + `framework.version` pick the image from `FRAMEWORK_IMAGES`; for `custom` the
-  version is the image itself.
+- `framework.name` + `framework.version` pick the image from `FRAMEWORK_IMAGES`, the learner images
+  FfDL's LCM ran per framework (lcm/service/lcm/container_helper_extensions.go); for `custom` the
+  version is the image itself. Frameworks FfDL named but had no image for are `REFUSED_FRAMEWORKS`.
 - `framework.command` (a shell string) runs as `/bin/sh -c <command>`. A line break followed by
   indentation is a continuation of the same command line (YAML `>` keeps the breaks before
   more-indented lines, which the shell would otherwise run as separate commands).
-- Each data store becomes S3 volumes: `training_data` → kind "data", read-only, at
-  `/mnt/data/<id>`; `training_results` → kind "results", writable, at `/mnt/results/<id>`; the
-  volume's `secret` is the data-store id and the credentials go to `Translation.secrets` only.
+- An S3 data store (`mount_cos`, `s3_datastore`) becomes S3 volumes: `training_data` → kind "data",
+  read-only, at `/mnt/data/<id>`; `training_results` → kind "results", writable, at `/mnt/results/<id>`;
+  the volume's `secret` is the data-store id and the credentials go to `Translation.secrets` only.
+- A `mount_volume` data store with a `host_mount` connection becomes `host` volumes of
+  `<connection.path>/<container>` (FfDL mounted the container as a sub-path of the node folder), at the
+  same mount paths; the tenant's policy decides at submit whether the folder may be mounted, and its
+  refusal names `connection.path`. With `connection.claim` (Trainyard's addition) it is a `pvc` volume.
 - The model `version` is dropped: Trainyard has no model versions.
 - `DATA_DIR`/`RESULT_DIR` are not set here; the platform sets them when it launches the job.
 """
@@ -23,6 +32,7 @@ Decisions, so that a user moving from FfDL knows what happens to each key:
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,32 +42,237 @@ FRAMEWORK_IMAGES: dict[str, str] = {
     "tensorflow": "tensorflow/tensorflow:{version}",
     "pytorch": "pytorch/pytorch:{version}",
     "caffe": "bvlc/caffe:{version}",
+    "caffe2": "caffe2ai/caffe2:{version}",
+    "h2o3": "opsh2oai/h2o3-ffdl:{version}",
     "horovod": "uber/horovod:{version}",
+    "pytorchmpi": "tomcli/pytorch:{version}",
     "custom": "{version}",
 }
+REFUSED_FRAMEWORKS: dict[str, str] = {
+    "torch": "FfDL named it (lcm constants) but had no learner image for it; use `pytorch`, or `custom` "
+    "with a Torch image as the version",
+    "mxnet": "FfDL listed it as a native framework but had no learner image for it; use `custom` with an "
+    "MXNet image as the version",
+}
 S3_STORE_TYPES = frozenset({"mount_cos", "s3_datastore"})
+MOUNT_STORE_TYPE = "mount_volume"
+HOST_MOUNT = "host_mount"
+_SWIFT_STORE = (
+    "an OpenStack Swift object store; Trainyard reads data over S3 only (use `mount_cos` or `s3_datastore` "
+    "with an S3 endpoint and access keys)"
+)
+REFUSED_STORE_TYPES: dict[str, str] = {
+    "swift_datastore": _SWIFT_STORE,
+    "softlayer_objectstore": _SWIFT_STORE,
+    "bluemix_objectstore": _SWIFT_STORE,
+    "inmem_datastore": "FfDL's in-memory store for its own tests; it holds no data a job could read",
+}
 DATA_MOUNT_ROOT = "/mnt/data"
 RESULTS_MOUNT_ROOT = "/mnt/results"
+TRANSLATED, IGNORED, REFUSED = "translated", "ignored", "refused"
 
-FFDL_KEYS = (
-    "name",
-    "description",
-    "version",
-    "gpus",
-    "cpus",
-    "memory",
-    "gpu_type",
-    "learners",
-    "data_stores",
-    "framework",
-    "evaluation_metrics",
+_SWIFT = (
+    "OpenStack Swift (Keystone) credentials; Trainyard reads data over S3 only: give `auth_url`, `user_name` "
+    "(access key) and `password` (secret key)"
 )
+_S3_ONLY = "a `mount_volume` data store mounts a node folder or a claim, with no endpoint or credentials"
+_MOUNT_ONLY = "only for a `mount_volume` data store (`type: mount_volume`)"
+
+
+@dataclass(frozen=True)
+class FfdlKey:
+    """One key of FfDL's manifest: whether Trainyard translates, ignores or refuses it, and why.
+
+    `target` names the Trainyard field it becomes; `note` says what happens (for an ignored or refused key,
+    the reason: a refusal's error message). `example` is tried by tests in a manifest whose data store is
+    of type `store`; `where` is the place in `translate`'s result it lands (`document.<path>` or
+    `secrets.<store>.<key>`), `expected` the value there when it is not the example itself.
+    """
+
+    ffdl: str
+    handling: str
+    target: str
+    note: str
+    example: Any
+    where: str = ""
+    expected: Any = ...
+    store: str = "mount_cos"
+
+
+FFDL_MAPPING: tuple[FfdlKey, ...] = (
+    FfdlKey("name", TRANSLATED, "name", "as is", "ffdl-job", "document.name"),
+    FfdlKey("description", TRANSLATED, "description", "as is", "An FfDL job", "document.description"),
+    FfdlKey("version", IGNORED, "", "Ignored: checked to be a string and dropped; Trainyard has no model "
+            "versions", "1.0"),
+    FfdlKey("learners", TRANSLATED, "learners", "as is (default 1)", 2, "document.learners"),
+    FfdlKey("gpus", TRANSLATED, "resources.gpus", "per learner, as in FfDL", 2, "document.resources.gpus"),
+    FfdlKey("cpus", TRANSLATED, "resources.cpu", "per learner, in cores", 4, "document.resources.cpu"),
+    FfdlKey(
+        "memory", TRANSLATED, "resources.memory",
+        "per learner; FfDL's units keep their meaning (`Mb`, `Gb`, `MB`, `GB` are MiB and GiB)",
+        "8Gb", "document.resources.memory",
+    ),
+    FfdlKey("gpu_type", TRANSLATED, "resources.gpu_type", "as is", "K80", "document.resources.gpu_type"),
+    FfdlKey(
+        "storage", IGNORED, "",
+        "Ignored: FfDL passed it on but never gave a learner the disk (its restapi's TODO); Trainyard has "
+        "no per-job disk request", "10Gb",
+    ),
+    FfdlKey(
+        "framework.name", TRANSLATED, "image, framework.name",
+        "picks the image (table below); lower-cased", "PyTorch", "document.framework.name", "pytorch",
+    ),
+    FfdlKey(
+        "framework.version", TRANSLATED, "image, framework.version",
+        "the image's tag (for `custom`, the whole image)", "2.3.0", "document.image", "pytorch/pytorch:2.3.0",
+    ),
+    FfdlKey(
+        "framework.image_tag", IGNORED, "",
+        "Ignored: FfDL's open-source LCM picked the learner image from name and version alone and never "
+        "read it", "latest",
+    ),
+    FfdlKey(
+        "framework.command", TRANSLATED, "command",
+        "run as `/bin/sh -c <command>`; a line break followed by indentation continues the line",
+        "python train.py\n  --epochs 5", "document.command", "python train.py --epochs 5",
+    ),
+    FfdlKey(
+        "data_stores[].id", TRANSLATED, "volumes[].name, mount_path, secret",
+        f"the volumes `data-<id>` at `{DATA_MOUNT_ROOT}/<id>` and `results-<id>` at "
+        f"`{RESULTS_MOUNT_ROOT}/<id>`; the data store the credentials belong to",
+        "store1", "document.volumes[0].mount_path", f"{DATA_MOUNT_ROOT}/store1",
+    ),
+    FfdlKey(
+        "data_stores[].type", TRANSLATED, "volumes[].type",
+        "`mount_cos` and `s3_datastore`: `s3` volumes; `mount_volume`: `host` volumes (or `pvc` with "
+        "`connection.claim`); FfDL's Swift stores (`swift_datastore`, `softlayer_objectstore`, "
+        "`bluemix_objectstore`) and `inmem_datastore` are refused with the reason",
+        "s3_datastore", "document.volumes[0].type", "s3",
+    ),
+    FfdlKey(
+        "data_stores[].training_data.container", TRANSLATED, "volumes[].bucket, path",
+        "a `data` volume, read-only: the bucket (S3, downloaded before the command starts) or, for "
+        "`mount_volume`, the folder under `connection.path`", "inputs", "document.volumes[0].bucket",
+    ),
+    FfdlKey(
+        "data_stores[].training_results.container", TRANSLATED, "volumes[].bucket, path",
+        "a `results` volume, writable: the bucket, or the folder under `connection.path`", "outputs",
+        "document.volumes[1].bucket",
+    ),
+    FfdlKey(
+        "data_stores[].connection.auth_url", TRANSLATED, "volumes[].endpoint",
+        "the S3 endpoint of both volumes (refused for `mount_volume`: it has no endpoint)",
+        "https://s3.example.com", "document.volumes[0].endpoint",
+    ),
+    FfdlKey(
+        "data_stores[].connection.user_name", TRANSLATED, "(credentials)",
+        "kept apart from the spec, sealed; learners get it as `<STORE>_ACCESS_KEY_ID`", "AKIAEXAMPLE",
+        "secrets.store1.access_key_id",
+    ),
+    FfdlKey(
+        "data_stores[].connection.password", TRANSLATED, "(credentials)",
+        "kept apart from the spec, sealed; learners get it as `<STORE>_SECRET_ACCESS_KEY`",
+        "example-secret", "secrets.store1.secret_access_key",
+    ),
+    FfdlKey(
+        "data_stores[].connection.region", TRANSLATED, "(credentials)",
+        "kept with the credentials (the S3 region the download signs for); needs `user_name` and `password`",
+        "eu-west-1", "secrets.store1.region",
+    ),
+    FfdlKey(
+        "data_stores[].connection.type", TRANSLATED, "volumes[].type",
+        "for `mount_volume`, `host_mount` (FfDL's only kind): `host` volumes; for S3 stores ignored",
+        HOST_MOUNT, "document.volumes[0].type", "host", "mount_volume",
+    ),
+    FfdlKey(
+        "data_stores[].connection.path", TRANSLATED, "volumes[].path",
+        "`mount_volume` only: the node folder; each container is a folder under it (FfDL's sub-path). The "
+        "tenant's policy (`host_path_prefixes`) must allow it, checked at submit",
+        "/srv/datasets", "document.volumes[0].path", "/srv/datasets/inputs", "mount_volume",
+    ),
+    FfdlKey(
+        "data_stores[].connection.name", IGNORED, "",
+        "Ignored: the Kubernetes volume name FfDL gave the host folder; Trainyard names volumes "
+        "`data-<id>` and `results-<id>`", "host-mount", "", ..., "mount_volume",
+    ),
+    FfdlKey(
+        "data_stores[].connection.claim", TRANSLATED, "volumes[].claim",
+        "Trainyard's addition for `mount_volume`, instead of `path`: a PersistentVolumeClaim of the "
+        "tenant's namespace, mounted whole (the container is then a folder inside it)",
+        "datasets", "document.volumes[0].claim", "datasets", "mount_volume",
+    ),
+    FfdlKey("data_stores[].connection.domain_name", REFUSED, "", f"Refused: {_SWIFT}", "Default"),
+    FfdlKey("data_stores[].connection.project_id", REFUSED, "", f"Refused: {_SWIFT}", "p-1"),
+    FfdlKey(
+        "evaluation_metrics.type", TRANSLATED, "evaluation_metrics.type",
+        "as is: `regex_extractor` reads metrics from log lines, `tensorboard` from event files",
+        "tensorboard", "document.evaluation_metrics.type",
+    ),
+    FfdlKey(
+        "evaluation_metrics.in", TRANSLATED, "evaluation_metrics.in",
+        "as is (for `tensorboard`, the folder of event files)", "$JOB_STATE_DIR/logs/tb",
+        "document.evaluation_metrics.in",
+    ),
+    FfdlKey(
+        "evaluation_metrics.line_lookahead", TRANSLATED, "evaluation_metrics.line_lookahead",
+        "accepted and kept", 4, "document.evaluation_metrics.line_lookahead",
+    ),
+    FfdlKey(
+        "evaluation_metrics.eventTypes", TRANSLATED, "evaluation_metrics.eventTypes",
+        "accepted and kept; not acted on", ["scalars"], "document.evaluation_metrics.eventTypes",
+    ),
+    FfdlKey(
+        "evaluation_metrics.image_tag", IGNORED, "",
+        "Ignored: the tag of FfDL's log-collector image; Trainyard's metric collection is built in",
+        "latest",
+    ),
+    FfdlKey(
+        "evaluation_metrics.groups.*.regex", TRANSLATED, "evaluation_metrics.groups.*.regex",
+        "as is: named captures become metrics", r"loss = (?P<loss>[0-9.]+)",
+        "document.evaluation_metrics.groups.train.regex",
+    ),
+    FfdlKey(
+        "evaluation_metrics.groups.*.meta.time", TRANSLATED, "evaluation_metrics.groups.*.meta.time",
+        "the capture that is the step", "$iter", "document.evaluation_metrics.groups.train.meta.time", "iter",
+    ),
+    FfdlKey(
+        "evaluation_metrics.groups.*.scalars.*.value", TRANSLATED, "evaluation_metrics.groups.*.values",
+        "`$<capture>`: that capture is a metric", "$loss", "document.evaluation_metrics.groups.train.values",
+        ["loss"],
+    ),
+    FfdlKey(
+        "evaluation_metrics.groups.*.scalars.*.type", IGNORED, "",
+        "Ignored: FfDL's value type; Trainyard stores every metric as a number", "REAL",
+    ),
+    FfdlKey(
+        "evaluation_metrics.groups.*.etimes.*.value", IGNORED, "",
+        "Ignored: FfDL's extra time stamps of a line; Trainyard's step is `meta.time`", "$iter",
+    ),
+    FfdlKey(
+        "evaluation_metrics.groups.*.etimes.*.type", IGNORED, "",
+        "Ignored: FfDL's value type of an extra time stamp", "INT",
+    ),
+)  # fmt: skip
+_BY_PATH = {row.ffdl: row for row in FFDL_MAPPING}
+
+
+def _children(parent: str) -> tuple[str, ...]:
+    """The keys the table has directly under `parent` ("" the manifest, `data_stores[]` a store)."""
+    prefix = f"{parent}." if parent else ""
+    names = (row.ffdl[len(prefix) :] for row in FFDL_MAPPING if row.ffdl.startswith(prefix))
+    return tuple(dict.fromkeys(re.split(r"[.\[]", name)[0] for name in names))
+
+
+FFDL_KEYS = _children("")
 _MARKER_KEYS = frozenset({"framework", "gpus", "cpus", "memory", "gpu_type", "data_stores", "version"})
 _TRAINYARD_MARKER_KEYS = frozenset({"image", "command", "resources"})
-_STORE_KEYS = ("id", "type", "training_data", "training_results", "connection")
-_CONNECTION_KEYS = ("auth_url", "user_name", "password", "type")
+_FRAMEWORK_KEYS = _children("framework")
+_STORE_KEYS = _children("data_stores[]")
+_CONNECTION_KEYS = _children("data_stores[].connection")
 _CONTINUATION = re.compile(r"(?<!\\)\n[ \t]+")
 _STORE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+_REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
+_CAPTURE = re.compile(r"\$?([A-Za-z_][A-Za-z0-9_]*)")
 _TOP_LEVEL_PATHS = {
     "name": "name",
     "description": "description",
@@ -139,18 +354,35 @@ def translate(manifest: Mapping[str, Any]) -> Translation:
     }
     if resources:
         document["resources"] = resources
-    version = manifest.get("version")
-    if version is not None and not isinstance(version, str | int | float):
-        error("version", f"must be a string, got {type(version).__name__}")
+    for key in ("version", "storage"):
+        value = manifest.get(key)
+        if value is not None and not isinstance(value, str | int | float):
+            error(key, f"must be a string, got {type(value).__name__}")
 
     _translate_framework(manifest, document, error)
     if "evaluation_metrics" in manifest:
-        document["evaluation_metrics"] = manifest["evaluation_metrics"]
-    volumes = _translate_data_stores(manifest.get("data_stores"), secrets, paths, error)
+        document["evaluation_metrics"] = _translate_metrics(manifest["evaluation_metrics"], paths, error)
+    covered = {key for key in ("image", "command") if key not in document}
+    volumes = _translate_data_stores(manifest.get("data_stores"), secrets, paths, covered, error)
     if volumes:
         document["volumes"] = volumes
-    covered = frozenset(key for key in ("image", "command") if key not in document)
-    return Translation(document=document, secrets=secrets, errors=errors, paths=paths, covered=covered)
+    return Translation(
+        document=document, secrets=secrets, errors=errors, paths=paths, covered=frozenset(covered)
+    )
+
+
+def _refuse_or_reject(
+    mapping: Mapping[Any, Any], generic: str, path: str, accepted: tuple[str, ...], error: Any
+) -> None:
+    """Report keys of `mapping` (at `path`; `generic` is its table path) the table refuses, with the
+    table's reason, and keys it does not know, with what is accepted."""
+    for key in mapping:
+        row = _BY_PATH.get(f"{generic}.{key}") if isinstance(key, str) else None
+        where = f"{path}.{key}" if isinstance(key, str) else path
+        if row is not None and row.handling == REFUSED:
+            error(where, row.note)
+        elif not isinstance(key, str) or key not in accepted:
+            error(where, f"unknown field; accepted: {', '.join(accepted)}")
 
 
 def _translate_framework(manifest: Mapping[str, Any], document: dict[str, Any], error: Any) -> None:
@@ -166,9 +398,7 @@ def _translate_framework(manifest: Mapping[str, Any], document: dict[str, Any], 
             "framework", f"must be a mapping with name, version and command, got {type(framework).__name__}"
         )
         return
-    for key in framework:
-        if key not in ("name", "version", "command"):
-            error(f"framework.{key}", "unknown field; accepted: name, version, command")
+    _refuse_or_reject(framework, "framework", "framework", _FRAMEWORK_KEYS, error)
     name = framework.get("name")
     version = framework.get("version")
     if "command" in framework:
@@ -178,11 +408,14 @@ def _translate_framework(manifest: Mapping[str, Any], document: dict[str, Any], 
         )
     else:
         error("framework.command", "required: the shell command that starts training")
-    if not isinstance(name, str) or name.strip().lower() not in FRAMEWORK_IMAGES:
+    key = name.strip().lower() if isinstance(name, str) else None
+    if key in REFUSED_FRAMEWORKS:
+        error("framework.name", f"'{key}' is not supported: {REFUSED_FRAMEWORKS[key]}")
+        return
+    if key not in FRAMEWORK_IMAGES:
         shown = f"'{name[:40]}'" if isinstance(name, str) else "missing" if name is None else "not a string"
         error("framework.name", f"unknown framework ({shown}); use one of {', '.join(FRAMEWORK_IMAGES)}")
         return
-    name = name.strip().lower()
     if isinstance(version, int) and not isinstance(version, bool) and abs(version) < 10**18:
         version = str(version)
     if not isinstance(version, str) or not version.strip():
@@ -190,12 +423,58 @@ def _translate_framework(manifest: Mapping[str, Any], document: dict[str, Any], 
         error("framework.version", f"required: a string{hint}")
         return
     version = version.strip()
-    document["image"] = FRAMEWORK_IMAGES[name].format(version=version)
-    document["framework"] = {"name": name, "version": version}
+    document["image"] = FRAMEWORK_IMAGES[key].format(version=version)
+    document["framework"] = {"name": key, "version": version}
+
+
+def _translate_metrics(metrics: Any, paths: dict[str, str], error: Any) -> Any:
+    """FfDL's `evaluation_metrics` in Trainyard's shape: `image_tag` dropped, each group's `scalars`
+    become its `values`, `etimes` dropped, `$` taken off capture names. Anything else is passed on for
+    the spec's own checks (which also know Trainyard's `values` and `event_types`)."""
+    if not isinstance(metrics, Mapping):
+        return metrics
+    ignored = {row.ffdl.rsplit(".", 1)[1] for row in FFDL_MAPPING if row.ffdl.count(".") == 1
+               and row.ffdl.startswith("evaluation_metrics.") and row.handling == IGNORED}  # fmt: skip
+    result = {key: value for key, value in metrics.items() if key not in ignored}
+    groups = metrics.get("groups")
+    if isinstance(groups, Mapping):
+        result["groups"] = {
+            name: _translate_group(group, f"evaluation_metrics.groups.{name}", paths, error)
+            for name, group in groups.items()
+        }
+    return result
+
+
+def _translate_group(group: Any, path: str, paths: dict[str, str], error: Any) -> Any:
+    if not isinstance(group, Mapping):
+        return group
+    result = {key: value for key, value in group.items() if key not in ("scalars", "etimes")}
+    meta = group.get("meta")
+    if isinstance(meta, Mapping) and isinstance(meta.get("time"), str):
+        result["meta"] = {**meta, "time": meta["time"].strip().removeprefix("$")}
+    scalars = group.get("scalars")
+    if scalars is None:
+        return result
+    if not isinstance(scalars, Mapping):
+        error(f"{path}.scalars", f"must be a mapping of metric names to {{value: $capture}}, got "
+              f"{type(scalars).__name__}")  # fmt: skip
+        return result
+    captures: list[str] = []
+    for metric, typed in scalars.items():
+        value = typed.get("value") if isinstance(typed, Mapping) else None
+        match = _CAPTURE.fullmatch(value.strip()) if isinstance(value, str) else None
+        if match is None:
+            error(f"{path}.scalars.{metric}.value", "required: `$<capture>`, a named capture of the regex")
+        elif match[1] not in captures:
+            captures.append(match[1])
+    if captures and "values" not in group:
+        result["values"] = captures
+        paths[f"{path}.values"] = f"{path}.scalars"
+    return result
 
 
 def _translate_data_stores(
-    stores: Any, secrets: dict[str, dict[str, str]], paths: dict[str, str], error: Any
+    stores: Any, secrets: dict[str, dict[str, str]], paths: dict[str, str], covered: set[str], error: Any
 ) -> list[dict[str, Any]]:
     if stores is None:
         return []
@@ -209,9 +488,7 @@ def _translate_data_stores(
         if not isinstance(store, Mapping):
             error(path, f"must be a mapping, got {type(store).__name__}")
             continue
-        for key in store:
-            if key not in _STORE_KEYS:
-                error(f"{path}.{key}", f"unknown field; accepted: {', '.join(_STORE_KEYS)}")
+        _refuse_or_reject(store, "data_stores[]", path, _STORE_KEYS, error)
         store_id = store.get("id")
         if not isinstance(store_id, str) or not _STORE_ID.fullmatch(store_id):
             error(
@@ -223,7 +500,7 @@ def _translate_data_stores(
             error(f"{path}.id", f"duplicate data store id '{store_id}'")
             continue
         seen_ids.add(store_id)
-        volumes.extend(_store_volumes(store, store_id, path, len(volumes), secrets, paths, error))
+        volumes.extend(_store_volumes(store, store_id, path, len(volumes), secrets, paths, covered, error))
     return volumes
 
 
@@ -234,17 +511,25 @@ def _store_volumes(
     first: int,
     secrets: dict[str, dict[str, str]],
     paths: dict[str, str],
+    covered: set[str],
     error: Any,
 ) -> list[dict[str, Any]]:
-    """One S3 data store's volumes: its training data (read-only) and its results, if it names them.
+    """One data store's volumes: its training data (read-only) and its results, if it names them.
     `first` is the index the first of them gets among the spec's volumes (for `paths`, which maps a
-    volume's field back to the manifest's, so errors name what the user wrote)."""
+    volume's field back to the manifest's, so errors name what the user wrote); a field whose problem
+    is already reported here goes to `covered`, so that the spec's own check does not repeat it."""
     store_type = store.get("type")
-    if not isinstance(store_type, str) or store_type not in S3_STORE_TYPES:
-        error(f"{path}.type", f"unsupported data store type; use one of {', '.join(sorted(S3_STORE_TYPES))}")
-    connection = _translate_connection(
-        store.get("connection"), f"{path}.connection", store_id, secrets, error
-    )
+    connection = store.get("connection")
+    if isinstance(store_type, str) and store_type in REFUSED_STORE_TYPES:
+        error(f"{path}.type", f"'{store_type}' is not supported: {REFUSED_STORE_TYPES[store_type]}")
+        source: dict[str, Any] = {}
+    elif store_type == MOUNT_STORE_TYPE:
+        source = _mount_source(connection, f"{path}.connection", error)
+    else:
+        if not isinstance(store_type, str) or store_type not in S3_STORE_TYPES:
+            accepted = ", ".join(sorted({*S3_STORE_TYPES, MOUNT_STORE_TYPE}))
+            error(f"{path}.type", f"unsupported data store type; use one of {accepted}")
+        source = _s3_source(connection, f"{path}.connection", store_id, secrets, error)
     if "training_data" not in store and "training_results" not in store:
         error(path, "needs training_data and/or training_results")
     volumes: list[dict[str, Any]] = []
@@ -256,7 +541,8 @@ def _store_volumes(
             continue
         target = store[part]
         if not isinstance(target, Mapping) or set(target) != {"container"}:
-            error(f"{path}.{part}", "must be a mapping with just `container: <bucket name>`")
+            what = "bucket name" if store_type != MOUNT_STORE_TYPE else "folder"
+            error(f"{path}.{part}", f"must be a mapping with just `container: <{what}>`")
             continue
         volume_path = f"volumes[{first + len(volumes)}]"
         paths.update(
@@ -264,41 +550,80 @@ def _store_volumes(
                 volume_path: path,
                 f"{volume_path}.bucket": f"{path}.{part}.container",
                 f"{volume_path}.endpoint": f"{path}.connection.auth_url",
+                f"{volume_path}.path": f"{path}.connection.path",
+                f"{volume_path}.claim": f"{path}.connection.claim",
                 f"{volume_path}.mount_path": f"{path}.id",
                 f"{volume_path}.name": f"{path}.id",
                 f"{volume_path}.secret": f"{path}.id",
             }
         )
-        volumes.append(
-            {
-                "name": _volume_name(kind, store_id),
-                "kind": kind,
-                "type": "s3",
-                "mount_path": f"{root}/{store_id}",
-                "read_only": kind == "data",
-                "bucket": target["container"],
-                "endpoint": connection.get("auth_url"),
-                "secret": store_id if store_id in secrets else None,
-            }
-        )
+        volume = {
+            "name": _volume_name(kind, store_id),
+            "kind": kind,
+            "type": source.get("type", "s3"),
+            "mount_path": f"{root}/{store_id}",
+            "read_only": kind == "data",
+        }
+        if volume["type"] == "s3":
+            volume.update(bucket=target["container"], endpoint=source.get("auth_url"))
+            volume["secret"] = store_id if store_id in secrets else None
+        elif volume["type"] == "host":
+            folder = _folder(target["container"], f"{path}.{part}.container", error)
+            node = source.get("path")
+            volume["path"] = posixpath.join(node, folder) if isinstance(node, str) else node
+            if node is None:
+                covered.add(f"{volume_path}.path")
+        else:
+            _folder(target["container"], f"{path}.{part}.container", error)
+            volume["claim"] = source["claim"]
+        volumes.append(volume)
     return volumes
 
 
-def _translate_connection(
+def _folder(container: Any, path: str, error: Any) -> str:
+    """A `mount_volume` container: a folder under the store's node folder or claim (FfDL's sub-path)."""
+    if not isinstance(container, str) or container.startswith("/") or ".." in container.split("/"):
+        error(path, "must be a folder under connection.path: a relative path without '..'")
+        return ""
+    return container
+
+
+def _mount_source(connection: Any, path: str, error: Any) -> dict[str, Any]:
+    """A `mount_volume` store's connection: `type: host_mount` with `path` (a node folder), or `claim`."""
+    if not isinstance(connection, Mapping):
+        error(path, "required for mount_volume: `type: host_mount` and `path: <node folder>` (or `claim`)")
+        return {"type": "host"}
+    for key in connection:
+        if key in ("auth_url", "user_name", "password", "region"):
+            error(f"{path}.{key}", f"not accepted here: {_S3_ONLY}")
+    _refuse_or_reject(connection, "data_stores[].connection", path, _CONNECTION_KEYS, error)
+    kind = connection.get("type", HOST_MOUNT)
+    if kind != HOST_MOUNT:
+        error(f"{path}.type", f"must be '{HOST_MOUNT}' for a mount_volume data store (FfDL's only kind)")
+    if "claim" in connection:
+        if "path" in connection:
+            error(
+                f"{path}.claim", "give `path` (a node folder) or `claim` (a PersistentVolumeClaim), not both"
+            )
+        return {"type": "pvc", "claim": connection["claim"]}
+    if "path" not in connection:
+        error(f"{path}.path", "required for a host_mount: the node folder the containers are folders of")
+    return {"type": "host", "path": connection.get("path")}
+
+
+def _s3_source(
     connection: Any, path: str, store_id: str, secrets: dict[str, dict[str, str]], error: Any
 ) -> dict[str, Any]:
-    """Split a connection into its endpoint and credentials; messages never show credential values."""
+    """Split an S3 connection into its endpoint and credentials; messages never show credential values."""
     if connection is None:
-        return {}
+        return {"type": "s3"}
     if not isinstance(connection, Mapping):
         error(path, f"must be a mapping, got {type(connection).__name__}")
-        return {}
+        return {"type": "s3"}
     for key in connection:
-        if key not in _CONNECTION_KEYS:
-            error(
-                f"{path}.{key}" if isinstance(key, str) else path,
-                "unknown field; accepted: auth_url, user_name, password, type",
-            )
+        if key in ("path", "name", "claim"):
+            error(f"{path}.{key}", f"not accepted here: {_MOUNT_ONLY}")
+    _refuse_or_reject(connection, "data_stores[].connection", path, _CONNECTION_KEYS, error)
     credentials: dict[str, str] = {}
     for key, secret_key in (("user_name", "access_key_id"), ("password", "secret_access_key")):
         value = connection.get(key)
@@ -310,9 +635,26 @@ def _translate_connection(
             error(f"{path}.{key}", "must be a non-empty string (its value is not shown)")
     if len(credentials) == 1:
         error(path, "give both user_name and password, or neither")
-    elif credentials:
+    region = connection.get("region")
+    if region is not None:
+        if not isinstance(region, str) or not _REGION.fullmatch(region):
+            error(
+                f"{path}.region",
+                "must be an S3 region name like 'us-east-1' (lowercase letters, digits, '-')",
+            )
+        elif len(credentials) != 2:
+            error(
+                f"{path}.region",
+                "goes with the credentials: give user_name and password too, or leave it out",
+            )
+        else:
+            credentials["region"] = region
+    if len(credentials) >= 2:
         secrets[store_id] = credentials
-    return {"auth_url": connection["auth_url"]} if "auth_url" in connection else {}
+    source: dict[str, Any] = {"type": "s3"}
+    if "auth_url" in connection:
+        source["auth_url"] = connection["auth_url"]
+    return source
 
 
 def _volume_name(kind: str, store_id: str) -> str:

@@ -221,7 +221,7 @@ def test_data_store_problems_point_at_the_data_store() -> None:
         "id": "s",
         "type": "nfs",
         "training_data": {"container": "bad bucket"},
-        "connection": {"auth_url": "ftp://x", "user_name": USER, "region": "eu"},
+        "connection": {"auth_url": "ftp://x", "user_name": USER, "region": "eu", "domain_name": "d", "x": 1},
     }
 
     errors = errors_of(manifest_with(data_stores=[store, {**store, "id": "s"}]))
@@ -229,7 +229,9 @@ def test_data_store_problems_point_at_the_data_store() -> None:
     assert "unsupported data store type" in errors["data_stores[0].type"][0]
     assert "bucket name" in errors["data_stores[0].training_data.container"][0]
     assert "http" in errors["data_stores[0].connection.auth_url"][0]
-    assert "unknown field" in errors["data_stores[0].connection.region"][0]
+    assert "goes with the credentials" in errors["data_stores[0].connection.region"][0]
+    assert "Swift" in errors["data_stores[0].connection.domain_name"][0]
+    assert "unknown field" in errors["data_stores[0].connection.x"][0]
     assert "both user_name and password" in errors["data_stores[0].connection"][0]
     assert "duplicate data store id" in errors["data_stores[1].id"][0]
 

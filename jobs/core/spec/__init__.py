@@ -138,7 +138,8 @@ def parse_spec(document: str | bytes | Mapping[str, Any], *, max_bytes: int = 65
     merged = {path: list(messages) for path, messages in translation.errors.items()}
     for path, messages in errors.by_path.items():
         if not any(_under(path, covered) for covered in translation.covered):
-            merged.setdefault(_remap(path, translation.paths), []).extend(messages)
+            known = merged.setdefault(_remap(path, translation.paths), [])
+            known.extend(m for m in messages if m not in known)
     if merged:
         raise SpecError(_redact(merged, translation.secrets))
     return ParsedSpec(spec=spec, secrets=translation.secrets, source="ffdl", paths=translation.paths)

@@ -1,9 +1,9 @@
 """The spec reference, generated from `jobs.core.spec.schema`: one row per field for the portal's /spec/
 page and the editor's completion, docs/spec.md as Markdown, and the FfDL manifest mapping.
 
-The FfDL mapping (`FFDL_MAPPING`) is written here, next to the framework images and mount roots read
-from `jobs.core.ffdl`; tests/jobs/test_spec_reference.py translates each row's example with
-`ffdl.translate` and checks it lands where the row says, and that every FfDL key has a row.
+The FfDL mapping (`FFDL_MAPPING`) is `jobs.core.ffdl`'s table, the one the translator reads: every key of
+FfDL's manifest, translated, ignored or refused, with the reason; tests/jobs/test_spec_reference.py
+translates each row's example with `ffdl.translate` and checks it lands where the row says.
 """
 
 from __future__ import annotations
@@ -149,88 +149,7 @@ def _number(value: float) -> str:
     return f"{value:,}".replace(",", " ") if float(value).is_integer() else str(value)
 
 
-@dataclass(frozen=True)
-class FfdlKey:
-    """One FfDL manifest key: where it goes in a Trainyard spec, with an example that tests translate.
-
-    `where` is the place in `ffdl.translate`'s result the example lands (`document.<path>` or
-    `secrets.<store>.<key>`); empty when the key is checked and dropped.
-    """
-
-    ffdl: str
-    target: str
-    note: str
-    example: Any
-    where: str = ""
-    expected: Any = MISSING
-
-
-FFDL_MAPPING: tuple[FfdlKey, ...] = (
-    FfdlKey("name", "name", "as is", "ffdl-job", "document.name"),
-    FfdlKey("description", "description", "as is", "An FfDL job", "document.description"),
-    FfdlKey("version", "", "checked to be a string and dropped: Trainyard has no model versions", "1.0"),
-    FfdlKey("learners", "learners", "as is (default 1)", 2, "document.learners"),
-    FfdlKey("gpus", "resources.gpus", "per learner, as in FfDL", 2, "document.resources.gpus"),
-    FfdlKey("cpus", "resources.cpu", "per learner, in cores", 4, "document.resources.cpu"),
-    FfdlKey(
-        "memory", "resources.memory",
-        "per learner; FfDL's units keep their meaning (`Mb`, `Gb`, `MB`, `GB` are MiB and GiB)",
-        "8Gb", "document.resources.memory",
-    ),
-    FfdlKey("gpu_type", "resources.gpu_type", "as is", "K80", "document.resources.gpu_type"),
-    FfdlKey(
-        "framework.name", "image, framework.name",
-        "picks the image (table below); lower-cased", "PyTorch", "document.framework.name", "pytorch",
-    ),
-    FfdlKey(
-        "framework.version", "image, framework.version",
-        "the image's tag (for `custom`, the whole image)", "2.3.0", "document.image", "pytorch/pytorch:2.3.0",
-    ),
-    FfdlKey(
-        "framework.command", "command",
-        "run as `/bin/sh -c <command>`; a line break followed by indentation continues the line",
-        "python train.py\n  --epochs 5", "document.command", "python train.py --epochs 5",
-    ),
-    FfdlKey(
-        "evaluation_metrics", "evaluation_metrics", "as is (same fields)",
-        {"type": "tensorboard"}, "document.evaluation_metrics",
-    ),
-    FfdlKey(
-        "data_stores[].id", "volumes[].name, mount_path, secret",
-        f"the volumes `data-<id>` at `{ffdl.DATA_MOUNT_ROOT}/<id>` and `results-<id>` at "
-        f"`{ffdl.RESULTS_MOUNT_ROOT}/<id>`; the data store the credentials belong to",
-        "store1", "document.volumes[0].mount_path", f"{ffdl.DATA_MOUNT_ROOT}/store1",
-    ),
-    FfdlKey(
-        "data_stores[].type", "volumes[].type",
-        "one of " + ", ".join(f"`{t}`" for t in sorted(ffdl.S3_STORE_TYPES)) + "; the volumes are `s3`",
-        "s3_datastore", "document.volumes[0].type", "s3",
-    ),
-    FfdlKey(
-        "data_stores[].training_data.container", "volumes[].bucket",
-        "a `data` volume, read-only, downloaded before the command starts", "inputs",
-        "document.volumes[0].bucket",
-    ),
-    FfdlKey(
-        "data_stores[].training_results.container", "volumes[].bucket",
-        "a `results` volume, writable", "outputs", "document.volumes[1].bucket",
-    ),
-    FfdlKey(
-        "data_stores[].connection.auth_url", "volumes[].endpoint", "the S3 endpoint of both volumes",
-        "https://s3.example.com", "document.volumes[0].endpoint",
-    ),
-    FfdlKey(
-        "data_stores[].connection.user_name", "(credentials)",
-        "kept apart from the spec, sealed; learners get it as `<STORE>_ACCESS_KEY_ID`", "AKIAEXAMPLE",
-        "secrets.store1.access_key_id",
-    ),
-    FfdlKey(
-        "data_stores[].connection.password", "(credentials)",
-        "kept apart from the spec, sealed; learners get it as `<STORE>_SECRET_ACCESS_KEY`",
-        "example-secret", "secrets.store1.secret_access_key",
-    ),
-    FfdlKey("data_stores[].connection.type", "", "accepted and ignored", "s3"),
-)  # fmt: skip
+FFDL_MAPPING = ffdl.FFDL_MAPPING
 
 
 def markdown() -> str:
@@ -238,7 +157,7 @@ def markdown() -> str:
     lines = [
         "# The job spec",
         "",
-        "<!-- Generated from jobs/core/spec/schema/ and jobs/core/spec/reference.py by",
+        "<!-- Generated from jobs/core/spec/schema/, jobs/core/spec/reference.py and jobs/core/ffdl.py by",
         f"     `{REGENERATE}`; do not edit by hand. -->",
         "",
         "A job is a YAML or JSON document in Trainyard's format (below) or an FfDL `manifest.yml` (see",
@@ -288,14 +207,21 @@ def _markdown_ffdl() -> list[str]:
         "`image`, `command`, `resources`) is read as an FfDL manifest and translated into a Trainyard spec;",
         "errors name the FfDL fields. See `examples/specs/ffdl-manifest.yml`.",
         "",
+        "Every key FfDL's manifest allows is translated, ignored (the reason says why) or refused (the",
+        "reason is the error message).",
+        "",
         "| FfDL key | Trainyard field | what happens |",
         "|---|---|---|",
     ]
     for row in FFDL_MAPPING:
-        target = ", ".join(f"`{t.strip()}`" for t in row.target.split(",")) if row.target else "(dropped)"
+        target = (
+            ", ".join(f"`{t.strip()}`" for t in row.target.split(",")) if row.target else f"({row.handling})"
+        )
         if row.target.startswith("("):
             target = row.target
         lines.append(f"| `{row.ffdl}` | {target} | {row.note} |")
     lines += ["", "`framework.name` picks the image:", "", "| framework | image |", "|---|---|"]
     lines += [f"| `{name}` | `{image}` |" for name, image in ffdl.FRAMEWORK_IMAGES.items()]
+    lines += ["", "Refused, with the reason:", ""]
+    lines += [f"- `{name}`: {reason}." for name, reason in ffdl.REFUSED_FRAMEWORKS.items()]
     return lines
