@@ -4,7 +4,7 @@ Chromium (Debian's /usr/bin/chromium through Playwright) against a real daphne s
 Run: ``.venv/bin/python bench/page_bench.py [--runs N]`` (about a minute on 2 cores; one JSON line per
 figure). It never touches the developer's data: database ``trainyard_page_bench`` (created if missing,
 migrated, flushed at start), settings ``portal.settings.test`` here and ``tests.e2e.settings`` in daphne,
-Redis db 13 (or ``PAGE_BENCH_REDIS_URL``) for the Channels layer.
+Redis db 12 (or ``PAGE_BENCH_REDIS_URL``) for the Channels layer.
 
 Data: one tenant and one user; 100 finished jobs, each with 6 events and 200 metric points of two metrics
 (``loss``, ``accuracy``); one of them also has 30,000 log lines (three learners of 10,000 lines, some with
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 BENCH_DB = "trainyard_page_bench"
-BENCH_REDIS = os.environ.get("PAGE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
+BENCH_REDIS = os.environ.get("PAGE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
 os.environ["REDIS_URL"] = BENCH_REDIS
 CHROMIUM = "/usr/bin/chromium"
 JOBS = 100
