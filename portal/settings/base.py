@@ -446,6 +446,9 @@ TUNING_STABLE_CV = env.float("TUNING_STABLE_CV", default=0.15)
 TUNING_CPU_HIGH = env.float("TUNING_CPU_HIGH", default=0.85)
 TUNING_MAX_CHANGES = env.int("TUNING_MAX_CHANGES", default=3)
 TUNING_REGRESSION_TOLERANCE = env.float("TUNING_REGRESSION_TOLERANCE", default=0.05)
+# A distributed job is communication-bound (jobs.core.tuning.scaling) when more learners bought less than this
+# fraction of the ideal speed-up over fewer (0.2: 2 learners must be 1.2x as fast as 1).
+TUNING_SCALING_MIN_GAIN = env.float("TUNING_SCALING_MIN_GAIN", default=0.2)
 CELERY_BEAT_SCHEDULE = {
     "schedule": {"task": "jobs.tasks.schedule", "schedule": SCHEDULE_INTERVAL_SECONDS},
     "reconcile": {"task": "jobs.tasks.reconcile", "schedule": RECONCILE_INTERVAL_SECONDS},
