@@ -211,3 +211,24 @@ def test_admins_set_the_idle_gpu_halt_through_the_policy_api() -> None:
     member_client.force_login(member(tenant, "owner"))
     refused = member_client.patch(url, {"idle_gpu_halt_after_seconds": 5}, content_type="application/json")
     assert refused.status_code == 403
+
+
+@pytest.mark.django_db
+def test_the_admin_console_sets_the_idle_gpu_halt_with_the_same_checks() -> None:
+    from tenants.admin import PolicyForm
+
+    tenant = make_tenant()
+    base = {
+        "host_path_prefixes": "[]", "image_registries": "[]", "datastore_hosts": "[]",
+        "member_max_priority": "0", "owner_max_priority": "100", "pod_security": "restricted",
+    }  # fmt: skip
+    form = PolicyForm(data=base | {"idle_gpu_halt_after_seconds": "99999999"}, instance=Policy(tenant=tenant))
+    assert not form.is_valid() and "from 0 to" in form.errors["idle_gpu_halt_after_seconds"][0]
+    form = PolicyForm(data=base | {"idle_gpu_halt_after_seconds": "1800"}, instance=Policy(tenant=tenant))
+    assert form.is_valid(), form.errors
+    assert form.save().idle_gpu_halt_after_seconds == 1800
+    form = PolicyForm(
+        data=base | {"idle_gpu_halt_after_seconds": ""}, instance=Policy.objects.get(tenant=tenant)
+    )
+    assert form.is_valid(), form.errors
+    assert form.save().idle_gpu_halt_after_seconds is None
