@@ -395,6 +395,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
                     async with self.send_lock:
                         await self._flush_job(job_id, sub)
                         await self._send_status(payload)
+                elif payload.get("kind") == "parts" and sub.ready:
+                    async with self.send_lock:
+                        await self.send_json({"type": "parts", "job": job_id})
             except (KeyError, TypeError, ValueError):
                 log.warning("ignoring a malformed live message for job %s", job_id, exc_info=True)
 

@@ -21,6 +21,7 @@ from jobs.core.states import ACTIVE, STOPPING, JobStatus
 from jobs.models import Job
 from jobs.notifications import tasks as notification_tasks  # noqa: F401 (registers them with the worker)
 from jobs.scheduling import CycleResult, run_cycle
+from jobs.services.idlegpu import idle_gpu_check_running
 from jobs.services.lifecycle import (
     deadline_exceeded,
     job_launched,
@@ -268,3 +269,9 @@ def record_telemetry() -> dict[str, int]:
 def autotune() -> dict[str, int]:
     """One tuner pass over running jobs that declare a range (beat: every TUNING_INTERVAL_SECONDS)."""
     return autotune_running()
+
+
+@shared_task(name="jobs.tasks.idle_gpu", acks_late=True, soft_time_limit=30, time_limit=45)
+def idle_gpu() -> dict[str, int]:
+    """Flag, clear or halt running GPU jobs by their GPUs' idleness (beat: every IDLE_GPU_CHECK_SECONDS)."""
+    return idle_gpu_check_running()

@@ -26,6 +26,7 @@ from jobs.core.choices import EventKind
 from jobs.core.states import TRANSITIONS, JobStatus
 from jobs.filters import JobPageFilter
 from jobs.forms import SubmitForm, spec_templates, template_code, template_code_folders
+from jobs.idlegpu import job_idle_flag
 from jobs.models import Job
 from jobs.scheduling import job_dry_run
 from jobs.selectors import job_events, job_get, job_list, job_logs, job_results
@@ -187,6 +188,7 @@ def _job_history(request: HttpRequest, job: Job) -> dict[str, Any]:
         if job.gpus
         else None,
         "gpu_exposed": cluster.gpu_metrics_exposed(),
+        "idle_gpu": job_idle_flag(job),
         "can_manage": can_manage_owned(request.user, job),
         "halt_states": [
             s for s, moves in TRANSITIONS.items() if moves & {JobStatus.HALTING, JobStatus.HALTED}

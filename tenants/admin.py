@@ -54,6 +54,7 @@ class PolicyForm(forms.ModelForm):
             "owner_max_priority",
             "pod_security",
             "preempt_lower_priority",
+            "idle_gpu_halt_after_seconds",
         ]
 
     def clean(self) -> dict[str, Any]:

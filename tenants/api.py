@@ -161,6 +161,10 @@ class PolicySerializer(serializers.Serializer):
     preempt_lower_priority = serializers.BooleanField(
         help_text="A waiting job may preempt the tenant's own running jobs of lower priority."
     )
+    idle_gpu_halt_after_seconds = serializers.IntegerField(
+        allow_null=True,
+        help_text="Halt a job this many seconds after its GPUs were flagged idle; null: never (only flag).",
+    )
 
 
 POLICY_FIELDS = (
@@ -171,6 +175,7 @@ POLICY_FIELDS = (
     "owner_max_priority",
     "pod_security",
     "preempt_lower_priority",
+    "idle_gpu_halt_after_seconds",
 )
 
 

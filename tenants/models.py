@@ -182,6 +182,12 @@ class Policy(models.Model):
         help_text="A waiting job may stop the tenant's own running jobs of lower priority to start "
         "(gracefully; they go back to the queue and resume from their checkpoints).",
     )
+    idle_gpu_halt_after_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Halt a job whose GPUs have been flagged idle for this many seconds (it resumes from its "
+        "checkpoint when resumed), so its GPUs go back to the queue; empty: never halt, only flag.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -58,6 +58,10 @@ def effective_policy(*, tenant: Tenant, user: Any) -> EffectivePolicy:
     )
 
 
+MAX_IDLE_GPU_HALT_AFTER = 30 * 24 * 3600
+"""The longest grace an idle GPU job may get before it is halted (30 days)."""
+
+
 def host_path_problem(path: str) -> str | None:
     """Why `path` may not be an allowed host path prefix, or None."""
     if path == "/":
@@ -132,6 +136,18 @@ def policy_clean(data: dict[str, Any]) -> dict[str, Any]:
             errors["preempt_lower_priority"] = ["must be true or false"]
         else:
             clean["preempt_lower_priority"] = data["preempt_lower_priority"]
+    if "idle_gpu_halt_after_seconds" in data:
+        value = data["idle_gpu_halt_after_seconds"]
+        if value in (None, ""):
+            clean["idle_gpu_halt_after_seconds"] = None
+        elif (
+            isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_IDLE_GPU_HALT_AFTER
+        ):
+            errors["idle_gpu_halt_after_seconds"] = [
+                f"a whole number of seconds from 0 to {MAX_IDLE_GPU_HALT_AFTER}, or null for never"
+            ]
+        else:
+            clean["idle_gpu_halt_after_seconds"] = value
     if "pod_security" in data:
         if data["pod_security"] not in PodSecurity.values:
             errors["pod_security"] = [f"must be one of {', '.join(PodSecurity.values)}"]

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from trainyard.output import console, emit_json, table, when
 
-EVENTS = ("succeeded", "failed", "preempted", "halted", "queued_too_long")
+EVENTS = ("succeeded", "failed", "preempted", "halted", "queued_too_long", "idle_gpu")
 
 notifications_app = typer.Typer(
     help="Notifications when jobs succeed, fail, are preempted or halted, or wait too long.",

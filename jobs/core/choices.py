@@ -56,6 +56,7 @@ class EventKind(StrEnum):
     TUNING = "tuning"  # the tuner's evidence and decision
     TENSORBOARD = "tensorboard"  # a learner's TensorBoard event file could not be read
     LABELS = "labels"  # a person changed its experiment or tags
+    GPU = "gpu"  # its GPUs went idle, or busy again (jobs/services/idlegpu.py)
 
 
 class VerdictState(StrEnum):
@@ -101,6 +102,9 @@ class Reason(StrEnum):
     RESULTS_UPLOADED = "ResultsUploaded"
     TUNED = "Tuned"
     EVENT_FILE_DAMAGED = "EventFileDamaged"
+    IDLE_GPU = "IdleGpu"
+    GPU_BUSY = "GpuBusy"
+    IDLE_GPU_HALTED = "IdleGpuHalted"
     # people
     CANCELLED = "Cancelled"
     CANCELLED_BY_USER = "CancelledByUser"

@@ -23,6 +23,7 @@ class Event(models.TextChoices):
     PREEMPTED = "preempted", "Preempted"
     HALTED = "halted", "Halted"
     QUEUED_TOO_LONG = "queued_too_long", "Queued longer than N minutes"
+    IDLE_GPU = "idle_gpu", "GPUs idle"
 
 
 TEST_EVENT = "test"

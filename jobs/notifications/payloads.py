@@ -19,6 +19,7 @@ SUMMARIES = {
     Event.PREEMPTED: "was preempted",
     Event.HALTED: "was halted",
     Event.QUEUED_TOO_LONG: "has been queued for more than {minutes} minutes",
+    Event.IDLE_GPU: "has idle GPUs",
 }
 
 
@@ -32,9 +33,16 @@ def job_url(job_id: str) -> str:
 
 
 def job_payload(
-    job: Job, *, event: str, occurred_at: datetime, queued_since: datetime | None = None, minutes: int = 0
+    job: Job,
+    *,
+    event: str,
+    occurred_at: datetime,
+    queued_since: datetime | None = None,
+    minutes: int = 0,
+    detail: str = "",
 ) -> dict[str, Any]:
-    """The payload of `event` about `job`, as every channel's message is made from it."""
+    """The payload of `event` about `job`, as every channel's message is made from it (`detail`: what an
+    event that is no transition says, such as idle GPUs' numbers)."""
     facts: dict[str, Any] = {
         "id": job.pk,
         "name": job.name,
@@ -54,7 +62,9 @@ def job_payload(
         facts["queued_since"] = _iso(queued_since)
     what = SUMMARIES[Event(event)].format(minutes=minutes)
     text = f"Job {job.name} ({job.pk}) in {job.tenant.slug} {what}"
-    if job.reason and event != Event.QUEUED_TOO_LONG:
+    if event == Event.IDLE_GPU:
+        text += f": {detail}" if detail else ""
+    elif job.reason and event != Event.QUEUED_TOO_LONG:
         text += f": {job.reason}" + (f" — {job.message}" if job.message else "")
     return {"event": event, "occurred_at": _iso(occurred_at), "text": text, "job": facts}
 

@@ -236,12 +236,14 @@ def _listeners(job: Job, event: str) -> list[Subscription]:
 
 
 def notify_transition(job: Job, *, event: str, happened: JobEvent) -> list[Notification]:
-    """Record `event` (a transition, `happened`) for every subscription that hears of it and queue their
-    deliveries on commit. Runs inside the transition's transaction (lifecycle.transition calls it)."""
+    """Record `event` (a transition, or another JobEvent such as idle GPUs: `happened`) for every subscription
+    that hears of it and queue their deliveries on commit. Runs inside the writer's transaction
+    (lifecycle.transition, the idle-GPU check)."""
     listeners = _listeners(job, event)
     if not listeners:
         return []
-    payload = job_payload(job, event=event, occurred_at=happened.created_at)
+    detail = happened.message if happened.kind != EventKind.TRANSITION else ""
+    payload = job_payload(job, event=event, occurred_at=happened.created_at, detail=detail)
     rows = [
         Notification(subscription=sub, job=job, event=event, key=f"event:{happened.pk}", payload=payload)
         for sub in listeners

@@ -2,8 +2,9 @@
 split by topic as Zulip splits its actions. `submit` (validation and the write), `control` (cancel, halt,
 resume, retry, requeue, delete), `lifecycle` (admission, launch outcomes, pod verdicts, requeues,
 reconcile's repairs), `logs` (log lines and their metrics), `results` (what learners report when they
-end), `tuning` (the tuner's decisions), `labels`
-(experiment and tags). Everything else reads (selectors) or calls these.
+end), `tuning` (the tuner's decisions), `idlegpu`
+(idle GPUs flagged, cleared, halted by policy), `labels` (experiment and tags). Everything else reads
+(selectors) or calls these.
 
 Entry points (what pages, the API, the admin, tasks, the watcher and commands call) are `@durable_service`:
 each call is one durable transaction, so a caller that wraps one in a transaction of its own fails with

@@ -247,6 +247,8 @@ def job_pods_gone(*, job_id: str, attempt: int) -> Job | None:
         )
     if job.status == JobStatus.HALTING:
         message = "all pods stopped; resume it to go on from its checkpoint"
+        if job.reason == Reason.IDLE_GPU_HALTED:  # the owner's `halted` notification says why
+            return transition(job, JobStatus.HALTED, reason=job.reason, message=f"{message} ({job.message})")
         return transition(job, JobStatus.HALTED, reason=Reason.HALTED, message=message)
     return transition(job, JobStatus.CANCELLED, reason=Reason.CANCELLED, message="all pods stopped")
 

@@ -18,6 +18,7 @@ from jobs.core.choices import EventKind
 from jobs.core.tuning.detector import Diagnosis, Point, Thresholds, diagnose
 from jobs.core.tuning.policy import Allocation, History, Limits, Pending
 from jobs.models import Job, TelemetrySample
+from jobs.tuning.scaling import job_reclassify
 from tenants.usage import tenant_usage
 
 log = logging.getLogger(__name__)
@@ -118,4 +119,4 @@ def job_diagnose(job: Job, *, now: datetime | None = None) -> Diagnosis:
     now = now or timezone.now()
     since = now - timedelta(seconds=settings.TUNING_WINDOW_SECONDS)
     rows = TelemetrySample.objects.filter(job=job, attempt=job.attempt, ts__gte=since, ts__lte=now)
-    return diagnose(window_points(rows), thresholds=thresholds())
+    return job_reclassify(job, diagnose(window_points(rows), thresholds=thresholds()))

@@ -433,6 +433,12 @@ TELEMETRY_INTERVAL_SECONDS = env.float("TELEMETRY_INTERVAL_SECONDS", default=10.
 # Prometheus federate URL; empty: GPU jobs say "not exposed by this cluster".
 GPU_METRICS_URLS = env.list("GPU_METRICS_URLS", default=[])
 GPU_METRICS_TIMEOUT_SECONDS = env.float("GPU_METRICS_TIMEOUT_SECONDS", default=5.0)
+# Idle GPUs (docs/tuning.md, "Idle GPUs"): a GPU job whose every learner's GPUs stay below IDLE_GPU_THRESHOLD
+# (0-1) over IDLE_GPU_WINDOW_SECONDS is flagged on its page and to its owner, and halted where its tenant's
+# policy sets idle_gpu_halt_after_seconds; checked every IDLE_GPU_CHECK_SECONDS.
+IDLE_GPU_THRESHOLD = env.float("IDLE_GPU_THRESHOLD", default=0.05)
+IDLE_GPU_WINDOW_SECONDS = env.float("IDLE_GPU_WINDOW_SECONDS", default=600.0)
+IDLE_GPU_CHECK_SECONDS = env.float("IDLE_GPU_CHECK_SECONDS", default=30.0)
 TUNING_INTERVAL_SECONDS = env.float("TUNING_INTERVAL_SECONDS", default=30.0)
 TUNING_WINDOW_SECONDS = env.float("TUNING_WINDOW_SECONDS", default=120.0)
 TUNING_MIN_SAMPLES = env.int("TUNING_MIN_SAMPLES", default=5)
@@ -440,11 +446,15 @@ TUNING_STABLE_CV = env.float("TUNING_STABLE_CV", default=0.15)
 TUNING_CPU_HIGH = env.float("TUNING_CPU_HIGH", default=0.85)
 TUNING_MAX_CHANGES = env.int("TUNING_MAX_CHANGES", default=3)
 TUNING_REGRESSION_TOLERANCE = env.float("TUNING_REGRESSION_TOLERANCE", default=0.05)
+# A distributed job is communication-bound (jobs.core.tuning.scaling) when more learners bought less than this
+# fraction of the ideal speed-up over fewer (0.2: 2 learners must be 1.2x as fast as 1).
+TUNING_SCALING_MIN_GAIN = env.float("TUNING_SCALING_MIN_GAIN", default=0.2)
 CELERY_BEAT_SCHEDULE = {
     "schedule": {"task": "jobs.tasks.schedule", "schedule": SCHEDULE_INTERVAL_SECONDS},
     "reconcile": {"task": "jobs.tasks.reconcile", "schedule": RECONCILE_INTERVAL_SECONDS},
     "telemetry": {"task": "jobs.tasks.telemetry", "schedule": TELEMETRY_INTERVAL_SECONDS},
     "autotune": {"task": "jobs.tasks.autotune", "schedule": TUNING_INTERVAL_SECONDS},
+    "idle-gpu": {"task": "jobs.tasks.idle_gpu", "schedule": IDLE_GPU_CHECK_SECONDS},
 }
 
 # Notifications when jobs change state (docs/notifications.md): each delivery is tried up to

@@ -351,6 +351,8 @@ const socket = new LiveSocket({
       for (const [name, step, value, logSeq] of frame.points || []) addPoint(name, learner, step, value, logSeq);
     } else if (frame.type === "status") {
       showStatus(frame.status, frame.reason, frame.message);
+    } else if (frame.type === "parts") {
+      refreshParts(); // something on the page changed without a state change (idle GPUs flagged or cleared)
     } else if (frame.type === "subscribed") {
       // The status now: it may have changed between the page's render and this subscription, and the
       // server sends no `status` frame for a change made before the socket joined the job's group.

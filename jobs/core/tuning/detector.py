@@ -21,7 +21,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-BOTTLENECKS = ("cpu_bound", "over_provisioned", "memory_pressure", "gpu_bound", "scaling_limited", "unknown")
+BOTTLENECKS = (
+    "cpu_bound", "over_provisioned", "memory_pressure", "gpu_bound", "scaling_limited", "communication_bound",
+    "unknown",
+)  # fmt: skip
+"""communication_bound is not the detector's: jobs.core.tuning.scaling sets it from speeds across learner
+counts."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ Rules, in order:
 3. A stable job: `cpu_bound` gets more CPU per learner (double, capped by the range and the quota), or,
    at the top of its CPU range, one more learner when its learner range and the quota allow;
    `over_provisioned` gives CPU back (to 1.5x what it uses, not below the range); `scaling_limited` drops
-   a learner. Memory pressure, GPU-bound and unknown hold: there is nothing in the range to change.
+   a learner; `communication_bound` (jobs.core.tuning.scaling) goes to the fewest learners that were as
+   fast, and holds rather than grow again. Memory pressure, GPU-bound and unknown hold: there is nothing
+   in the range to change.
 """
 
 from __future__ import annotations
@@ -177,6 +179,12 @@ def _propose(diagnosis: Diagnosis, current: Allocation, limits: Limits) -> tuple
         and learners > limits.learners_range[0]
     ):
         return Allocation(cpu, learners - 1), "learners_down", f"learners {learners} -> {learners - 1}"
+    if kind == "communication_bound" and limits.learners_range is not None:
+        wanted = int(diagnosis.evidence.get("learners_target") or learners)
+        new = max(limits.learners_range[0], min(learners, wanted))
+        if new < learners:
+            return Allocation(cpu, new), "learners_down", f"learners {learners} -> {new}"
+        return None, "", "more learners did not help; holding at this count"
     return None, "", "nothing in the declared range addresses it"
 
 

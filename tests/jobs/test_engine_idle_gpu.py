@@ -1,0 +1,124 @@
+"""Idle GPUs end to end on kubesim: a held GPU job, the cluster's DCGM exporter played by a local HTTP server
+that answers with the recorded series (tests/jobs/data/dcgm_idle_gpu_series.json, one reading per request:
+busy, then idle), telemetry looks as the beat task takes them, and the idle-GPU check as its beat task runs
+it. Under a tenant policy that halts at once, the job is flagged, its owner notified, and it is halted
+through the halt path (its pods stopped, its GPU free), ready to be resumed. kubesim's GPUs are simulated
+and no GPU machine was available: the utilisation is the recorded series', not a real GPU's."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from django.test import Client, override_settings
+
+from clusterio import names
+from jobs.cluster import namespace_for
+from jobs.core.choices import EventKind, Reason
+from jobs.models import Job, TelemetrySample
+from jobs.notifications.models import Notification
+from jobs.notifications.services import subscription_create
+from jobs.services import job_submit
+from jobs.services.idlegpu import idle_gpu_check_running
+from jobs.telemetry import telemetry_record_running
+from kubesim.testing import KubeSim
+from tenants.models import Policy
+from tests.factories import make_tenant, member
+from tests.jobs.engine import python_spec, wait_status
+
+SERIES = json.loads((Path(__file__).parent / "data" / "dcgm_idle_gpu_series.json").read_text())
+BUSY_READINGS = [r["metrics"] for r in SERIES["readings"] if r["t"] <= SERIES["busy_until_t"]][:2]
+IDLE_READINGS = [r["metrics"] for r in SERIES["readings"] if r["t"] > SERIES["busy_until_t"]]
+
+HOLD = """
+import os, socket
+with socket.create_connection(("127.0.0.1", int(os.environ["GATE_PORT"])), timeout=120) as s:
+    print("holding", flush=True)
+    s.recv(1)
+"""
+
+
+class _Series(BaseHTTPRequestHandler):
+    """Answers each GET with the next recorded reading (the last one once they run out)."""
+
+    def do_GET(self) -> None:
+        server = self.server
+        with server.lock:  # type: ignore[attr-defined]
+            texts = server.texts  # type: ignore[attr-defined]
+            text = texts.pop(0) if len(texts) > 1 else texts[0]
+        body = text.replace("{namespace}", server.namespace).replace("{pod}", server.pod).encode()  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def exporter() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Series)
+    server.lock = threading.Lock()  # type: ignore[attr-defined]
+    server.texts = [*BUSY_READINGS, *IDLE_READINGS]  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_an_idle_gpu_job_is_flagged_notified_and_halted_by_its_tenants_policy(
+    engine: KubeSim, exporter: ThreadingHTTPServer, client: Client
+) -> None:
+    tenant = make_tenant()
+    Policy.objects.create(tenant=tenant, idle_gpu_halt_after_seconds=0)
+    alice = member(tenant, username="alice")
+    subscription_create(
+        user=alice, tenant=tenant, name="mail", channel="email", email="a@example.com", events=["idle_gpu"]
+    )
+    with socket.create_server(("127.0.0.1", 0)) as gate:
+        gate.settimeout(120)
+        document = json.loads(python_spec("gpu-idle", HOLD, env={"GATE_PORT": str(gate.getsockname()[1])}))
+        document["resources"]["gpus"] = 1
+        job = job_submit(tenant=tenant, user=alice, document=document)
+        conn, _ = gate.accept()
+        with conn:
+            job = wait_status(job, "running", timeout=60)
+            exporter.namespace = namespace_for(tenant)  # type: ignore[attr-defined]
+            exporter.pod = names.learner_pod_name(job.pk, job.attempt, 0)  # type: ignore[attr-defined]
+            url = f"http://127.0.0.1:{exporter.server_address[1]}/metrics"
+            idle = {
+                "IDLE_GPU_THRESHOLD": 0.05,
+                "IDLE_GPU_WINDOW_SECONDS": 1.0,
+                "TELEMETRY_INTERVAL_SECONDS": 0.5,
+            }
+            with override_settings(GPU_METRICS_URLS=[url], **idle):
+
+                def look() -> None:  # as the two beat tasks do
+                    telemetry_record_running()
+                    idle_gpu_check_running()
+
+                job = wait_status(job, "halting", "halted", timeout=90, poll=look)
+            assert job.reason == Reason.IDLE_GPU_HALTED and "idle-GPU policy" in job.message
+            busy = TelemetrySample.objects.filter(job=job, gpu_util__gte=0.8)
+            assert busy.exists() and TelemetrySample.objects.filter(job=job, gpu_util__lt=0.05).exists()
+            flag = job.events.get(kind=EventKind.GPU, reason=Reason.IDLE_GPU)
+            assert flag.data["attempt"] == job.attempt and flag.data["peak"] < 0.05
+            (note,) = Notification.objects.filter(job=job, event="idle_gpu")
+            assert "has idle GPUs" in note.payload["text"]
+            job = wait_status(Job.objects.get(pk=job.pk), "halted", timeout=60)
+            assert job.reason == Reason.IDLE_GPU_HALTED
+        client.force_login(alice)
+        page = client.get(f"/jobs/{job.pk}/").content.decode()
+        assert "IdleGpuHalted" in page and "Resume" in page
