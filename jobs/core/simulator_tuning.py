@@ -205,7 +205,7 @@ def record(job: TunedJob, diagnosis: Diagnosis, decision: Decision, *, now: floa
         reverted = h.reverted | {decision.direction}
         job.history = replace(h, changes=h.changes + 1, last_change_at=now, pending=None, reverted=reverted)
     elif decision.action == "keep":
-        job.history = replace(h, pending=None)
+        job.history = replace(h, pending=None, kept=h.kept | {decision.direction})
     job.holds = job.holds + 1 if decision.action == "hold" else 0
 
 

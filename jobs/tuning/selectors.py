@@ -58,7 +58,7 @@ def window_points(rows: Iterable[TelemetrySample]) -> list[Point]:
 
 def tuning_history(job: Job) -> History:
     """The tuner's past decisions on this job, from its tuning events (oldest first)."""
-    changes, last, pending, reverted = 0, None, None, set()
+    changes, last, pending, reverted, kept = 0, None, None, set(), set()
     for event in job.events.filter(kind=EventKind.TUNING).order_by("created_at", "id"):
         data: dict[str, Any] = event.data or {}
         action = data.get("action")
@@ -77,7 +77,15 @@ def tuning_history(job: Job) -> History:
             pending = None
         if action == "revert":
             reverted.add(str(data.get("direction", "")))
-    return History(changes=changes, last_change_at=last, pending=pending, reverted=frozenset(reverted))
+        if action == "keep":
+            kept.add(str(data.get("direction", "")))
+    return History(
+        changes=changes,
+        last_change_at=last,
+        pending=pending,
+        reverted=frozenset(reverted),
+        kept=frozenset(kept),
+    )
 
 
 def thresholds() -> Thresholds:

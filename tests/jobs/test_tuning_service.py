@@ -250,3 +250,19 @@ def test_a_neighbours_burst_in_the_window_does_not_revert_a_real_speed_up(settin
     decision = job_autotune(job_id=job.pk)
     assert decision is not None and decision.action == "keep"
     assert decision.evidence["speed_ratio"] == pytest.approx(1.9, rel=0.02)
+
+
+def test_after_a_kept_cpu_up_the_job_is_not_scaled_back_down(settings: Any) -> None:
+    settings.TUNING_WINDOW_SECONDS = 30
+    job = scaled_and_restarted(tunable_job())
+    record(job, cpu=1990, speed=1900)
+    kept = job_autotune(job_id=job.pk)
+    assert kept is not None and kept.action == "keep"
+    assert tuning_history(job).kept == {"cpu_up"}
+    TelemetrySample.objects.filter(job=job).delete()
+    JobEvent.objects.filter(job=job, kind="tuning").update(created_at=timezone.now() - timedelta(minutes=5))
+    record(job, cpu=400, speed=1900)  # the node got busy: 20% of the 2000m limit used
+    decision = job_autotune(job_id=job.pk)
+    assert decision is not None and (decision.action, decision.code) == ("hold", "kept")
+    job.refresh_from_db()
+    assert (job.status, job.cpu_millis) == (JobStatus.RUNNING, 2000)

@@ -11,7 +11,9 @@ Rules, in order:
 3. A stable job: `cpu_bound` gets more CPU per learner (double, capped by the range and the quota), or,
    at the top of its CPU range, one more learner when its learner range and the quota allow;
    `over_provisioned` gives CPU back (to 1.5x what it uses, not below the range); `scaling_limited` drops
-   a learner. Memory pressure, GPU-bound and unknown hold: there is nothing in the range to change.
+   a learner. Never back down from a kept `cpu_up` / `learners_up`: its speed-up was measured, and a
+   node too busy to let the job use its CPU must not talk the tuner out of it (a flip-flop that costs
+   two restarts). Memory pressure, GPU-bound and unknown hold: there is nothing in the range to change.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from jobs.core.tuning.detector import Diagnosis
 
 Action = Literal["hold", "scale", "revert", "keep"]
 CPU_GRAIN = 100  # millicores: allocations move in tenths of a CPU
+UNDOES_GAIN = {"cpu_down": "cpu_up", "learners_down": "learners_up"}
+"""A direction that would give back what a kept change in the other direction measured as a gain."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ class History:
     last_change_at: float | None = None
     pending: Pending | None = None
     reverted: frozenset[str] = frozenset()
+    kept: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,7 @@ class Decision:
     direction: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
     code: str = ""
-    """Why a `hold` holds, in one word (pending, max_changes, window, unstable, no_change, reverted), so
+    """Why a `hold` holds, in one word (pending, max_changes, window, unstable, no_change, reverted, kept), so
     the service records a hold only when its cause changes."""
 
 
@@ -135,6 +140,9 @@ def decide(
         return _hold(f"{diagnosis.bottleneck}: {why}", "no_change", evidence)
     if direction in history.reverted:
         return _hold(f"{diagnosis.bottleneck}: {direction} was reverted before", "reverted", evidence)
+    if UNDOES_GAIN.get(direction) in history.kept:
+        why = f"{diagnosis.bottleneck}: {direction} would give back a kept {UNDOES_GAIN[direction]}'s gain"
+        return _hold(why, "kept", evidence)
     evidence["target"] = target.as_dict()
     return Decision(
         "scale", f"{diagnosis.bottleneck} ({diagnosis.reason}): {why}", target, direction, evidence
