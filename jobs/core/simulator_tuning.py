@@ -6,7 +6,11 @@ have run with more. :class:`SpeedModel` says what more CPU buys, in the open, so
 read as "under this model", never as a measurement. The rules (docs/tuning.md, "In the simulator"):
 
 * A GPU job's GPUs can use ``cpu_per_gpu_millis`` of CPU per GPU (its input pipeline needs that much to
-  keep them fed). With ``c`` millicores it runs at ``speed = min(1, c / need)`` of full speed; the trace
+  keep them fed). Its input pipeline scales with CPU as Amdahl's law with ``serial_fraction`` says
+  (``S(c) = 1 / (s + (1 - s) / c)``, c in CPUs), and the GPUs cap it (a roofline): with ``c`` millicores it
+  runs at ``speed = min(1, S(c) / S(need))`` of full speed, which for ``s = 0`` is ``min(1, c / need)``.
+  :meth:`SpeedModel.fitted` takes ``s`` from the fit to measured runs of the example job
+  (jobs/core/tuning/speed_fit.json, written by ``bench/tuner_bench.py --fit``); the trace
   run time is the time at the requested CPU, so its work is ``run_time x speed(requested)`` full-speed
   seconds. CPU-only jobs (no GPU) declare no range and are never tuned.
 * Its declared range is ``cpu: [requested, range_factor x requested]`` (the example spec's shape: start at
@@ -27,9 +31,12 @@ read as "under this model", never as a measurement. The rules (docs/tuning.md, "
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
 from jobs.core.tuning.detector import Diagnosis, Point, Thresholds, diagnose
 from jobs.core.tuning.policy import CPU_GRAIN, Allocation, Decision, History, Limits, Pending, decide
+from jobs.core.tuning.speedfit import FIT_PATH, load_fit
 
 FULL_SPEED = 1000.0
 """Samples/s of a job at full speed in the model's telemetry: only ratios matter."""
@@ -48,15 +55,38 @@ class SpeedModel:
     max_changes: int = 3
     max_holds: int = 3
     regression_tolerance: float = 0.05
+    serial_fraction: float = 0.0
+    fit_source: str = "stated: linear in CPU up to the GPUs' need (serial fraction 0)"
+
+    @classmethod
+    def fitted(cls, path: Path = FIT_PATH, **overrides: Any) -> SpeedModel:
+        """The model with the serial fraction fitted to measured runs (the stored fit at ``path``)."""
+        fit = load_fit(path)
+        where = fit.provenance.get("measured_at", "?")
+        source = (
+            f"fitted: Amdahl serial fraction {fit.serial_fraction:.3f} from {len(fit.points)} runs of the "
+            f"example job ({path.name}, measured {where}, rms residual {fit.rms_residual:.1%})"
+        )
+        return cls(**{"serial_fraction": fit.serial_fraction, "fit_source": source, **overrides})
 
     def need(self, gpus: int) -> int:
         """Millicores at which a job's GPUs run at full speed (0: a CPU-only job, not tunable)."""
         return gpus * self.cpu_per_gpu_millis
 
+    def _scaling(self, cpu_millis: float) -> float:
+        s = min(1.0, max(0.0, self.serial_fraction))
+        return 1.0 / (s + (1.0 - s) / (cpu_millis / 1000.0))
+
     def speed(self, gpus: int, cpu_millis: int) -> float:
         """Fraction of full speed with ``cpu_millis`` (1.0 for CPU-only jobs: their run time is theirs)."""
         need = self.need(gpus)
-        return 1.0 if need <= 0 else min(1.0, cpu_millis / need)
+        if need <= 0:
+            return 1.0
+        if cpu_millis <= 0:
+            return 0.0
+        if self.serial_fraction <= 0:
+            return min(1.0, cpu_millis / need)
+        return min(1.0, self._scaling(cpu_millis) / self._scaling(need))
 
     def cpu_range(self, gpus: int, cpu_millis: int, max_node_cpu_millis: int) -> tuple[int, int] | None:
         """The range a trace job is taken to declare, or None (CPU-only jobs)."""
@@ -70,7 +100,9 @@ class SpeedModel:
         return [
             "speed model (a model, not a measurement; docs/tuning.md):",
             f"  a GPU job's GPUs can use {self.cpu_per_gpu_millis}m CPU each; with c millicores it runs at "
-            "min(1, c / need) of full speed; the trace run time is the time at the requested CPU",
+            "min(1, S(c) / S(need)) of full speed, S(c) = 1 / (s + (1 - s) / c) (Amdahl, c in CPUs); "
+            "the trace run time is the time at the requested CPU",
+            f"  s = {self.serial_fraction:.3f}: {self.fit_source}",
             f"  declared range cpu: [requested, {self.range_factor:g} x requested] (cut to the biggest node); "
             "CPU-only jobs are not tuned",
             f"  the tuner (jobs/tuning detector + policy) looks after a {self.window_seconds:.0f} s window, at "
@@ -173,7 +205,7 @@ def record(job: TunedJob, diagnosis: Diagnosis, decision: Decision, *, now: floa
         reverted = h.reverted | {decision.direction}
         job.history = replace(h, changes=h.changes + 1, last_change_at=now, pending=None, reverted=reverted)
     elif decision.action == "keep":
-        job.history = replace(h, pending=None)
+        job.history = replace(h, pending=None, kept=h.kept | {decision.direction})
     job.holds = job.holds + 1 if decision.action == "hold" else 0
 
 

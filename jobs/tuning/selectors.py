@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from jobs.core.choices import EventKind
@@ -58,7 +59,7 @@ def window_points(rows: Iterable[TelemetrySample]) -> list[Point]:
 
 def tuning_history(job: Job) -> History:
     """The tuner's past decisions on this job, from its tuning events (oldest first)."""
-    changes, last, pending, reverted = 0, None, None, set()
+    changes, last, pending, reverted, kept = 0, None, None, set(), set()
     for event in job.events.filter(kind=EventKind.TUNING).order_by("created_at", "id"):
         data: dict[str, Any] = event.data or {}
         action = data.get("action")
@@ -77,7 +78,15 @@ def tuning_history(job: Job) -> History:
             pending = None
         if action == "revert":
             reverted.add(str(data.get("direction", "")))
-    return History(changes=changes, last_change_at=last, pending=pending, reverted=frozenset(reverted))
+        if action == "keep":
+            kept.add(str(data.get("direction", "")))
+    return History(
+        changes=changes,
+        last_change_at=last,
+        pending=pending,
+        reverted=frozenset(reverted),
+        kept=frozenset(kept),
+    )
 
 
 def thresholds() -> Thresholds:
@@ -118,5 +127,25 @@ def job_diagnose(job: Job, *, now: datetime | None = None) -> Diagnosis:
     """The detector's view of the job's current attempt over the last window."""
     now = now or timezone.now()
     since = now - timedelta(seconds=settings.TUNING_WINDOW_SECONDS)
-    rows = TelemetrySample.objects.filter(job=job, attempt=job.attempt, ts__gte=since, ts__lte=now)
+    warm = warm_from(job)
+    if warm is None:
+        return diagnose([], thresholds=thresholds())
+    rows = TelemetrySample.objects.filter(job=job, attempt=job.attempt, ts__gte=max(since, warm), ts__lte=now)
     return job_reclassify(job, diagnose(window_points(rows), thresholds=thresholds()))
+
+
+def warm_from(job: Job) -> datetime | None:
+    """When the current attempt's warm-up is over: its first look with a speed after the first
+    TUNING_WARMUP_LOOKS such looks (None: not yet). The telemetry's speed is a moving average, so the first
+    looks of an attempt still carry its start-up (thread pools, first batches, a neighbour's burst at pod
+    start); counting them would judge a restart on its slowest seconds."""
+    skip = max(0, settings.TUNING_WARMUP_LOOKS)
+    looks = (
+        TelemetrySample.objects.filter(job=job, attempt=job.attempt)
+        .filter(Q(samples_per_sec__isnull=False) | Q(steps_per_sec__isnull=False))
+        .order_by("ts")
+        .values_list("ts", flat=True)
+        .distinct()
+    )
+    found = list(looks[skip : skip + 1])
+    return found[0] if found else None

@@ -426,7 +426,8 @@ RECONCILE_INTERVAL_SECONDS = env.float("RECONCILE_INTERVAL_SECONDS", default=30.
 WATCHER_RELIST_SECONDS = env.float("WATCHER_RELIST_SECONDS", default=300.0)
 # Telemetry and the tuner (docs/tuning.md): how often running jobs are sampled and the tuner runs, how
 # long a window of samples it judges, how steady the speed must be (coefficient of variation) to call a
-# job stable, how many changes one job may get, and how much slower "after" may be before it is reverted.
+# job stable, how many looks of a new attempt are its warm-up (never judged), how many changes one job may
+# get, and how much slower "after" may be before it is reverted.
 TELEMETRY_INTERVAL_SECONDS = env.float("TELEMETRY_INTERVAL_SECONDS", default=10.0)
 # GPU utilisation (clusterio/gpumetrics.py): metrics.k8s.io has none, so it is read from NVIDIA's DCGM
 # exporter where the cluster runs one: each node's exporter URL (http://<node>:9400/metrics), or one
@@ -442,6 +443,7 @@ IDLE_GPU_CHECK_SECONDS = env.float("IDLE_GPU_CHECK_SECONDS", default=30.0)
 TUNING_INTERVAL_SECONDS = env.float("TUNING_INTERVAL_SECONDS", default=30.0)
 TUNING_WINDOW_SECONDS = env.float("TUNING_WINDOW_SECONDS", default=120.0)
 TUNING_MIN_SAMPLES = env.int("TUNING_MIN_SAMPLES", default=5)
+TUNING_WARMUP_LOOKS = env.int("TUNING_WARMUP_LOOKS", default=2)
 TUNING_STABLE_CV = env.float("TUNING_STABLE_CV", default=0.15)
 TUNING_CPU_HIGH = env.float("TUNING_CPU_HIGH", default=0.85)
 TUNING_MAX_CHANGES = env.int("TUNING_MAX_CHANGES", default=3)

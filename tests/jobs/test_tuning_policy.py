@@ -205,3 +205,18 @@ def test_never_outside_range_or_quota_over_many_inputs() -> None:
                     assert 1 <= d.target.learners <= 3
                     extra = d.target.cpu_millis * d.target.learners - cpu * learners
                     assert extra <= free
+
+
+def test_a_kept_cpu_up_is_not_given_back_when_a_busy_node_makes_the_job_look_over_provisioned() -> None:
+    history = History(changes=1, last_change_at=0.0, kept=frozenset({"cpu_up"}))
+    decision = decide(
+        diagnosis=diagnosis("over_provisioned", used=500), current=Allocation(2000, 1), history=history,
+        limits=LIMITS, now=1000,
+    )  # fmt: skip
+    assert (decision.action, decision.code) == ("hold", "kept")
+
+
+def test_a_kept_cpu_down_does_not_stop_a_later_cpu_up() -> None:
+    history = History(changes=1, last_change_at=0.0, kept=frozenset({"cpu_down"}))
+    decision = decide(diagnosis=diagnosis(), current=ONE, history=history, limits=LIMITS, now=1000)
+    assert (decision.action, decision.direction) == ("scale", "cpu_up")

@@ -100,6 +100,7 @@ def test_memory_pressure_and_unstable_windows_are_left_as_they_are() -> None:
 def _fast_windows(settings: Any) -> None:
     settings.TUNING_WINDOW_SECONDS = 60
     settings.TUNING_MIN_SAMPLES = 5
+    settings.TUNING_WARMUP_LOOKS = 0  # every recorded look counts (the warm-up has its own tests)
     settings.TUNING_STABLE_CV = 0.15
     settings.TUNING_MAX_CHANGES = 3
     settings.TUNING_REGRESSION_TOLERANCE = 0.05

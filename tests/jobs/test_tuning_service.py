@@ -26,6 +26,7 @@ TUNING = {"threads": "auto", "cpu_millis": [1000, 2000], "learners": None}
 def _fast_windows(settings: Any) -> None:
     settings.TUNING_WINDOW_SECONDS = 60
     settings.TUNING_MIN_SAMPLES = 5
+    settings.TUNING_WARMUP_LOOKS = 0
     settings.TUNING_STABLE_CV = 0.15
     settings.TUNING_MAX_CHANGES = 3
     settings.TUNING_REGRESSION_TOLERANCE = 0.05
@@ -197,3 +198,71 @@ def test_one_change_per_window_then_at_most_max_changes(settings: Any) -> None:
     assert kept is not None and kept.action == "keep"
     decision = job_autotune(job_id=job.pk)
     assert decision is not None and decision.code in ("max_changes", "window")
+
+
+def record_series(job: Job, *, cpu: int, speeds: list[float]) -> None:
+    """One look per speed, 5 s apart, oldest first, ending now."""
+    now = timezone.now()
+    TelemetrySample.objects.bulk_create(
+        TelemetrySample(
+            job=job, attempt=job.attempt, learner=0, ts=now - timedelta(seconds=5 * (len(speeds) - i)),
+            cpu_millis_used=cpu, cpu_millis_limit=job.cpu_millis, memory_mib_used=300, memory_mib_limit=1024,
+            samples_per_sec=speed,
+        )
+        for i, speed in enumerate(speeds)
+    )  # fmt: skip
+
+
+def scaled_and_restarted(job: Job) -> Job:
+    record(job, cpu=995, speed=1000)
+    job_autotune(job_id=job.pk)
+    lifecycle.job_admit(job_id=job.pk, placements=["node-1"])
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.RUNNING)
+    job.refresh_from_db()
+    return job
+
+
+def test_the_new_attempts_warm_up_looks_are_not_judged(settings: Any) -> None:
+    settings.TUNING_STABLE_CV = 0.3
+    job = scaled_and_restarted(tunable_job())
+    settings.TUNING_WARMUP_LOOKS = 2
+    # The first two looks carry the restart's start-up (half speed); the next five run at 1.9x.
+    record_series(job, cpu=1990, speeds=[600, 900, 1900, 1880, 1920, 1900, 1910])
+    decision = job_autotune(job_id=job.pk)
+    assert decision is not None and decision.action == "keep"
+    assert decision.evidence["speed_ratio"] == pytest.approx(1.9, rel=0.02)
+    assert decision.evidence["points"] == 5
+
+
+def test_judging_waits_for_enough_looks_after_the_warm_up(settings: Any) -> None:
+    job = scaled_and_restarted(tunable_job())
+    settings.TUNING_WARMUP_LOOKS = 2
+    record_series(job, cpu=1990, speeds=[600, 900, 1900, 1900, 1900, 1900])
+    decision = job_autotune(job_id=job.pk)
+    assert decision is not None and (decision.action, decision.code) == ("hold", "pending")
+
+
+def test_a_neighbours_burst_in_the_window_does_not_revert_a_real_speed_up(settings: Any) -> None:
+    settings.TUNING_STABLE_CV = 0.3
+    job = scaled_and_restarted(tunable_job())
+    # One look caught a neighbour's burst: the mean falls to 1.68x, the median stays at 1.9x.
+    record_series(job, cpu=1990, speeds=[1900, 1910, 800, 1890, 1900, 1920])
+    decision = job_autotune(job_id=job.pk)
+    assert decision is not None and decision.action == "keep"
+    assert decision.evidence["speed_ratio"] == pytest.approx(1.9, rel=0.02)
+
+
+def test_after_a_kept_cpu_up_the_job_is_not_scaled_back_down(settings: Any) -> None:
+    settings.TUNING_WINDOW_SECONDS = 30
+    job = scaled_and_restarted(tunable_job())
+    record(job, cpu=1990, speed=1900)
+    kept = job_autotune(job_id=job.pk)
+    assert kept is not None and kept.action == "keep"
+    assert tuning_history(job).kept == {"cpu_up"}
+    TelemetrySample.objects.filter(job=job).delete()
+    JobEvent.objects.filter(job=job, kind="tuning").update(created_at=timezone.now() - timedelta(minutes=5))
+    record(job, cpu=400, speed=1900)  # the node got busy: 20% of the 2000m limit used
+    decision = job_autotune(job_id=job.pk)
+    assert decision is not None and (decision.action, decision.code) == ("hold", "kept")
+    job.refresh_from_db()
+    assert (job.status, job.cpu_millis) == (JobStatus.RUNNING, 2000)

@@ -18,6 +18,7 @@ a neighbour's burst). A stable job is classified, first match wins:
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -68,7 +69,9 @@ class Diagnosis:
 
     @property
     def speed(self) -> float | None:
-        value = self.evidence.get("speed_mean")
+        """The window's speed: its median look (a neighbour's burst on a shared node moves it less than the
+        mean), else the mean for evidence recorded before the median was."""
+        value = self.evidence.get("speed_median", self.evidence.get("speed_mean"))
         return float(value) if value is not None else None
 
 
@@ -103,6 +106,7 @@ def diagnose(
     learners = points[-1].learners
     evidence |= {
         "speed_mean": round(_mean(speeds), 3),
+        "speed_median": round(statistics.median(speeds), 3),
         "speed_cv": round(cv, 4) if math.isfinite(cv) else None,
         "cpu_used_millis": round(_mean([p.cpu_used for p in points])),
         "cpu_limit_millis": round(points[-1].cpu_limit),

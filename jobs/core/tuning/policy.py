@@ -12,8 +12,10 @@ Rules, in order:
    at the top of its CPU range, one more learner when its learner range and the quota allow;
    `over_provisioned` gives CPU back (to 1.5x what it uses, not below the range); `scaling_limited` drops
    a learner; `communication_bound` (jobs.core.tuning.scaling) goes to the fewest learners that were as
-   fast, and holds rather than grow again. Memory pressure, GPU-bound and unknown hold: there is nothing
-   in the range to change.
+     fast, and holds rather than grow again. Never back down from a kept `cpu_up` / `learners_up`: its
+     speed-up was measured, and a node too busy to let the job use its CPU must not talk the tuner out of
+     it (a flip-flop that costs two restarts). Memory pressure, GPU-bound and unknown hold: there is
+     nothing in the range to change.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from jobs.core.tuning.detector import Diagnosis
 
 Action = Literal["hold", "scale", "revert", "keep"]
 CPU_GRAIN = 100  # millicores: allocations move in tenths of a CPU
+UNDOES_GAIN = {"cpu_down": "cpu_up", "learners_down": "learners_up"}
+"""A direction that would give back what a kept change in the other direction measured as a gain."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class History:
     last_change_at: float | None = None
     pending: Pending | None = None
     reverted: frozenset[str] = frozenset()
+    kept: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,7 @@ class Decision:
     direction: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
     code: str = ""
-    """Why a `hold` holds, in one word (pending, max_changes, window, unstable, no_change, reverted), so
+    """Why a `hold` holds, in one word (pending, max_changes, window, unstable, no_change, reverted, kept), so
     the service records a hold only when its cause changes."""
 
 
@@ -137,6 +142,11 @@ def decide(
         return _hold(f"{diagnosis.bottleneck}: {why}", "no_change", evidence)
     if direction in history.reverted:
         return _hold(f"{diagnosis.bottleneck}: {direction} was reverted before", "reverted", evidence)
+    # A communication-bound verdict is itself a measurement of the kept change (the speed at both learner
+    # counts: it gained too little for its learners), not a busy node's say-so, so it may undo it.
+    if UNDOES_GAIN.get(direction) in history.kept and diagnosis.bottleneck != "communication_bound":
+        why = f"{diagnosis.bottleneck}: {direction} would give back a kept {UNDOES_GAIN[direction]}'s gain"
+        return _hold(why, "kept", evidence)
     evidence["target"] = target.as_dict()
     return Decision(
         "scale", f"{diagnosis.bottleneck} ({diagnosis.reason}): {why}", target, direction, evidence

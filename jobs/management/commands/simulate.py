@@ -146,7 +146,11 @@ class Command(BaseCommand):
         if preemption is not None:
             common["preemption"] = preemption
         results = [simulate(jobs, nodes, policy=p, eta=options["eta"], **common) for p in policies]
-        model = SpeedModel(cpu_per_gpu_millis=options["cpu_per_gpu"]) if options["tuning"] == "on" else None
+        model = (
+            SpeedModel.fitted(cpu_per_gpu_millis=options["cpu_per_gpu"])
+            if options["tuning"] == "on"
+            else None
+        )
         tuned = [simulate(jobs, nodes, policy=p, tuning=model, **common) for p in policies] if model else []
         if options["json"]:
             if model is not None:
