@@ -22,13 +22,6 @@ Variables set, and who reads them:
 - `TRAINYARD_TORCH_INTEROP_THREADS`: a hint only, for `torch.set_num_interop_threads(...)`; PyTorch's
   inter-op pool is only settable from code (the example script, examples/train/train.py, applies it).
 
-- `OMP_WAIT_POLICY=PASSIVE` (two threads or more; a user's own value wins): OpenMP threads that wait
-  at the end of a parallel region sleep instead of spinning. A container's cgroup competes for the node
-  as one weight (cpu.shares), not one per thread, so on a busy node its threads are rarely on a core at
-  once, and a spinning thread burns the slice its sibling needs to finish the region: measured on the
-  example job (examples/train/train.py, 2 threads in a 2-CPU cgroup on a busy 2-core machine), about 500
-  samples/s spinning against 6,000-11,000 passive; docs/tuning.md, "Where the speed-up was lost".
-
 Not set: `TORCH_NUM_THREADS`, because PyTorch does not read it (its intra-op pool follows
 `OMP_NUM_THREADS`).
 """
@@ -46,7 +39,6 @@ THREAD_ENV_NAMES: tuple[str, ...] = (
     "TF_NUM_INTRAOP_THREADS",
     "TF_NUM_INTEROP_THREADS",
 )
-WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 DATALOADER_WORKERS_ENV = "TRAINYARD_DATALOADER_WORKERS"
 TORCH_INTEROP_ENV = "TRAINYARD_TORCH_INTEROP_THREADS"
 
@@ -68,6 +60,4 @@ def thread_env(cpu_millis: int) -> dict[str, str]:
     env = dict.fromkeys(THREAD_ENV_NAMES, str(threads))
     env[DATALOADER_WORKERS_ENV] = str(threads - 1)
     env[TORCH_INTEROP_ENV] = str(threads)
-    if threads > 1:
-        env[WAIT_POLICY_ENV] = "PASSIVE"
     return env

@@ -21,7 +21,7 @@ from clusterio.builders.specs import JobPodsSpec
 from clusterio.builders.tenant import GPU_RESOURCE
 from clusterio.builders.volumes import fetch_mounts, learner_volumes
 from clusterio.taints import learner_tolerations
-from clusterio.threads import THREAD_ENV_NAMES, WAIT_POLICY_ENV, thread_env
+from clusterio.threads import THREAD_ENV_NAMES, thread_env
 
 CONTAINER_NAME = "learner"
 RENDEZVOUS_PORT_NAME = "rendezvous"
@@ -214,10 +214,7 @@ def learner_env(spec: JobPodsSpec, index: int) -> list[client.V1EnvVar]:
         "TRAINYARD_SCRATCH_DIR": spec.scratch_dir,
     }
     if spec.threads == "auto":
-        sized = thread_env(spec.cpu_millis)
-        if WAIT_POLICY_ENV in spec.env:  # a hint, not a reserved name: the user's own choice wins
-            del sized[WAIT_POLICY_ENV]
-        platform.update(sized)
+        platform.update(thread_env(spec.cpu_millis))
     if spec.artifacts is not None:
         platform.update(learner_artifact_env(spec.artifacts, index))
     platform.update({key: value for key, value in spec.platform_env.items() if key not in platform})

@@ -84,15 +84,3 @@ def test_tuned_cpu_changes_the_thread_count() -> None:
     """The tuner changes `Job.cpu_millis`; the next attempt's pods are sized from it."""
     assert _env(_spec(cpu_millis=1000))["OMP_NUM_THREADS"] == "1"
     assert _env(_spec(cpu_millis=2000, attempt=2))["OMP_NUM_THREADS"] == "2"
-
-
-def test_several_threads_wait_passively_and_one_thread_is_left_alone() -> None:
-    """Spinning OpenMP threads in one cgroup starve each other on a busy node (docs/tuning.md)."""
-    assert _env(_spec(cpu_millis=2000))["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert "OMP_WAIT_POLICY" not in _env(_spec(cpu_millis=1000))
-    assert "OMP_WAIT_POLICY" not in _env(_spec(cpu_millis=2000, threads="off"))
-
-
-def test_the_users_own_wait_policy_wins() -> None:
-    env = _env(_spec(cpu_millis=2000, env={"OMP_WAIT_POLICY": "ACTIVE"}))
-    assert env["OMP_WAIT_POLICY"] == "ACTIVE"
