@@ -21,19 +21,12 @@ from jobs.models import Job
 from jobs.services import job_submit
 from tests.e2e.conftest import login
 from tests.factories import make_tenant, member
-from tests.jobs.engine import python_spec
+from tests.jobs.engine import HOLD, python_spec
 
 pytestmark = pytest.mark.slow
 
 T = TypeVar("T")
 
-HOLD = """
-import os, socket
-with socket.create_connection(("127.0.0.1", int(os.environ["GATE_PORT"])), timeout=120) as s:
-    print("holding", flush=True)
-    s.recv(1)
-print("released", flush=True)
-"""
 MARK = "window.__mark = 'still here'"
 
 

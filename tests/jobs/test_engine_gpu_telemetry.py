@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.test import Client, override_settings
@@ -24,46 +21,13 @@ from jobs.telemetry import telemetry_record_running
 from kubesim.testing import KubeSim
 from tests.clusterio.test_gpumetrics import exporter_output
 from tests.factories import make_job, make_tenant, member
-from tests.jobs.engine import python_spec, wait_status
-
-HOLD = """
-import os, socket
-with socket.create_connection(("127.0.0.1", int(os.environ["GATE_PORT"])), timeout=120) as s:
-    print("holding", flush=True)
-    s.recv(1)
-"""
-
-
-class _Exporter(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = self.server.body.encode()  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def exporter() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Exporter)
-    server.body = ""  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+from tests.jobs.engine import HOLD, python_spec, serving, wait_status
 
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_gpu_jobs_utilisation_is_read_from_the_dcgm_exporter_and_shown(
-    engine: KubeSim, exporter: ThreadingHTTPServer, client: Client
+    engine: KubeSim, client: Client
 ) -> None:
     tenant = make_tenant()
     alice = member(tenant, username="alice")
@@ -76,9 +40,8 @@ def test_a_gpu_jobs_utilisation_is_read_from_the_dcgm_exporter_and_shown(
         with conn:
             job = wait_status(job, "running", timeout=60)
             pod = names.learner_pod_name(job.pk, job.attempt, 0)
-            exporter.body = exporter_output(namespace=namespace_for(tenant), pod=pod)  # type: ignore[attr-defined]
-            url = f"http://127.0.0.1:{exporter.server_address[1]}/metrics"
-            with override_settings(GPU_METRICS_URLS=[url]):
+            body = exporter_output(namespace=namespace_for(tenant), pod=pod)
+            with serving(lambda: body) as url, override_settings(GPU_METRICS_URLS=[url]):
                 deadline = time.monotonic() + 60
                 while not TelemetrySample.objects.filter(job=job, gpu_util__isnull=False).exists():
                     assert time.monotonic() < deadline, "no telemetry look with GPU utilisation"

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -29,57 +27,17 @@ from jobs.telemetry import telemetry_record_running
 from kubesim.testing import KubeSim
 from tenants.models import Policy
 from tests.factories import make_tenant, member
-from tests.jobs.engine import python_spec, wait_status
+from tests.jobs.engine import HOLD, python_spec, serving, wait_status
 
 SERIES = json.loads((Path(__file__).parent / "data" / "dcgm_idle_gpu_series.json").read_text())
 BUSY_READINGS = [r["metrics"] for r in SERIES["readings"] if r["t"] <= SERIES["busy_until_t"]][:2]
 IDLE_READINGS = [r["metrics"] for r in SERIES["readings"] if r["t"] > SERIES["busy_until_t"]]
 
-HOLD = """
-import os, socket
-with socket.create_connection(("127.0.0.1", int(os.environ["GATE_PORT"])), timeout=120) as s:
-    print("holding", flush=True)
-    s.recv(1)
-"""
-
-
-class _Series(BaseHTTPRequestHandler):
-    """Answers each GET with the next recorded reading (the last one once they run out)."""
-
-    def do_GET(self) -> None:
-        server = self.server
-        with server.lock:  # type: ignore[attr-defined]
-            texts = server.texts  # type: ignore[attr-defined]
-            text = texts.pop(0) if len(texts) > 1 else texts[0]
-        body = text.replace("{namespace}", server.namespace).replace("{pod}", server.pod).encode()  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def exporter() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Series)
-    server.lock = threading.Lock()  # type: ignore[attr-defined]
-    server.texts = [*BUSY_READINGS, *IDLE_READINGS]  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_an_idle_gpu_job_is_flagged_notified_and_halted_by_its_tenants_policy(
-    engine: KubeSim, exporter: ThreadingHTTPServer, client: Client
+    engine: KubeSim, client: Client
 ) -> None:
     tenant = make_tenant()
     Policy.objects.create(tenant=tenant, idle_gpu_halt_after_seconds=0)
@@ -95,15 +53,20 @@ def test_an_idle_gpu_job_is_flagged_notified_and_halted_by_its_tenants_policy(
         conn, _ = gate.accept()
         with conn:
             job = wait_status(job, "running", timeout=60)
-            exporter.namespace = namespace_for(tenant)  # type: ignore[attr-defined]
-            exporter.pod = names.learner_pod_name(job.pk, job.attempt, 0)  # type: ignore[attr-defined]
-            url = f"http://127.0.0.1:{exporter.server_address[1]}/metrics"
+            namespace, pod = namespace_for(tenant), names.learner_pod_name(job.pk, job.attempt, 0)
+            readings, lock = [*BUSY_READINGS, *IDLE_READINGS], threading.Lock()
+
+            def next_reading() -> str:  # one reading per request: busy, then idle (the last one once done)
+                with lock:
+                    text = readings.pop(0) if len(readings) > 1 else readings[0]
+                return text.replace("{namespace}", namespace).replace("{pod}", pod)
+
             idle = {
                 "IDLE_GPU_THRESHOLD": 0.05,
                 "IDLE_GPU_WINDOW_SECONDS": 1.0,
                 "TELEMETRY_INTERVAL_SECONDS": 0.5,
             }
-            with override_settings(GPU_METRICS_URLS=[url], **idle):
+            with serving(next_reading) as url, override_settings(GPU_METRICS_URLS=[url], **idle):
 
                 def look() -> None:  # as the two beat tasks do
                     telemetry_record_running()
