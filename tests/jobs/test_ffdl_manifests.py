@@ -257,7 +257,7 @@ def test_mount_keys_on_an_s3_store_are_refused_by_name(key: str) -> None:
 
     errors = errors_with_connection(connection, store_type="mount_cos")
 
-    assert errors == {f"data_stores[0].connection.{key}": [f"not accepted here: {ffdl._MOUNT_ONLY}"]}
+    assert errors == {f"data_stores[0].connection.{key}": [f"not accepted here: {ffdl.mapping.MOUNT_ONLY}"]}
 
 
 @pytest.mark.parametrize("store_type", sorted(ffdl.REFUSED_STORE_TYPES))

@@ -157,7 +157,7 @@ def markdown() -> str:
     lines = [
         "# The job spec",
         "",
-        "<!-- Generated from jobs/core/spec/schema/, jobs/core/spec/reference.py and jobs/core/ffdl.py by",
+        "<!-- Generated from jobs/core/spec/schema/, jobs/core/spec/reference.py and jobs/core/ffdl/mapping.py by",
         f"     `{REGENERATE}`; do not edit by hand. -->",
         "",
         "A job is a YAML or JSON document in Trainyard's format (below) or an FfDL `manifest.yml` (see",
