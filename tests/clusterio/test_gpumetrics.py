@@ -5,9 +5,7 @@ Kubernetes mapping on: per-GPU series labelled with the pod, namespace and conta
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from hypothesis import strategies as st
 
 from clusterio import gpumetrics
 from clusterio.errors import Unavailable
+from tests.local_http import serving
 
 SAMPLE = (Path(__file__).parent / "data" / "dcgm_exporter_metrics.txt").read_text()
 
@@ -61,31 +60,11 @@ def test_any_text_is_read_or_refused_with_a_value_error(text: str) -> None:
     assert all(0.0 <= value <= 1.0 for value in readout.values())
 
 
-class _Exporter(BaseHTTPRequestHandler):
-    body = b""
-
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.end_headers()
-        self.wfile.write(self.server.body)  # type: ignore[attr-defined]
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def exporter() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Exporter)
-    server.body = exporter_output().encode()  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    body = exporter_output()
+    with serving(lambda: body) as url:
+        yield url
 
 
 def _closed_port_url() -> str:

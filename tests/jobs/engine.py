@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
 from jobs.core.states import TERMINAL
@@ -96,31 +93,3 @@ print("released", flush=True)
 """A job script that runs until the test lets it go: it connects to the test's listening socket (port in
 GATE_PORT; kubesim pods share the machine's loopback) and ends when a byte arrives, so a test holds a job
 running as long as it needs without depending on timing."""
-
-
-@contextmanager
-def serving(answer: Callable[[], str]) -> Iterator[str]:
-    """A local HTTP server answering every GET with `answer()` (e.g. a cluster's DCGM exporter); yields its
-    URL and is stopped on exit."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = answer().encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()

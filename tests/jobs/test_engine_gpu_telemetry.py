@@ -21,7 +21,8 @@ from jobs.telemetry import telemetry_record_running
 from kubesim.testing import KubeSim
 from tests.clusterio.test_gpumetrics import exporter_output
 from tests.factories import make_job, make_tenant, member
-from tests.jobs.engine import HOLD, python_spec, serving, wait_status
+from tests.jobs.engine import HOLD, python_spec, wait_status
+from tests.local_http import serving
 
 
 @pytest.mark.slow

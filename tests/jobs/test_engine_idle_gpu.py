@@ -27,7 +27,8 @@ from jobs.telemetry import telemetry_record_running
 from kubesim.testing import KubeSim
 from tenants.models import Policy
 from tests.factories import make_tenant, member
-from tests.jobs.engine import HOLD, python_spec, serving, wait_status
+from tests.jobs.engine import HOLD, python_spec, wait_status
+from tests.local_http import serving
 
 SERIES = json.loads((Path(__file__).parent / "data" / "dcgm_idle_gpu_series.json").read_text())
 BUSY_READINGS = [r["metrics"] for r in SERIES["readings"] if r["t"] <= SERIES["busy_until_t"]][:2]
