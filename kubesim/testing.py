@@ -57,11 +57,11 @@ class KubeSim:
         **cluster_options: Any,
     ):
         self.state_dir = Path(state_dir)
-        self.token = token or auth.load_or_create_token(self.state_dir)
-        self.tls = tls.serving_files(self.state_dir, advertise_host)
         self.host = host
         self.options = cluster_options
-        self.cluster = Cluster(self.state_dir, **cluster_options)
+        self.cluster = Cluster(self.state_dir, **cluster_options)  # locks the state dir first
+        self.token = token or auth.load_or_create_token(self.state_dir)
+        self.tls = tls.serving_files(self.state_dir, advertise_host)
         self.server = ApiHTTPServer((host, port), self.cluster, self.token, self.tls.server_context())
         self.port = self.server.server_address[1]
         self.cluster.port = self.port
