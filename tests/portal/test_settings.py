@@ -115,8 +115,12 @@ def test_production_with_its_secrets_and_hosts_starts() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_database_url_comes_from_the_environment() -> None:
-    result = _run("portal.settings.local", DATABASE_URL="postgres://u:p@db.example:5432/elsewhere")
+def test_database_url_comes_from_the_environment(tmp_path: Path) -> None:
+    result = _run(
+        "portal.settings.local",
+        DATABASE_URL="postgres://u:p@db.example:5432/elsewhere",
+        LOCAL_SECRETS_FILE=str(tmp_path / "secrets.env"),
+    )
     assert result.stdout.strip() == "elsewhere"
 
 
