@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE ?= portal.settings.local
 
-.PHONY: up test install services browser tools sandbox db migrate seed lint typecheck pytest clean
+.PHONY: up test install services browser tools sandbox secrets db migrate seed lint typecheck pytest clean
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -39,10 +39,15 @@ tools: $(KUBECTL_1_20)
 sandbox:
 	@test -x /usr/bin/bwrap || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap)
 
+# This machine's own SECRET_KEY and credentials key, made at the first run and kept (mode 0600); the local
+# settings read them, the environment still wins (docs/operations.md, "Secrets").
+secrets: install
+	@$(PY) -m portal.secretkeys var/secrets.env
+
 db: services
 	@psql -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='trainyard'" | grep -q 1 || createdb trainyard
 
-migrate: install db
+migrate: install secrets db
 	$(PY) manage.py migrate --noinput
 
 seed: migrate

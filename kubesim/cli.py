@@ -19,6 +19,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve the API until SIGTERM/SIGINT")
     serve.add_argument("--port", type=int, default=6443)
     serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument(
+        "--advertise-host",
+        default="127.0.0.1",
+        help="the address clients use: the kubeconfig's server and the serving certificate name it",
+    )
     serve.add_argument("--state-dir", type=Path, required=True)
     serve.add_argument("--kubeconfig", type=Path, required=True)
     serve.add_argument("--gpu-nodes", type=int, default=0)
@@ -72,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         args.state_dir,
         port=args.port,
         host=args.host,
+        advertise_host=args.advertise_host,
         kubeconfig_path=args.kubeconfig,
         gpu_nodes=args.gpu_nodes,
         gpus_per_node=args.gpus_per_node,

@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import ssl
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from kubesim import __version__, resources, tables
+from kubesim import __version__, auth, resources, tables
 from kubesim.errors import ApiError, bad_request, not_found, too_large_resource_version
 from kubesim.openapi import fields
 from kubesim.resources import Resource
@@ -63,16 +65,35 @@ class Params:
 
 
 class ApiHTTPServer(ThreadingHTTPServer):
-    """A threading HTTP server that remembers open connections so that stop() can cut them."""
+    """A threading HTTPS server that remembers open connections so that stop() can cut them; it answers only
+    requests that carry ``token`` (kubesim/auth.py)."""
 
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], cluster: Cluster):
+    def __init__(self, address: tuple[str, int], cluster: Cluster, token: str, tls: ssl.SSLContext):
         self.cluster = cluster
+        self.token = token
         self.connections: set[socket.socket] = set()
         self.conn_lock = threading.Lock()
         super().__init__(address, Handler)
+        self.socket = tls.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """Complete the TLS handshake on the connection's own thread (a slow or plain-HTTP client holds up
+        no other), then serve it."""
+        try:
+            request.settimeout(10)
+            request.do_handshake()
+            request.settimeout(None)
+        except OSError:
+            return
+        super().finish_request(request, client_address)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that a client dropped or cut mid-TLS is not an error worth a traceback."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """Track the connection, then handle it on its own thread."""
@@ -156,6 +177,8 @@ class Handler(BaseHTTPRequestHandler):
         for warning in self.warnings:
             self.send_header("Warning", '299 - "' + warning.replace('"', '\\"') + '"')
         self.send_header("Content-Length", str(len(data)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
 
@@ -182,6 +205,9 @@ class Handler(BaseHTTPRequestHandler):
         params = Params(url.query)
         self.warnings: list[str] = []
         try:
+            if not auth.authenticated(self.headers.get("Authorization"), self.server.token):
+                self.close_connection = True  # its body, if any, stays unread
+                raise auth.unauthorized()
             if not url.path.startswith("/kubesim/"):
                 self.cluster.faults.apply(method, url.path, self.cluster.stopping)
             self._route(method, url.path.rstrip("/") or "/", params)

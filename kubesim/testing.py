@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -11,19 +14,23 @@ from typing import Any
 
 import yaml
 
+from kubesim import auth, tls
 from kubesim.cluster import Cluster
 from kubesim.faults import FaultRule, ImagePullRule
 from kubesim.server import ApiHTTPServer
 
 
-def kubeconfig_text(url: str) -> str:
-    """A kubeconfig pointing at ``url`` with no authentication."""
+def kubeconfig_text(url: str, token: str, ca_cert: Path) -> str:
+    """A kubeconfig for the HTTPS server at ``url`` (trusting ``ca_cert``), authenticating with ``token``."""
+    ca_data = base64.b64encode(ca_cert.read_bytes()).decode()
     return yaml.safe_dump(
         {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "kubesim", "cluster": {"server": url}}],
-            "users": [{"name": "kubesim", "user": {}}],
+            "clusters": [
+                {"name": "kubesim", "cluster": {"server": url, "certificate-authority-data": ca_data}}
+            ],
+            "users": [{"name": "kubesim", "user": {"token": token}}],
             "contexts": [
                 {
                     "name": "kubesim",
@@ -45,16 +52,21 @@ class KubeSim:
         host: str = "127.0.0.1",
         kubeconfig_path: Path | None = None,
         auto: bool = True,
+        token: str | None = None,
+        advertise_host: str = "127.0.0.1",
         **cluster_options: Any,
     ):
         self.state_dir = Path(state_dir)
         self.host = host
         self.options = cluster_options
-        self.cluster = Cluster(self.state_dir, **cluster_options)
-        self.server = ApiHTTPServer((host, port), self.cluster)
+        self.cluster = Cluster(self.state_dir, **cluster_options)  # locks the state dir first
+        self.token = token or auth.load_or_create_token(self.state_dir)
+        self.tls = tls.serving_files(self.state_dir, advertise_host)
+        self.server = ApiHTTPServer((host, port), self.cluster, self.token, self.tls.server_context())
         self.port = self.server.server_address[1]
         self.cluster.port = self.port
-        self.url = f"http://127.0.0.1:{self.port}"
+        host_part = f"[{advertise_host}]" if ":" in advertise_host else advertise_host
+        self.url = f"https://{host_part}:{self.port}"
         self.kubeconfig_path = Path(kubeconfig_path or self.state_dir / "kubeconfig")
         self.auto = auto
         self._thread: threading.Thread | None = None
@@ -62,7 +74,9 @@ class KubeSim:
     def start(self) -> KubeSim:
         """Write the kubeconfig and start serving (and, unless ``auto=False``, the control loop)."""
         self.kubeconfig_path.parent.mkdir(parents=True, exist_ok=True)
-        self.kubeconfig_path.write_text(kubeconfig_text(self.url))
+        fd = os.open(self.kubeconfig_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(kubeconfig_text(self.url, self.token, self.tls.ca_cert))
         self._thread = threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, name="kubesim-http", daemon=True
         )
@@ -88,7 +102,9 @@ class KubeSim:
         self.stop()
         self.options = {**{k: v for k, v in self.options.items() if k != "fresh"}, **changes}
         self.cluster = Cluster(self.state_dir, **self.options)
-        self.server = ApiHTTPServer((self.host, self.port), self.cluster)
+        self.server = ApiHTTPServer(
+            (self.host, self.port), self.cluster, self.token, self.tls.server_context()
+        )
         self.cluster.port = self.port
         return self.start()
 
@@ -107,7 +123,9 @@ class KubeSim:
         watch cache starts at the current resourceVersion: a watch resuming from an older one gets 410 Gone
         and its client must list again, as against a real restarted apiserver."""
         self.cluster.store.compact(0)
-        self.server = ApiHTTPServer((self.host, self.port), self.cluster)
+        self.server = ApiHTTPServer(
+            (self.host, self.port), self.cluster, self.token, self.tls.server_context()
+        )
         self._thread = threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, name="kubesim-http", daemon=True
         )
@@ -119,7 +137,18 @@ class KubeSim:
 
         config = client.Configuration()
         config.host = self.url
+        config.api_key = {"authorization": self.token}
+        config.api_key_prefix = {"authorization": "Bearer"}
+        config.ssl_ca_cert = str(self.tls.ca_cert)
         return client.ApiClient(config)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A TLS context trusting this cluster's CA, for raw HTTPS requests (with ``auth_headers()``)."""
+        return self.tls.client_context()
+
+    def auth_headers(self) -> dict[str, str]:
+        """The ``Authorization`` header for raw HTTP requests to this server."""
+        return {"Authorization": f"Bearer {self.token}"}
 
     def step(self, times: int = 1) -> None:
         """Run the scheduler, controllers and kubelets explicitly (deterministic mode, ``auto=False``)."""

@@ -7,7 +7,9 @@ process the command started. When the child ends, every regular file under RESUL
 (symlinks are skipped, never followed), CHECKPOINT_DIR is measured, and the end is reported; the
 launcher then exits with the child's code (128 + signal when a signal killed it). Upload problems
 are reported on stderr and never change that code. Without TRAINYARD_RESULTS_URL it only runs the
-child. Stdlib only, Python 3.9+; as a container's PID 1 it also reaps orphaned processes.
+child. Stdlib only, Python 3.9+; as a container's PID 1 it also reaps orphaned processes. The artifact token
+stays out of the child's reach: not in its environment, and the launcher is not dumpable (see
+`hide_from_the_command`).
 
 With TRAINYARD_TENSORBOARD_URL and TRAINYARD_TENSORBOARD_DIR (a job whose `evaluation_metrics` is of type
 tensorboard), a thread sends the new bytes of every TensorBoard event file under that folder every
@@ -46,6 +48,7 @@ RETRY_SECONDS_ENV = "TRAINYARD_UPLOAD_RETRY_SECONDS"
 RETRY_SECONDS = 300.0
 TIMEOUT = 60.0
 CHUNK = 1 << 20
+PR_SET_DUMPABLE = 4
 
 
 def _say(message: str) -> None:
@@ -78,6 +81,23 @@ class Forwarder:
     def _send(self, signum: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.group or 0, signum)
+
+
+def hide_from_the_command() -> None:
+    """Keep the artifact token out of the user's command's reach. The child's environment goes without
+    it, but the launcher's own environment and memory stay readable through /proc/<launcher>/environ and
+    /proc/<launcher>/mem to any process of the same user (the command runs as the launcher's user). A
+    non-dumpable process (prctl PR_SET_DUMPABLE 0) has those files owned by root and refuses ptrace
+    access without CAP_SYS_PTRACE, which no container has by default and restricted pods drop; the command
+    is dumpable again after its exec. Done first, before any child exists."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    except (OSError, AttributeError) as exc:
+        _say(f"warning: the artifact token stays readable by the command (prctl failed: {exc})")
 
 
 def run_child(argv: list[str], forwarder: Forwarder) -> int:
@@ -412,6 +432,7 @@ def main(argv: list[str]) -> int:
     if not argv:
         _say("the launcher needs a command to run")
         return 2
+    hide_from_the_command()
     forwarder = Forwarder()
     forwarder.install()
     events = start_event_sync()

@@ -1,10 +1,19 @@
-"""Settings for a developer's machine (`make up`): debug on, an insecure key, kubesim's kubeconfig."""
+"""Settings for a developer's machine (`make up`): debug on, this machine's own keys, kubesim's kubeconfig."""
+
+from pathlib import Path
+
+from portal.secretkeys import local_secrets
 
 from .base import *  # noqa: F403
 from .base import BASE_DIR, env
 
 DEBUG = env.bool("DEBUG", default=True)
-SECRET_KEY = env("SECRET_KEY", default="local-insecure-key-do-not-use-in-production")
+# SECRET_KEY and the Fernet key that seals data-store credentials are this machine's own: made at the first
+# start in var/secrets.env (mode 0600, see docs/operations.md); the environment still wins.
+LOCAL_SECRETS_FILE = Path(env("LOCAL_SECRETS_FILE", default=str(BASE_DIR / "var" / "secrets.env")))
+_local = local_secrets(LOCAL_SECRETS_FILE)
+SECRET_KEY = env("SECRET_KEY", default=_local["SECRET_KEY"])
+CREDENTIALS_KEY = env("CREDENTIALS_KEY", default=_local["CREDENTIALS_KEY"])
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 KUBECONFIG = env("KUBECONFIG", default=str(BASE_DIR / "var" / "kubesim" / "kubeconfig"))
 LOCAL_SETUP = True

@@ -3,6 +3,8 @@
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
+from portal.secretkeys import weak_secret_key
+
 from .base import *  # noqa: F403
 from .base import LOGGING, MIDDLEWARE, env
 
@@ -10,6 +12,11 @@ SECRET_KEY = env("SECRET_KEY", default="")
 if not SECRET_KEY:
     raise ImproperlyConfigured(
         "SECRET_KEY must be set in production (environment variable SECRET_KEY or SECRET_KEY_FILE)."
+    )
+if _weak := weak_secret_key(SECRET_KEY):
+    raise ImproperlyConfigured(
+        f"SECRET_KEY is not fit for production: {_weak}. Use a random one of 50 characters or more, "
+        "`python -c 'import secrets; print(secrets.token_urlsafe(64))'`."
     )
 # Data-store credentials are sealed with it (common/sealing.py): without one of its own the key would
 # follow SECRET_KEY, and rotating SECRET_KEY would make every stored credential unreadable.

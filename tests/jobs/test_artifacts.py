@@ -208,6 +208,43 @@ def upload(token: str, job: Job, path: str, data: bytes, sha: str | None = None,
     )
 
 
+def _pod_writes(token: str, target: Job, attempt: int) -> list[int]:
+    """The answers to a pod's three writes (a result file, a TensorBoard piece, the end report)."""
+    as_pod = Client(headers={HEADER: token, "X-Trainyard-Sha256": hashlib.sha256(b"forged").hexdigest()})
+    base = f"/api/v1/artifacts/{target.pk}/{attempt}/0"
+    octets = "application/octet-stream"
+    return [
+        as_pod.put(f"{base}/results/files/model.txt", b"forged", content_type=octets).status_code,
+        as_pod.put(
+            f"{base}/tensorboard/files/events.out.tfevents.1",
+            b"forged",
+            content_type=octets,
+            HTTP_X_TRAINYARD_OFFSET="0",
+        ).status_code,
+        as_pod.post(
+            f"{base}/results/complete",
+            {"exit_code": 0, "files": 1, "bytes": 6, "checkpoint_bytes": 0},
+            content_type="application/json",
+        ).status_code,
+    ]
+
+
+def test_an_attempts_token_writes_nothing_of_another_job_or_attempt() -> None:
+    job, other = running_job_with_code(), running_job_with_code()
+    token = mint_token(job_id=job.pk, attempt=1)
+    assert _pod_writes(token, other, 1) == [403, 403, 403], (
+        "another job's results, event files and end report"
+    )
+    assert pod(token).get(f"/api/v1/artifacts/{other.pk}/1/code").status_code == 403
+    Job.objects.filter(pk=job.pk).update(attempt=2)
+    assert _pod_writes(token, job, 2) == [403, 403, 403], "the next attempt of its own job"
+    assert _pod_writes(token, job, 1) == [403, 403, 403], "its own attempt once it is over"
+    assert not ResultFile.objects.exists()
+    assert not JobEvent.objects.filter(kind="results").exists()
+    own = mint_token(job_id=job.pk, attempt=2)
+    assert _pod_writes(own, job, 2) == [201, 201, 200], "while an attempt's own token writes its own"
+
+
 def test_result_uploads_are_stored_checked_and_listed_for_the_owner_to_download() -> None:
     job = running_job_with_code()
     token = mint_token(job_id=job.pk, attempt=1)

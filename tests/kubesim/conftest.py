@@ -121,10 +121,17 @@ def wait_phase(
     return wait_for(check, timeout)
 
 
+def authorized(api_client: client.ApiClient, **headers: str) -> dict[str, str]:
+    """``headers`` with the client's ``Authorization`` added: ``ApiClient.call_api`` sends only the headers
+    it is given, not the configured credentials."""
+    bearer = api_client.configuration.auth_settings().get("BearerToken")
+    return {**headers, "Authorization": bearer["value"]} if bearer else headers
+
+
 def table_rows(api_client: client.ApiClient, url: str) -> tuple[list[str], dict[str, list[Any]]]:
     """GET ``url`` as a meta.k8s.io/v1 Table, as kubectl asks for it: column names and cells by name."""
     accept = "application/json;as=Table;v=v1;g=meta.k8s.io"
-    response = api_client.call_api("GET", url, header_params={"Accept": accept})
+    response = api_client.call_api("GET", url, header_params=authorized(api_client, Accept=accept))
     assert response.status == 200
     body = json.loads(bytes(response.read()))
     shown = [i for i, c in enumerate(body["columnDefinitions"]) if c["priority"] == 0]

@@ -87,8 +87,10 @@ def test_admin_endpoint_injects_faults(sim: KubeSim, core: client.CoreV1Api, ns:
     rule = json.dumps(
         {"method": "GET", "path": f"/namespaces/{ns}/secrets", "code": 500, "count": 1}
     ).encode()
-    request = urllib.request.Request(f"{sim.url}/kubesim/faults", data=rule, method="POST")  # noqa: S310
-    with urllib.request.urlopen(request) as response:  # noqa: S310
+    request = urllib.request.Request(  # noqa: S310
+        f"{sim.url}/kubesim/faults", data=rule, method="POST", headers=sim.auth_headers()
+    )
+    with urllib.request.urlopen(request, context=sim.ssl_context()) as response:  # noqa: S310
         assert response.status == 201
     with pytest.raises(ApiException) as err:
         core.list_namespaced_secret(ns)

@@ -10,7 +10,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from kubesim.testing import KubeSim
-from tests.kubesim.conftest import error_body, wait_phase
+from tests.kubesim.conftest import authorized, error_body, wait_phase
 
 
 def test_log_of_each_container_of_a_two_container_pod(core: client.CoreV1Api, ns: str) -> None:
@@ -33,7 +33,7 @@ def test_log_of_each_container_of_a_two_container_pod(core: client.CoreV1Api, ns
 def _log_since(api_client: client.ApiClient, sim: KubeSim, ns: str, name: str, since: str) -> str:
     """The official client has no ``since_time`` argument, so send the query through its ApiClient."""
     url = f"{sim.url}/api/v1/namespaces/{ns}/pods/{name}/log?sinceTime={quote(since)}"
-    response = api_client.call_api("GET", url)
+    response = api_client.call_api("GET", url, header_params=authorized(api_client))
     text = bytes(response.read()).decode()
     return text if response.status == 200 else f"HTTP {response.status}"
 

@@ -26,14 +26,21 @@ PROTOBUF_ACCEPT = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 
 def fetch(sim: KubeSim, path: str, **headers: str) -> tuple[int, httpx.Headers, bytes]:
     """A raw GET from kubesim: status, headers and body."""
-    response = httpx.get(sim.url + path, headers=headers, timeout=30)
+    headers = {**sim.auth_headers(), **headers}
+    response = httpx.get(sim.url + path, headers=headers, verify=sim.ssl_context(), timeout=30)
     return response.status_code, response.headers, response.content
 
 
 def send(sim: KubeSim, method: str, path: str, body: Any, content_type: str = "application/json") -> Any:
     """A write with a JSON body: status, the Warning headers and the decoded answer."""
+    headers = {**sim.auth_headers(), "Content-Type": content_type}
     response = httpx.request(
-        method, sim.url + path, content=json.dumps(body), headers={"Content-Type": content_type}, timeout=30
+        method,
+        sim.url + path,
+        content=json.dumps(body),
+        headers=headers,
+        verify=sim.ssl_context(),
+        timeout=30,
     )
     return response.status_code, response.headers.get_list("Warning"), response.json()
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import urllib3
-from kubernetes import client, watch
+from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
 from kubesim.persist import StateDirBusy
@@ -198,7 +198,8 @@ def test_list_and_get_at_a_future_version_answer_too_large(
     assert paged.value.status == 504 and "retryAfterSeconds" not in error_body(paged.value)["details"]
     url = f"{rsim.url}/api/v1/namespaces/{rns}/configmaps/here?resourceVersion={future}"
     with pytest.raises(urllib.error.HTTPError) as got:
-        urllib.request.urlopen(url)  # noqa: S310
+        request = urllib.request.Request(url, headers=rsim.auth_headers())  # noqa: S310
+        urllib.request.urlopen(request, context=rsim.ssl_context())  # noqa: S310
     assert got.value.code == 504
     assert rcore.list_namespaced_config_map(rns, resource_version="1").items
 
@@ -320,10 +321,13 @@ def _serve(state: Path, port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def _client(port: int) -> client.CoreV1Api:
-    """A client for a kubesim serving on ``port``, once it answers."""
+def _client(state: Path) -> client.CoreV1Api:
+    """A client for the kubesim serving on ``state``, through the kubeconfig it writes, once it answers."""
+    wait_for(lambda: (state / "kubeconfig").is_file(), 30)
     configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{port}"
+    config.load_kube_config(
+        str(state / "kubeconfig"), client_configuration=configuration, persist_config=False
+    )
     configuration.retries = False
     core = client.CoreV1Api(client.ApiClient(configuration))
 
@@ -341,7 +345,7 @@ def test_a_killed_kubesim_loses_no_write_and_leaves_no_process(tmp_path: Path) -
     port = _free_port()
     server = _serve(tmp_path, port)
     try:
-        core = _client(port)
+        core = _client(tmp_path)
         core.create_namespaced_pod(
             "default", make_pod("worker", ["python", "-c", "import time; time.sleep(300)"], "Always")
         )
@@ -353,7 +357,7 @@ def test_a_killed_kubesim_loses_no_write_and_leaves_no_process(tmp_path: Path) -
         os.kill(pid, 0)  # the container outlived kubesim, as after a crash
 
         server = _serve(tmp_path, port)
-        core = _client(port)
+        core = _client(tmp_path)
         assert core.read_namespaced_config_map("last-write", "default").data == {"k": "v"}
         wait_for(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid))
         restarted = wait_for(

@@ -12,7 +12,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from kubesim.testing import KubeSim, running_kubesim
-from tests.kubesim.conftest import error_body, make_pod, table_rows, wait_for, wait_phase
+from tests.kubesim.conftest import authorized, error_body, make_pod, table_rows, wait_for, wait_phase
 
 DEFAULT = "storageclass.kubernetes.io/is-default-class"
 MODES = "kubesim.io/access-modes"
@@ -198,7 +198,7 @@ def test_storage_class_validation_and_immutable_fields(
     response = api_client.call_api(
         "POST",
         f"{sim.url}/apis/storage.k8s.io/v1/storageclasses",
-        header_params={"Content-Type": "application/json"},
+        header_params=authorized(api_client, **{"Content-Type": "application/json"}),
         body={"metadata": {"name": class_name}},
     )
     assert response.status == 422

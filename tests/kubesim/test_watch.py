@@ -74,7 +74,8 @@ def test_watch_from_compacted_version_gets_410(core: client.CoreV1Api, ns: str, 
         )
     assert err.value.status == 410
     url = f"{sim.url}/api/v1/namespaces/{ns}/configmaps?watch=true&resourceVersion={old}&timeoutSeconds=1"
-    with urllib.request.urlopen(url) as response:  # noqa: S310
+    request = urllib.request.Request(url, headers=sim.auth_headers())  # noqa: S310
+    with urllib.request.urlopen(request, context=sim.ssl_context()) as response:  # noqa: S310
         event = json.loads(response.readline())
     assert event["type"] == "ERROR"
     assert event["object"]["code"] == 410 and event["object"]["reason"] == "Expired"
@@ -86,7 +87,8 @@ def test_watch_sends_bookmarks_when_allowed(sim: KubeSim, core: client.CoreV1Api
         f"{sim.url}/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={rv}"
         "&allowWatchBookmarks=true&timeoutSeconds=1"
     )
-    with urllib.request.urlopen(url) as response:  # noqa: S310
+    request = urllib.request.Request(url, headers=sim.auth_headers())  # noqa: S310
+    with urllib.request.urlopen(request, context=sim.ssl_context()) as response:  # noqa: S310
         types = [json.loads(line)["type"] for line in response]
     assert "BOOKMARK" in types
 

@@ -6,10 +6,13 @@ import os
 import secrets
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 from cryptography.fernet import Fernet
 
+from portal.secretkeys import local_secrets, weak_secret_key
 from tests.conftest import ROOT
 
 CHECK = (
@@ -44,7 +47,9 @@ def test_production_without_secret_key_fails_loudly() -> None:
 
 
 def test_production_without_credentials_key_fails_loudly() -> None:
-    result = _run("portal.settings.production", SECRET_KEY="x" * 50, ALLOWED_HOSTS="example.org")
+    result = _run(
+        "portal.settings.production", SECRET_KEY=PRODUCTION["SECRET_KEY"], ALLOWED_HOSTS="example.org"
+    )
     assert result.returncode != 0
     assert "CREDENTIALS_KEY must be set" in result.stderr
 
@@ -55,13 +60,67 @@ def test_production_refuses_a_credentials_key_that_is_no_fernet_key() -> None:
     assert "CREDENTIALS_KEY must be Fernet keys" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        ("local-insecure-key-do-not-use-in-production", "publicly known"),
+        ("test-key-not-secret", "publicly known"),
+        ("django-insecure-" + secrets.token_urlsafe(64), "publicly known"),
+        (secrets.token_urlsafe(30)[:49], "shorter than 50"),
+        ("abcd" * 20, "fewer than 5 different"),
+    ],
+)
+def test_production_refuses_a_short_repetitive_or_known_secret_key(key: str, why: str) -> None:
+    result = _run("portal.settings.production", **(PRODUCTION | {"SECRET_KEY": key}))
+    assert result.returncode != 0
+    assert (
+        "ImproperlyConfigured: SECRET_KEY is not fit for production" in result.stderr and why in result.stderr
+    )
+
+
+LOCAL_KEYS = (
+    "import django, json; django.setup(); from django.conf import settings as s; "
+    "print(json.dumps([s.SECRET_KEY, s.CREDENTIALS_KEY]))"
+)
+
+
+def _local_keys(secrets_file: Path, **env: str) -> list[str]:
+    result = _run("portal.settings.local", code=LOCAL_KEYS, LOCAL_SECRETS_FILE=str(secrets_file), **env)
+    assert result.returncode == 0, result.stderr
+    return list(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def test_each_local_setup_makes_its_own_keys_and_keeps_them_across_restarts(tmp_path: Path) -> None:
+    first = _local_keys(tmp_path / "one" / "secrets.env")
+    assert (tmp_path / "one" / "secrets.env").stat().st_mode & 0o777 == 0o600
+    assert _local_keys(tmp_path / "one" / "secrets.env") == first, "a restart keeps the keys"
+    other = _local_keys(tmp_path / "two" / "secrets.env")
+    assert other[0] != first[0] and other[1] != first[1], "another machine gets other keys"
+    for key in (first[0], other[0]):
+        assert weak_secret_key(key) is None
+    Fernet(first[1].encode())
+    own = secrets.token_urlsafe(64)
+    assert _local_keys(tmp_path / "one" / "secrets.env", SECRET_KEY=own) == [own, first[1]], "env wins"
+
+
+def test_local_processes_starting_together_agree_on_one_set_of_keys(tmp_path: Path) -> None:
+    path = tmp_path / "secrets.env"
+    with ThreadPoolExecutor(8) as pool:
+        seen = list(pool.map(lambda _: local_secrets(path), range(8)))
+    assert all(s == seen[0] for s in seen) and local_secrets(path) == seen[0]
+
+
 def test_production_with_its_secrets_and_hosts_starts() -> None:
     result = _run("portal.settings.production", **PRODUCTION)
     assert result.returncode == 0, result.stderr
 
 
-def test_database_url_comes_from_the_environment() -> None:
-    result = _run("portal.settings.local", DATABASE_URL="postgres://u:p@db.example:5432/elsewhere")
+def test_database_url_comes_from_the_environment(tmp_path: Path) -> None:
+    result = _run(
+        "portal.settings.local",
+        DATABASE_URL="postgres://u:p@db.example:5432/elsewhere",
+        LOCAL_SECRETS_FILE=str(tmp_path / "secrets.env"),
+    )
     assert result.stdout.strip() == "elsewhere"
 
 
@@ -69,7 +128,7 @@ def test_secrets_may_come_from_mounted_files(tmp_path: Path) -> None:
     """`NAME_FILE=/path` (a Secret mounted as a volume) reads NAME from the file, trailing newline dropped."""
     key = Fernet.generate_key().decode()
     files = {
-        "SECRET_KEY": "s" * 50,
+        "SECRET_KEY": "s" * 45 + "abcde",
         "CREDENTIALS_KEY": key,
         "DATABASE_URL": "postgres://u:p@db.example:5432/fromfile",
         "REDIS_URL": "redis://cache.example:6379/3",
@@ -84,7 +143,13 @@ def test_secrets_may_come_from_mounted_files(tmp_path: Path) -> None:
     )
     result = _run("portal.settings.production", code=code, **env)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == ["s" * 50, key, "fromfile", files["REDIS_URL"], files["REDIS_URL"]]
+    assert json.loads(result.stdout) == [
+        "s" * 45 + "abcde",
+        key,
+        "fromfile",
+        files["REDIS_URL"],
+        files["REDIS_URL"],
+    ]
 
 
 def test_a_secret_set_twice_differently_or_a_missing_file_fails_loudly(tmp_path: Path) -> None:
