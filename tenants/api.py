@@ -32,7 +32,8 @@ def _limit(resource: str) -> serializers.IntegerField:
 
 class QuotaSerializer(ResourcesSerializer):
     """A tenant's nominal (guaranteed) GPUs, CPU and memory, what it may borrow beyond them from its cohort,
-    and how many jobs it may run and keep waiting; every field optional on PATCH."""
+    how many jobs it may run and keep waiting, and the claim storage and count its jobs may hold; every field
+    optional on PATCH."""
 
     gpus = serializers.IntegerField(min_value=0, help_text="Nominal (guaranteed) whole GPUs.")
     cpu_millis = serializers.IntegerField(min_value=0, help_text="Nominal CPU in millicores.")
@@ -47,6 +48,15 @@ class QuotaSerializer(ResourcesSerializer):
     )
     max_running_jobs = serializers.IntegerField(min_value=0)
     max_queued_jobs = serializers.IntegerField(min_value=0)
+    storage_gib = serializers.IntegerField(
+        min_value=0,
+        max_value=10**9,
+        help_text="Total GiB the tenant's claims may request together (checkpoint claims, from a job's first "
+        "launch until it is deleted).",
+    )
+    max_claims = serializers.IntegerField(
+        min_value=0, max_value=10**6, help_text="How many PersistentVolumeClaims the tenant's jobs may hold."
+    )
     weight = serializers.FloatField(
         source="tenant.weight",
         min_value=0.01,
@@ -60,6 +70,10 @@ class UsageSerializer(ResourcesSerializer):
 
     running_jobs = serializers.IntegerField()
     queued_jobs = serializers.IntegerField()
+    storage_gib = serializers.IntegerField(
+        help_text="GiB the claims of its jobs request (halted and finished jobs keep theirs until deleted)."
+    )
+    claims = serializers.IntegerField(help_text="PersistentVolumeClaims its jobs hold.")
 
 
 class TenantDataSerializer(serializers.Serializer):

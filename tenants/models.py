@@ -71,10 +71,17 @@ def _borrowing_limit(resource: str) -> models.PositiveIntegerField[int | None, i
     )
 
 
+DEFAULT_STORAGE_GIB = 500
+"""A tenant's default claim storage: 50 checkpoint claims of the default 10Gi."""
+DEFAULT_MAX_CLAIMS = 50
+"""A tenant's default claim count."""
+
+
 class Quota(models.Model):
     """What a tenant is guaranteed (its nominal quota), what it may borrow beyond that from the other tenants
     of its cohort while they leave it unused (Kueue's nominalQuota, borrowingLimit, cohort), and how many jobs
-    it may run and keep waiting."""
+    it may run and keep waiting, and how much claim storage its jobs may hold (a cap of its own, never
+    borrowed)."""
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="quota")
     gpus = models.PositiveIntegerField(default=0, help_text="Nominal (guaranteed) GPUs of running jobs.")
@@ -94,6 +101,16 @@ class Quota(models.Model):
     )
     max_running_jobs = models.PositiveIntegerField(default=4)
     max_queued_jobs = models.PositiveIntegerField(default=100)
+    storage_gib = models.PositiveIntegerField(
+        default=DEFAULT_STORAGE_GIB,
+        help_text="Total storage (GiB) the claims of the tenant's jobs may request together: checkpoint claims "
+        "count from a job's first launch until the job is deleted (halted and finished jobs keep theirs).",
+    )
+    max_claims = models.PositiveIntegerField(
+        default=DEFAULT_MAX_CLAIMS,
+        help_text="How many PersistentVolumeClaims the tenant's jobs may hold together (one per learner, or "
+        "one per job with shared checkpoints), counted as storage_gib is.",
+    )
 
     class Meta:
         verbose_name = "quota"

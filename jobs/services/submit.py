@@ -16,10 +16,11 @@ from jobs import cluster
 from jobs.artifacts.code import CodeRejected, code_archive_store, inspect_code_zip
 from jobs.cluster import ClusterError, NodeInfo
 from jobs.core.choices import EventKind, Reason
+from jobs.core.claims import storage_problems
 from jobs.core.policy import policy_problems
 from jobs.core.spec import Demand, ParsedSpec, SpecError, parse_spec, spec_demand
 from jobs.credentials import seal
-from jobs.models import CodeArchive, Job, JobCredentials, JobEvent
+from jobs.models import CodeArchive, Job, JobCredentials, JobEvent, checkpoint_layout
 from jobs.services.lifecycle import enqueue
 from jobs.streams import send_after_commit, tenant_group
 from tenants.models import Quota, Tenant
@@ -42,7 +43,8 @@ class PermissionDenied(JobRejected):
 
 def quota_problems(*, demand: Demand, quota: Quota) -> list[str]:
     """Why a job with `demand` could never run under `quota`, even with the tenant's cluster share empty and
-    all it may borrow from its cohort lent to it."""
+    all it may borrow from its cohort lent to it, or with none of its claim storage in use (its checkpoint
+    claims alone are more than the tenant's storage or claim quota)."""
     problems = []
     top = quota.ceiling()
     for needed, nominal, most, what, unit in (
@@ -58,6 +60,13 @@ def quota_problems(*, demand: Demand, quota: Quota) -> list[str]:
             )
     if quota.max_running_jobs == 0:
         problems.append("the tenant may run no jobs (running-job quota is 0)")
+    layout = checkpoint_layout()
+    problems += storage_problems(
+        claims=layout.claims(demand.learners),
+        gib=layout.storage_gib(demand.learners),
+        max_claims=quota.max_claims,
+        storage_gib=quota.storage_gib,
+    )
     return problems
 
 
