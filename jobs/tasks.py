@@ -18,6 +18,7 @@ from jobs.cluster import ClusterError, Conflict, Forbidden, Invalid, QuotaExceed
 from jobs.core import reconcile as repair
 from jobs.core.choices import Reason
 from jobs.core.states import ACTIVE, STOPPING, JobStatus
+from jobs.endpoints import EndpointRefused, job_endpoint_problems
 from jobs.models import Job
 from jobs.notifications import tasks as notification_tasks  # noqa: F401 (registers them with the worker)
 from jobs.scheduling import CycleResult, run_cycle
@@ -71,6 +72,13 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
     """
     job = Job.objects.select_related("tenant", "tenant__quota").get(pk=job_id)
     if job.attempt != attempt or job.status != JobStatus.STARTING:
+        return []
+    refused = job_endpoint_problems(job)
+    if refused:
+        launch_refused(
+            job_id, attempt, EndpointRefused("; ".join(refused)), reason=Reason.ENDPOINT_REFUSED,
+            what="not launched, an S3 endpoint is not public now",
+        )  # fmt: skip
         return []
     retries = self.request.retries or 0
     try:

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 
 from jobs.core.spec.values import parse_memory_mib
 
+OBJECT_PREFIX = "ty"
+"""The prefix of every object name the platform makes (clusterio.names.OBJECT_PREFIX, which jobs.core may not
+import; a test keeps the two equal)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ClaimLayout:
@@ -79,3 +83,10 @@ def claim_wait(
             False,
         )
     return None
+
+
+def platform_claim(name: str) -> bool:
+    """Whether a claim name is one the platform makes (every object it names starts `ty-`: a job's
+    checkpoint claims `ty-<job>-ckpt`, `ty-<job>-ckpt-<i>`), which no `pvc` volume may mount: it holds
+    another job's checkpoints, perhaps another member's."""
+    return name.startswith(f"{OBJECT_PREFIX}-")

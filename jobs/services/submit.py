@@ -20,6 +20,7 @@ from jobs.core.claims import storage_problems
 from jobs.core.policy import policy_problems
 from jobs.core.spec import Demand, ParsedSpec, SpecError, parse_spec, spec_demand
 from jobs.credentials import seal
+from jobs.endpoints import resolve_host
 from jobs.models import CodeArchive, Job, JobCredentials, JobEvent, checkpoint_layout
 from jobs.services.lifecycle import enqueue
 from jobs.streams import send_after_commit, tenant_group
@@ -124,7 +125,7 @@ def job_validate(
     if problems:
         raise JobRejected({"data_stores" if parsed.secrets else "volumes": problems})
     field_problems = cluster.spec_problems(tenant=tenant, spec=parsed.spec, credentials=inline | named)
-    field_problems |= policy_problems(parsed.spec, policy, tenant=tenant.slug)
+    field_problems |= policy_problems(parsed.spec, policy, tenant=tenant.slug, resolve=resolve_host)
     if field_problems:
         raise JobRejected({parsed.field_name(path): messages for path, messages in field_problems.items()})
     gpu_type = parsed.spec["resources"].get("gpu_type")
