@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common.api import ApiView, ResourcesSerializer, api_user, errors
-from tenants.models import ApiToken, Membership, PodSecurity, Role, Tenant
+from tenants.models import ApiToken, JobClaims, Membership, PodSecurity, Role, Tenant
 from tenants.policy import policy_of, policy_set
 from tenants.scoping import Perm, has_perm, tenants_for
 from tenants.services import QUOTA_FIELDS, quota_set
@@ -179,6 +179,11 @@ class PolicySerializer(serializers.Serializer):
         allow_null=True,
         help_text="Halt a job this many seconds after its GPUs were flagged idle; null: never (only flag).",
     )
+    job_claims = serializers.ChoiceField(
+        choices=JobClaims.values,
+        help_text="Which jobs' checkpoint claims a pvc volume may mount: none, the submitter's own, any job's "
+        "of the tenant.",
+    )
 
 
 POLICY_FIELDS = (
@@ -190,6 +195,7 @@ POLICY_FIELDS = (
     "pod_security",
     "preempt_lower_priority",
     "idle_gpu_halt_after_seconds",
+    "job_claims",
 )
 
 

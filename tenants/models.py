@@ -154,6 +154,15 @@ class PodSecurity(models.TextChoices):
 PRIORITY_RANGE = (-100, 100)
 
 
+class JobClaims(models.TextChoices):
+    """Which jobs' checkpoint claims a `pvc` volume may mount (a tenant policy): none (the default), the
+    submitter's own jobs', or any job's of the tenant (sharing)."""
+
+    NONE = "none", "none (a pvc volume never mounts a job's checkpoint claim)"
+    OWN = "own", "the submitter's own jobs' claims"
+    TENANT = "tenant", "any job's of the tenant (members share checkpoints)"
+
+
 class Policy(models.Model):
     """What a tenant's jobs may reach, set by platform admins (tenants.policy reads it; a tenant without a
     row has the defaults: no host paths, any registry, public S3 endpoints only, members up to priority 0,
@@ -204,6 +213,13 @@ class Policy(models.Model):
         blank=True,
         help_text="Halt a job whose GPUs have been flagged idle for this many seconds (it resumes from its "
         "checkpoint when resumed), so its GPUs go back to the queue; empty: never halt, only flag.",
+    )
+    job_claims = models.CharField(
+        max_length=8,
+        choices=JobClaims.choices,
+        default=JobClaims.NONE,
+        help_text="Which jobs' checkpoint claims (ty-<job>-ckpt…) a pvc volume may mount: none (default), the "
+        "submitter's own jobs', or any job's of the tenant. Other claims the platform makes never.",
     )
     updated_at = models.DateTimeField(auto_now=True)
 

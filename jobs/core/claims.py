@@ -9,6 +9,7 @@ its namespace's ResourceQuota (`requests.storage`, `persistentvolumeclaims`).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -83,6 +84,15 @@ def claim_wait(
             False,
         )
     return None
+
+
+_CHECKPOINT_CLAIM = re.compile(rf"{OBJECT_PREFIX}-([a-z0-9]+)-ckpt(?:-[0-9]+)?")
+
+
+def checkpoint_claim_job(name: str) -> str | None:
+    """The job whose checkpoint claim ``name`` is (`ty-<job>-ckpt`, `ty-<job>-ckpt-<i>`), or None."""
+    match = _CHECKPOINT_CLAIM.fullmatch(name)
+    return match.group(1) if match else None
 
 
 def platform_claim(name: str) -> bool:

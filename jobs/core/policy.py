@@ -9,13 +9,13 @@ the submitter's role may use.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from jobs.core.addresses import Resolve, host_problem
-from jobs.core.claims import platform_claim
+from jobs.core.claims import checkpoint_claim_job, platform_claim
 
 
 class SpecPolicy(Protocol):
@@ -29,6 +29,17 @@ class SpecPolicy(Protocol):
     def datastore_hosts(self) -> Sequence[str]: ...
     @property
     def max_priority(self) -> int: ...
+    @property
+    def job_claims(self) -> str: ...
+
+
+JobRelation = Callable[[str], str | None]
+"""Who a job of the tenant belongs to, as its checkpoint claim's mounter sees it: "own" (the submitter's),
+"tenant" (another member's), None (no such job in the tenant)."""
+
+
+def _no_jobs(job_id: str) -> str | None:
+    return None
 
 
 def full_image_name(image: str) -> str:
@@ -47,10 +58,16 @@ def _under(path: str, prefix: str) -> bool:
 
 
 def policy_problems(
-    spec: Mapping[str, Any], policy: SpecPolicy, *, tenant: str, resolve: Resolve
+    spec: Mapping[str, Any],
+    policy: SpecPolicy,
+    *,
+    tenant: str,
+    resolve: Resolve,
+    job_relation: JobRelation = _no_jobs,
 ) -> dict[str, list[str]]:
     """Field errors for everything in `spec` that `policy` does not allow ({} when all is allowed); S3 hosts
-    are resolved with `resolve` (getaddrinfo on the Django side)."""
+    are resolved with `resolve` (getaddrinfo on the Django side), and a job's checkpoint claim named as a
+    `pvc` volume is judged by whose job it is (`job_relation`) and the policy's `job_claims`."""
     errors = endpoint_problems(spec, policy.datastore_hosts, tenant=tenant, resolve=resolve)
     for i, volume in enumerate(spec.get("volumes", [])):
         if volume["type"] == "host":
@@ -65,11 +82,10 @@ def policy_problems(
                 errors[f"volumes[{i}].path"] = [
                     f"{path} is not under the folders tenant {tenant} may mount: {allowed}"
                 ]
-        if volume["type"] == "pvc" and platform_claim(volume.get("claim") or ""):
-            errors[f"volumes[{i}].claim"] = [
-                f"{volume['claim']} is a claim the platform made for a job (its checkpoints); a pvc volume "
-                "names a claim of your own"
-            ]
+        if volume["type"] == "pvc":
+            problem = _claim_problem(volume.get("claim") or "", policy.job_claims, job_relation, tenant)
+            if problem:
+                errors[f"volumes[{i}].claim"] = [problem]
     image = spec.get("image") or ""
     if policy.image_registries:
         full = full_image_name(image)
@@ -83,6 +99,25 @@ def policy_problems(
             f"at most {policy.max_priority} for you in tenant {tenant} (its policy's ceiling)"
         ]
     return errors
+
+
+def _claim_problem(claim: str, allowed: str, job_relation: JobRelation, tenant: str) -> str | None:
+    """Why a `pvc` volume may not mount ``claim``: one the platform made, unless it is the checkpoint claim
+    of a job of the tenant that the policy's ``allowed`` ("own", "tenant") lets the submitter share."""
+    if not platform_claim(claim):
+        return None
+    job = checkpoint_claim_job(claim)
+    relation = job_relation(job) if job is not None else None
+    if relation is not None and (allowed == "tenant" or (allowed == "own" and relation == "own")):
+        return None
+    if job is None:
+        return f"{claim} is a claim name the platform keeps for its own objects; a pvc volume names your own claim"
+    whose = {"own": "your job", "tenant": "another member's job"}.get(relation or "", "a job")
+    may = {"own": "only your own jobs' checkpoint claims", "tenant": "the tenant's jobs' checkpoint claims"}
+    return (
+        f"{claim} is the checkpoint claim of {whose}; tenant {tenant}'s policy lets a pvc volume mount "
+        f"{may.get(allowed, 'no job checkpoint claim')}"
+    )
 
 
 def endpoint_problems(

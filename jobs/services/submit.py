@@ -92,6 +92,15 @@ def gpu_type_problem(*, gpu_type: str, nodes: tuple[Sequence[NodeInfo] | None, s
     return f"no node of the cluster has GPU type {gpu_type}; known types: {listed}"
 
 
+def _job_relation(*, tenant: Tenant, user: User, job_id: str) -> str | None:
+    """Whose job ``job_id`` of ``tenant`` is, for a pvc volume that names its checkpoint claim: "own",
+    "tenant" (another member's), or None when the tenant has no such job."""
+    row = Job.objects.filter(pk=job_id, tenant=tenant).values_list("owner_id").first()
+    if row is None:
+        return None
+    return "own" if row[0] == user.pk else "tenant"
+
+
 def job_validate(
     *,
     tenant: Tenant,
@@ -125,7 +134,13 @@ def job_validate(
     if problems:
         raise JobRejected({"data_stores" if parsed.secrets else "volumes": problems})
     field_problems = cluster.spec_problems(tenant=tenant, spec=parsed.spec, credentials=inline | named)
-    field_problems |= policy_problems(parsed.spec, policy, tenant=tenant.slug, resolve=resolve_host)
+    field_problems |= policy_problems(
+        parsed.spec,
+        policy,
+        tenant=tenant.slug,
+        resolve=resolve_host,
+        job_relation=lambda job_id: _job_relation(tenant=tenant, user=user, job_id=job_id),
+    )
     if field_problems:
         raise JobRejected({parsed.field_name(path): messages for path, messages in field_problems.items()})
     gpu_type = parsed.spec["resources"].get("gpu_type")

@@ -26,4 +26,19 @@ class Migration(migrations.Migration):
                 "or one per job with shared checkpoints), counted as storage_gib is.",
             ),
         ),
+        migrations.AddField(
+            model_name="policy",
+            name="job_claims",
+            field=models.CharField(
+                choices=[
+                    ("none", "none (a pvc volume never mounts a job's checkpoint claim)"),
+                    ("own", "the submitter's own jobs' claims"),
+                    ("tenant", "any job's of the tenant (members share checkpoints)"),
+                ],
+                default="none",
+                help_text="Which jobs' checkpoint claims (ty-<job>-ckpt…) a pvc volume may mount: none (default), "
+                "the submitter's own jobs', or any job's of the tenant. Other claims the platform makes never.",
+                max_length=8,
+            ),
+        ),
     ]

@@ -206,11 +206,39 @@ def test_a_pvc_volume_naming_a_claim_the_platform_made_is_a_field_error_at_submi
     ):
         with pytest.raises(JobRejected) as refused:
             attempt()
-        assert refused.value.errors == {
-            "volumes[0].claim": [
-                f"{claim} is a claim the platform made for a job (its checkpoints); a pvc volume names a claim "
-                "of your own"
-            ]
-        }
+        [message] = refused.value.errors["volumes[0].claim"]
+        assert message.startswith(claim) and "pvc volume" in message, message
     assert not Job.objects.exists()
     assert job_submit(tenant=tenant, user=user, document=document(volumes=[pvc("team-datasets")])).pk
+
+
+@pytest.mark.django_db
+def test_another_members_checkpoint_claim_is_refused_unless_the_policy_shares_the_tenants_claims() -> None:
+    tenant = make_tenant()
+    mine, theirs = member(tenant), member(tenant)
+    their_job = job_submit(tenant=tenant, user=theirs, document=document())
+    my_job = job_submit(tenant=tenant, user=mine, document=document())
+    claim = names.checkpoint_claim_name(their_job.pk, 0)
+
+    def refusal(user: Any, name: str) -> str | None:
+        try:
+            job_submit(tenant=tenant, user=user, document=document(volumes=[pvc(name)]))
+        except JobRejected as exc:
+            return exc.errors["volumes[0].claim"][0]
+        return None
+
+    assert refusal(mine, claim) == (
+        f"{claim} is the checkpoint claim of another member's job; tenant {tenant.slug}'s policy lets a pvc "
+        "volume mount no job checkpoint claim"
+    )
+    allow(tenant, job_claims="own")
+    assert "of another member's job" in (refusal(mine, claim) or "")
+    assert refusal(mine, names.checkpoint_claim_name(my_job.pk, 0)) is None
+    assert refusal(theirs, claim) is None
+    assert "of a job;" in (refusal(mine, names.checkpoint_claim_name("nosuchjob1", 0)) or "")
+    allow(tenant, job_claims="tenant")
+    assert refusal(mine, claim) is None
+    assert "platform keeps for its own objects" in (refusal(mine, "ty-abcdefghij-a1-ds") or "")
+    other = make_tenant()
+    foreign = job_submit(tenant=other, user=member(other), document=document())
+    assert "of a job;" in (refusal(mine, names.checkpoint_claim_name(foreign.pk)) or "")

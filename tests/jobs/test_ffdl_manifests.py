@@ -52,6 +52,7 @@ class Policy:
     image_registries: tuple[str, ...] = ()
     datastore_hosts: tuple[str, ...] = ()
     max_priority: int = 100
+    job_claims: str = "none"
 
 
 def test_the_repository_holds_fffdls_example_manifests() -> None:

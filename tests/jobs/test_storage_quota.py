@@ -15,7 +15,7 @@ from jobs.models import Job
 from jobs.scheduling import job_dry_run, run_cycle
 from jobs.services import JobRejected, job_submit
 from tenants.usage import tenant_usage
-from tests.factories import make_job, make_tenant, member
+from tests.factories import make_job, make_tenant, make_user, member
 
 pytestmark = pytest.mark.django_db
 
@@ -99,3 +99,32 @@ def test_the_dry_run_says_a_job_waits_for_storage() -> None:
 def test_the_namespace_quota_carries_the_tenants_claim_storage_and_count() -> None:
     limits = tenant_limits(make_tenant(storage_gib=300, max_claims=12))
     assert (limits.storage_gib, limits.max_claims) == (300, 12)
+
+
+def test_the_api_shows_claim_usage_and_admins_set_the_claim_quota(client: Any) -> None:
+    tenant = make_tenant()
+    user = member(tenant)
+    make_job(tenant, user, status=JobStatus.HALTED, attempt=1, learners=3)
+    client.force_login(user)
+    listed = client.get(f"/api/v1/tenants/{tenant.slug}/").json()
+    assert (listed["usage"]["storage_gib"], listed["usage"]["claims"]) == (30, 3)
+    assert (listed["quota"]["storage_gib"], listed["quota"]["max_claims"]) == (500, 50)
+    url = f"/api/v1/tenants/{tenant.slug}/quota/"
+    assert client.patch(url, {"storage_gib": 10}, content_type="application/json").status_code == 403
+    client.force_login(make_user(is_superuser=True, is_staff=True))
+    bad = client.patch(url, {"max_claims": -1}, content_type="application/json")
+    assert bad.status_code == 400 and "max_claims" in bad.json()["errors"], bad.json()
+    done = client.patch(url, {"storage_gib": 100, "max_claims": 8}, content_type="application/json")
+    assert done.status_code == 200 and (done.json()["storage_gib"], done.json()["max_claims"]) == (100, 8)
+
+
+def test_the_tenant_page_and_the_admin_console_show_claim_storage(client: Any) -> None:
+    tenant = make_tenant()
+    user = member(tenant)
+    make_job(tenant, user, status=JobStatus.HALTED, attempt=1, learners=2)
+    client.force_login(user)
+    page = client.get(f"/tenants/{tenant.slug}/").content.decode()
+    assert "Claim storage" in page and "Claims" in page
+    client.force_login(make_user(is_superuser=True, is_staff=True))
+    admin = client.get("/admin/tenants/tenant/").content.decode()
+    assert "20 GiB / 500 GiB in 2/50 claims" in admin

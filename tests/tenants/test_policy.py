@@ -110,6 +110,7 @@ def test_the_admin_console_form_shows_the_same_errors_beside_each_field() -> Non
             "member_max_priority": "0",
             "owner_max_priority": "100",
             "pod_security": "restricted",
+            "job_claims": "none",
         },
         instance=Policy(tenant=tenant),
     )
@@ -122,6 +123,7 @@ def test_the_admin_console_form_shows_the_same_errors_beside_each_field() -> Non
             "member_max_priority": "0",
             "owner_max_priority": "100",
             "pod_security": "privileged",
+            "job_claims": "none",
         },
         instance=Policy(tenant=tenant),
     )
