@@ -8,6 +8,7 @@ import pytest
 
 from jobs.core.admission import Node, QueuedJob, Resources, Snapshot, TenantState, admit
 from jobs.core.claims import NO_CLAIMS, claim_layout, storage_problems
+from jobs.core.preemption import Victim, plan
 
 NODE = Node("n1", Resources(8, 64_000, 262_144), Resources(8, 64_000, 262_144))
 
@@ -95,3 +96,32 @@ def test_storage_problems_name_what_can_never_fit() -> None:
         "needs 30 checkpoint claims, the tenant's claim quota is 20",
         "needs 300 GiB of checkpoint claims, the tenant's storage quota is 200 GiB",
     ]
+
+
+def test_no_job_is_preempted_for_one_that_waits_for_claim_storage() -> None:
+    # Tenant a lent its GPUs to b, which fills the node; a's job would reclaim them, but its claims do not fit
+    # a's claim quota, and a stopped job keeps its claims: preempting b frees nothing a1 waits for.
+    roomy = (10**6, 10**6)
+    lender = TenantState(
+        "a",
+        1.0,
+        Resources(4, *roomy),
+        100,
+        Resources(),
+        0,
+        max_claims=4,
+        storage_quota_gib=40,
+        claims=4,
+        storage_gib=40,
+    )
+    borrower = TenantState("b", 1.0, Resources(4, *roomy), 100, Resources(8, 0, 0), 1, (None, None, None))
+    full = Node("n0", Resources(0, *roomy), Resources(8, *roomy))
+    waiting = QueuedJob("a1", "a", 0, 0.0, 1, 4, 0, 0, claims=1, storage_gib=10)
+    victims = [Victim("b1", "b", 0, 0.0, ("n0",), Resources(8, 0, 0), 100.0)]
+    snapshot = Snapshot([waiting], [lender, borrower], [full])
+    decision = admit(snapshot)
+    assert decision.pending[0].reason.startswith("tenant storage quota"), decision
+    assert plan(snapshot, decision, victims) == []
+    freed = replace(lender, claims=0, storage_gib=0)
+    snapshot = Snapshot([waiting], [freed, borrower], [full])
+    assert [p.victim for p in plan(snapshot, admit(snapshot), victims)] == ["b1"]
