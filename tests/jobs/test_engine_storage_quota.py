@@ -35,7 +35,8 @@ def namespace_quota(job: Job) -> tuple[dict[str, str], dict[str, str]]:
     quota = cluster.cluster().core.read_namespaced_resource_quota(
         names.RESOURCE_QUOTA_NAME, cluster.namespace_for(job.tenant)
     )
-    return dict(quota.spec.hard), dict((quota.status and quota.status.used) or {})
+    assert quota.spec is not None
+    return dict(quota.spec.hard or {}), dict((quota.status and quota.status.used) or {})
 
 
 def test_a_halted_jobs_claims_hold_storage_quota_until_it_is_deleted(engine: KubeSim, settings: Any) -> None:
