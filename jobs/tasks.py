@@ -68,7 +68,9 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
     the job's checkpoint while they terminate); pods stranded on a dead node past their grace period are
     force-deleted meanwhile. A quota refusal is retried with back-off (LAUNCH_QUOTA_RETRIES times, then the
     job goes back to the queue without using a retry); an API outage is retried five times; only a
-    refusal that cannot change (invalid object, RBAC) fails the job, with everything created torn down.
+    refusal that cannot change (invalid object, RBAC) fails the job, with everything created torn down. The
+    job's S3 endpoints are checked again first (jobs.endpoints: a name may resolve elsewhere than at submit);
+    one that is not public now fails the job (`EndpointRefused`, naming the address) before anything is made.
     """
     job = Job.objects.select_related("tenant", "tenant__quota").get(pk=job_id)
     if job.attempt != attempt or job.status != JobStatus.STARTING:
