@@ -10,6 +10,7 @@ import pytest
 
 from clusterio.capacity import NodeInfo, Resources
 from jobs.cluster.podspec import tenant_limits
+from jobs.core.eta import NO_CLAIM_STORAGE
 from jobs.core.states import JobStatus
 from jobs.models import Job
 from jobs.scheduling import job_dry_run, run_cycle
@@ -53,6 +54,7 @@ def test_two_halted_eight_learner_jobs_hold_their_claims_and_a_third_waits_for_s
         "tenant storage quota: checkpoint claims 16+8 would exceed 20 "
         "(halted and finished jobs keep their claims until deleted)"
     )
+    assert third.eta is None and third.eta_reason == NO_CLAIM_STORAGE  # no job's end frees claims
     small = job_submit(tenant=tenant, user=user, document=spec(4))  # behind the third: the queue is strict
     assert run_cycle(nodes=NODES).admitted == []
     Job.objects.filter(status=JobStatus.HALTED).delete()  # as job_delete does once the claims are gone
