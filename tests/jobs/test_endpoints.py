@@ -242,3 +242,31 @@ def test_another_members_checkpoint_claim_is_refused_unless_the_policy_shares_th
     other = make_tenant()
     foreign = job_submit(tenant=other, user=member(other), document=document())
     assert "of a job;" in (refusal(mine, names.checkpoint_claim_name(foreign.pk)) or "")
+
+
+@pytest.mark.django_db
+def test_the_api_answers_both_refusals_as_400_field_errors(
+    client: Any, fake_dns: dict[str, list[str]]
+) -> None:
+    tenant = make_tenant()
+    client.force_login(member(tenant))
+    for volume, field, words in (
+        (
+            s3("http://0x7f.0.0.1:9000"),
+            "volumes[0].endpoint",
+            "0x7f.0.0.1 (127.0.0.1) is not a public address",
+        ),
+        (s3("http://minio.minio:9000"), "volumes[0].endpoint", "minio.minio resolves to 10.96.7.7"),
+        (
+            pvc("ty-abcdefghij-ckpt-0"),
+            "volumes[0].claim",
+            "ty-abcdefghij-ckpt-0 is the checkpoint claim of a job",
+        ),
+    ):
+        spec = json.loads(document(volumes=[volume]))
+        response = client.post(
+            "/api/v1/jobs/", {"tenant": tenant.slug, "spec": spec}, content_type="application/json"
+        )
+        assert response.status_code == 400, response.content
+        assert words in response.json()["errors"][field][0], response.json()
+    assert not Job.objects.exists()
