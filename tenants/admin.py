@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from django.forms import BaseInlineFormSet
 from django.http import HttpRequest
 
-from tenants.models import Membership, Policy, Quota, Tenant
+from tenants.models import JobClaims, Membership, Policy, Quota, Tenant
 from tenants.policy import check_consistent, policy_clean
 from tenants.services import tenant_sync_permissions
 from tenants.usage import Usage, tenant_usage
@@ -67,8 +67,15 @@ class PolicyForm(forms.ModelForm):
             "job_claims",
         ]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A form posted without it (an older page, a script) keeps what the policy says rather than failing.
+        self.fields["job_claims"].required = False
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if not data.get("job_claims"):
+            data["job_claims"] = self.instance.job_claims or JobClaims.NONE
         given = {name: data[name] for name in self.Meta.fields if name in data and data[name] is not None}
         try:
             data.update(policy_clean(given))
