@@ -22,15 +22,25 @@ INTERNAL_SUFFIXES = (
 )  # fmt: skip
 
 
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
 def is_public_address(address: str) -> bool:
     """Whether an IP address (text, an IPv6 zone allowed) is global unicast: not private, loopback,
-    link-local, shared (100.64/10), reserved or multicast; an IPv4-mapped IPv6 address as its IPv4 one."""
+    link-local, shared (100.64/10), reserved or multicast; an IPv6 address that carries an IPv4 one (mapped,
+    6to4, Teredo, NAT64's 64:ff9b::/96) only if that one is too."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())]
+        if ip in _NAT64:
+            embedded.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+        if any(inner is not None and not is_public_address(str(inner)) for inner in embedded):
+            return False
+        if ip.ipv4_mapped is not None:
+            return True
     return ip.is_global and not ip.is_multicast
 
 

@@ -82,6 +82,17 @@ def test_public_addresses_are_global_unicast_only() -> None:
     assert is_public_address("8.8.8.8") and is_public_address("2606:4700:4700::1111")
     for address in ("100.64.0.1", "169.254.169.254", "224.0.0.1", "::1", "fe80::1%eth0", "0.0.0.0", "x"):  # noqa: S104
         assert not is_public_address(address), address
+    # IPv6 addresses that carry an IPv4 one: judged by it (mapped, 6to4, NAT64).
+    for address in (
+        "::ffff:127.0.0.1",
+        "2002:7f00:1::1",
+        "2002:a00:1::1",
+        "64:ff9b::7f00:1",
+        "64:ff9b::a9fe:a9fe",
+    ):
+        assert not is_public_address(address), address
+    for address in ("::ffff:8.8.8.8", "2002:808:808::1", "64:ff9b::808:808"):
+        assert is_public_address(address), address
 
 
 # -- at submit, through the services ------------------------------------------------------------------------
