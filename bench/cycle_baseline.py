@@ -20,7 +20,7 @@ from jobs.core.admission import Pending
 from jobs.core.choices import EventKind, Reason
 from jobs.core.eta import Eta
 from jobs.core.states import JobStatus
-from jobs.models import Job, JobEvent
+from jobs.models import Job, JobEvent, checkpoint_layout
 from jobs.scheduling import _canonical_gpu_types, _node, _tenant_state, _Tolerated
 from jobs.services.lifecycle import _when
 from tenants.models import Tenant
@@ -76,6 +76,8 @@ def _queued(job: Job, tolerated: frozenset[str]) -> admission.QueuedJob:
         gpu_type=job.spec["resources"].get("gpu_type"),
         expected_duration=job.spec.get("max_runtime_seconds"),
         tolerated=tolerated,
+        claims=0 if job.attempt else checkpoint_layout().claims(job.learners),
+        storage_gib=0 if job.attempt else checkpoint_layout().storage_gib(job.learners),
     )
 
 

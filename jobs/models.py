@@ -12,6 +12,7 @@ from django.db import models
 from django.utils import timezone
 
 from common.resources import Resources
+from jobs.core.claims import ClaimLayout, claim_layout
 from jobs.core.states import ACTIVE, TERMINAL, WAITING, JobStatus, check_transition
 from tenants.models import Tenant
 
@@ -34,6 +35,38 @@ class JobQuerySet(models.QuerySet["Job"]):
 
     def finished(self) -> JobQuerySet:
         return self.filter(status__in=TERMINAL)
+
+    def holding_claims(self) -> JobQuerySet:
+        """Jobs whose checkpoint claims exist: launched at least once and not yet deleted, whatever their state
+        now (requeued, halted and finished jobs keep their claims); none when the installation makes none."""
+        if not checkpoint_layout().gib_each:
+            return self.none()
+        return self.exclude(status=JobStatus.QUEUED).filter(attempt__gte=1)
+
+    def claims_by_tenant(self, tenant_ids: list[int]) -> dict[int, tuple[int, int]]:
+        """(claims, GiB) the jobs of each of ``tenant_ids`` that hold claims hold, by tenant (one query)."""
+        layout = checkpoint_layout()
+        rows = (
+            self.holding_claims()
+            .filter(tenant_id__in=tenant_ids)
+            .order_by()
+            .values("tenant_id")
+            .annotate(jobs=models.Count("id"), learners=models.Sum("learners"))
+        )
+        found = {}
+        for row in rows:
+            claims = row["jobs"] if layout.shared else row["learners"]
+            found[row["tenant_id"]] = (claims, claims * layout.gib_each)
+        return found
+
+
+def checkpoint_layout() -> ClaimLayout:
+    """The installation's checkpoint claims as its settings describe them (jobs.core.claims)."""
+    return claim_layout(
+        claim_size=settings.CHECKPOINT_CLAIM_SIZE,
+        access_mode=settings.CHECKPOINT_ACCESS_MODE,
+        host_root=settings.CHECKPOINT_HOST_ROOT,
+    )
 
 
 class Job(models.Model):

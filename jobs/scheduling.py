@@ -31,7 +31,7 @@ from jobs.core import admission, fairshare
 from jobs.core.states import JobStatus
 from jobs.cyclereads import CycleReads, Running
 from jobs.fairshare import tenants_decayed_usage
-from jobs.models import Job
+from jobs.models import Job, checkpoint_layout
 from jobs.services import job_validate
 from jobs.services.lifecycle import POSITION_COLUMNS, job_admit, queue_positions_record
 from tenants.models import Tenant
@@ -59,7 +59,7 @@ _HOLDING_COLUMNS: tuple[str | Combinable, ...] = (
 )  # fmt: skip
 _WAITING_COLUMNS: tuple[str | Combinable, ...] = (
     "id", "tenant_id", "priority", epoch("created_at"), "learners", "gpus", "cpu_millis", "memory_mib",
-    KT("spec__resources__gpu_type"), spec_number("max_runtime_seconds"),
+    KT("spec__resources__gpu_type"), spec_number("max_runtime_seconds"), "attempt",
 )  # fmt: skip
 
 
@@ -126,6 +126,7 @@ def build_snapshot(
         reads.names = {row[0]: row[name_at] for row in waiting}
         reads.positions = [(row[0], *row[name_at + 1 :]) for row in waiting]
     job_type = types.job
+    layout = checkpoint_layout()
     return admission.Snapshot(
         # Positional arguments, in QueuedJob's field order: keywords take twice as long, ten thousand times.
         jobs=[
@@ -141,8 +142,24 @@ def build_snapshot(
                 job_type(gpu_type),
                 runtime,
                 tolerated(gpus),
+                # Claims are made at the first launch: a requeued or resumed job's are counted in its usage.
+                0 if attempt else layout.claims(learners),
+                0 if attempt else layout.storage_gib(learners),
             )
-            for pk, tenant, priority, submitted_at, learners, gpus, cpu, memory, gpu_type, runtime, *_ in waiting
+            for (
+                pk,
+                tenant,
+                priority,
+                submitted_at,
+                learners,
+                gpus,
+                cpu,
+                memory,
+                gpu_type,
+                runtime,
+                attempt,
+                *_,
+            ) in waiting
         ],
         tenants=[_tenant_state(t, usage[t.pk], decayed=decayed.get(t.slug, fairshare.NONE)) for t in tenants],
         nodes=[_node(n, planned[n.name], types.node(n.gpu_type)) for n in open_nodes],
@@ -212,6 +229,10 @@ def _tenant_state(
         borrowing_limit=quota.borrowing_limit,
         cohort=quota.cohort,
         decayed=decayed,
+        max_claims=quota.max_claims,
+        storage_quota_gib=quota.storage_gib,
+        claims=usage.claims,
+        storage_gib=usage.storage_gib,
     )
 
 
@@ -323,6 +344,8 @@ def job_dry_run(
         gpu_type=spec["resources"].get("gpu_type"),
         expected_duration=spec.get("max_runtime_seconds"),
         tolerated=tolerated(demand.gpus),
+        claims=checkpoint_layout().claims(demand.learners),
+        storage_gib=checkpoint_layout().storage_gib(demand.learners),
     )
     decision = admission.admit(
         _canonical_gpu_types(replace(snapshot, jobs=[*snapshot.jobs, candidate])),

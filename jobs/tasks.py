@@ -18,6 +18,7 @@ from jobs.cluster import ClusterError, Conflict, Forbidden, Invalid, QuotaExceed
 from jobs.core import reconcile as repair
 from jobs.core.choices import Reason
 from jobs.core.states import ACTIVE, STOPPING, JobStatus
+from jobs.endpoints import EndpointRefused, job_endpoint_problems
 from jobs.models import Job
 from jobs.notifications import tasks as notification_tasks  # noqa: F401 (registers them with the worker)
 from jobs.scheduling import CycleResult, run_cycle
@@ -67,10 +68,19 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
     the job's checkpoint while they terminate); pods stranded on a dead node past their grace period are
     force-deleted meanwhile. A quota refusal is retried with back-off (LAUNCH_QUOTA_RETRIES times, then the
     job goes back to the queue without using a retry); an API outage is retried five times; only a
-    refusal that cannot change (invalid object, RBAC) fails the job, with everything created torn down.
+    refusal that cannot change (invalid object, RBAC) fails the job, with everything created torn down. The
+    job's S3 endpoints are checked again first (jobs.endpoints: a name may resolve elsewhere than at submit);
+    one that is not public now fails the job (`EndpointRefused`, naming the address) before anything is made.
     """
     job = Job.objects.select_related("tenant", "tenant__quota").get(pk=job_id)
     if job.attempt != attempt or job.status != JobStatus.STARTING:
+        return []
+    refused = job_endpoint_problems(job)
+    if refused:
+        launch_refused(
+            job_id, attempt, EndpointRefused("; ".join(refused)), reason=Reason.ENDPOINT_REFUSED,
+            what="not launched, an S3 endpoint is not public now",
+        )  # fmt: skip
         return []
     retries = self.request.retries or 0
     try:

@@ -1,4 +1,5 @@
-"""Admission: LimitRange defaults and ResourceQuota checks on pod creation, and quota usage accounting."""
+"""Admission: LimitRange defaults and ResourceQuota checks on pod and PersistentVolumeClaim creation, and quota
+usage accounting."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from kubesim.quantity import QuantityError, format_amount, parse_quantity
 
 Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
+# Quota keys only claims count against (the apiserver's PVC evaluator); a pod need not specify them.
+_CLASS_SCOPED = ".storageclass.storage.k8s.io/"
 
 
 def _sum(pod: Obj, section: str) -> dict[str, Decimal]:
@@ -94,12 +97,32 @@ def pod_usage(pod: Obj) -> dict[str, Decimal]:
     return usage
 
 
-def quota_used(quota: Obj, pods: list[Obj], counts: dict[str, int]) -> dict[str, Decimal]:
-    """Current usage for every key in a quota's ``spec.hard``."""
+def claim_usage(claim: Obj) -> dict[str, Decimal]:
+    """What one PersistentVolumeClaim counts against quota keys, as the apiserver's claim evaluator counts
+    it: every claim that exists (one being deleted too), its requested storage, and both per storage class."""
+    spec = claim.get("spec") or {}
+    requested = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    try:
+        storage = parse_quantity(requested) if requested is not None else Decimal(0)
+    except QuantityError:
+        storage = Decimal(0)
+    usage = {"persistentvolumeclaims": Decimal(1), "count/persistentvolumeclaims": Decimal(1)}
+    usage["requests.storage"] = storage
+    klass = spec.get("storageClassName")
+    if klass:
+        usage[f"{klass}{_CLASS_SCOPED}persistentvolumeclaims"] = Decimal(1)
+        usage[f"{klass}{_CLASS_SCOPED}requests.storage"] = storage
+    return usage
+
+
+def quota_used(
+    quota: Obj, pods: list[Obj], counts: dict[str, int], claims: list[Obj] | None = None
+) -> dict[str, Decimal]:
+    """Current usage for every key in a quota's ``spec.hard``: the pods' and the claims' (``claims``)."""
     hard = (quota.get("spec") or {}).get("hard") or {}
     used = {key: Decimal(0) for key in hard}
-    for pod in pods:
-        for key, value in pod_usage(pod).items():
+    for usage in [pod_usage(pod) for pod in pods] + [claim_usage(claim) for claim in claims or []]:
+        for key, value in usage.items():
             if key in used:
                 used[key] += value
     for key in hard:
@@ -118,7 +141,10 @@ def check_quotas(pod: Obj, quotas: list[Obj], pods: list[Obj]) -> None:
         missing = sorted(
             key
             for key in hard
-            if key.startswith(("requests.", "limits.")) and key not in wanted and "/" not in key
+            if key.startswith(("requests.", "limits."))
+            and key not in wanted
+            and "/" not in key
+            and key != "requests.storage"
         )
         if missing:
             raise forbidden("pods", name, f"failed quota: {qname}: must specify {','.join(missing)}")
@@ -132,6 +158,29 @@ def check_quotas(pod: Obj, quotas: list[Obj], pods: list[Obj]) -> None:
             limited = ",".join(f"{k}={hard[k]}" for k in over)
             raise forbidden(
                 "pods",
+                name,
+                f"exceeded quota: {qname}, requested: {requested}, used: {in_use}, limited: {limited}",
+            )
+
+
+def check_claim_quotas(claim: Obj, quotas: list[Obj], claims: list[Obj]) -> None:
+    """Refuse (403) a new claim that would take a quota's claim count or requested storage past
+    ``spec.hard``, with the apiserver's words."""
+    name = claim["metadata"].get("name", "")
+    wanted = claim_usage(claim)
+    for quota in quotas:
+        hard = (quota.get("spec") or {}).get("hard") or {}
+        used = quota_used(quota, [], {}, claims)
+        over = sorted(
+            key for key in hard if key in wanted and used[key] + wanted[key] > parse_quantity(hard[key])
+        )
+        if over:
+            qname = quota["metadata"]["name"]
+            requested = ",".join(f"{k}={format_amount(k, wanted[k])}" for k in over)
+            in_use = ",".join(f"{k}={format_amount(k, used[k])}" for k in over)
+            limited = ",".join(f"{k}={hard[k]}" for k in over)
+            raise forbidden(
+                "persistentvolumeclaims",
                 name,
                 f"exceeded quota: {qname}, requested: {requested}, used: {in_use}, limited: {limited}",
             )

@@ -99,6 +99,8 @@ class Api:
                 raise already_exists(res.plural, meta["name"], res.group)
             if res.plural == "pods":
                 self._admit_pod(obj)
+            elif res.plural == "persistentvolumeclaims":
+                self._admit_claim(obj)
             if dry_run:
                 return obj
             created = self.store.insert(res.plural, obj)
@@ -116,6 +118,12 @@ class Api:
         quotas = self.store.list("resourcequotas", ns)[0]
         if quotas:
             admission.check_quotas(pod, quotas, self.store.list("pods", ns)[0])
+
+    def _admit_claim(self, claim: Obj) -> None:
+        ns = claim["metadata"]["namespace"]
+        quotas = self.store.list("resourcequotas", ns)[0]
+        if quotas:
+            admission.check_claim_quotas(claim, quotas, self.store.list("persistentvolumeclaims", ns)[0])
 
     def get(self, res: Resource, namespace: str | None, name: str) -> Obj:
         """One object, or 404."""

@@ -373,7 +373,8 @@ class QuotaController:
             }
             counts.update({p: len(store.list(p, ns)[0]) for p in ("services", "secrets", "configmaps")})
             counts["count/jobs.batch"] = len(store.list("jobs", ns)[0])
-            used = admission.quota_used(quota, pods, counts)
+            claims = store.list("persistentvolumeclaims", ns)[0]
+            used = admission.quota_used(quota, pods, counts, claims)
             hard = dict((quota.get("spec") or {}).get("hard") or {})
             wanted: dict[str, Any] = {"hard": hard, "used": {k: format_amount(k, v) for k, v in used.items()}}
             if quota.get("status") != wanted:

@@ -11,14 +11,14 @@ from django.db.models import QuerySet
 from django.forms import BaseInlineFormSet
 from django.http import HttpRequest
 
-from tenants.models import Membership, Policy, Quota, Tenant
+from tenants.models import JobClaims, Membership, Policy, Quota, Tenant
 from tenants.policy import check_consistent, policy_clean
 from tenants.services import tenant_sync_permissions
 from tenants.usage import Usage, tenant_usage
 
 
 class QuotaInline(admin.StackedInline):
-    """Nominal quota, what the tenant may borrow beyond it from its cohort, and its job limits."""
+    """Nominal quota, what the tenant may borrow beyond it from its cohort, its job limits and claim storage."""
 
     model = Quota
     can_delete = False
@@ -38,6 +38,15 @@ class QuotaInline(admin.StackedInline):
             },
         ),
         ("Jobs", {"fields": [("max_running_jobs", "max_queued_jobs")]}),
+        (
+            "Claim storage",
+            {
+                "fields": [("storage_gib", "max_claims")],
+                "description": "What the tenant's PersistentVolumeClaims may request together and how many it "
+                "may hold: checkpoint claims count from a job's first launch until the job is deleted (halted "
+                "and finished jobs keep theirs). Never borrowed; the namespace ResourceQuota carries both.",
+            },
+        ),
     ]
 
 
@@ -55,10 +64,18 @@ class PolicyForm(forms.ModelForm):
             "pod_security",
             "preempt_lower_priority",
             "idle_gpu_halt_after_seconds",
+            "job_claims",
         ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A form posted without it (an older page, a script) keeps what the policy says rather than failing.
+        self.fields["job_claims"].required = False
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if not data.get("job_claims"):
+            data["job_claims"] = self.instance.job_claims or JobClaims.NONE
         given = {name: data[name] for name in self.Meta.fields if name in data and data[name] is not None}
         try:
             data.update(policy_clean(given))
@@ -112,7 +129,9 @@ def _usage(tenant: Tenant) -> Usage:
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "weight", "active", "gpus_used", "cpu_used", "memory_used", "jobs_used"]
+    list_display = [
+        "slug", "name", "weight", "active", "gpus_used", "cpu_used", "memory_used", "jobs_used", "storage_used",
+    ]  # fmt: skip
     list_filter = ["active"]
     search_fields = ["slug", "name"]
     prepopulated_fields = {"slug": ["name"]}
@@ -139,6 +158,11 @@ class TenantAdmin(admin.ModelAdmin):
         usage = _usage(tenant)
         return f"{_used_of(usage.running_jobs, tenant.quota.max_running_jobs)} ({usage.queued_jobs} queued)"
 
+    @admin.display(description="Claim storage / quota")
+    def storage_used(self, tenant: Tenant) -> str:
+        usage, quota = _usage(tenant), tenant.quota
+        return f"{_used_of(usage.storage_gib, quota.storage_gib, ' GiB')} in {usage.claims}/{quota.max_claims} claims"
+
     @admin.display(description="Current usage")
     def usage_summary(self, tenant: Tenant) -> str:
         if tenant.pk is None or not hasattr(tenant, "quota"):
@@ -148,7 +172,9 @@ class TenantAdmin(admin.ModelAdmin):
             f"GPUs {usage.gpus}/{quota.gpus}, CPU {usage.cpu_millis}m/{quota.cpu_millis}m, "
             f"memory {usage.memory_mib}/{quota.memory_mib} MiB, running jobs "
             f"{usage.running_jobs}/{quota.max_running_jobs}, "
-            f"queued {usage.queued_jobs}/{quota.max_queued_jobs}; {_borrowing(quota)}"
+            f"queued {usage.queued_jobs}/{quota.max_queued_jobs}, claim storage "
+            f"{usage.storage_gib}/{quota.storage_gib} GiB in {usage.claims}/{quota.max_claims} claims; "
+            f"{_borrowing(quota)}"
         )
 
     def save_related(

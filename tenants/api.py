@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common.api import ApiView, ResourcesSerializer, api_user, errors
-from tenants.models import ApiToken, Membership, PodSecurity, Role, Tenant
+from tenants.models import ApiToken, JobClaims, Membership, PodSecurity, Role, Tenant
 from tenants.policy import policy_of, policy_set
 from tenants.scoping import Perm, has_perm, tenants_for
 from tenants.services import QUOTA_FIELDS, quota_set
@@ -32,7 +32,8 @@ def _limit(resource: str) -> serializers.IntegerField:
 
 class QuotaSerializer(ResourcesSerializer):
     """A tenant's nominal (guaranteed) GPUs, CPU and memory, what it may borrow beyond them from its cohort,
-    and how many jobs it may run and keep waiting; every field optional on PATCH."""
+    how many jobs it may run and keep waiting, and the claim storage and count its jobs may hold; every field
+    optional on PATCH."""
 
     gpus = serializers.IntegerField(min_value=0, help_text="Nominal (guaranteed) whole GPUs.")
     cpu_millis = serializers.IntegerField(min_value=0, help_text="Nominal CPU in millicores.")
@@ -47,6 +48,15 @@ class QuotaSerializer(ResourcesSerializer):
     )
     max_running_jobs = serializers.IntegerField(min_value=0)
     max_queued_jobs = serializers.IntegerField(min_value=0)
+    storage_gib = serializers.IntegerField(
+        min_value=0,
+        max_value=10**9,
+        help_text="Total GiB the tenant's claims may request together (checkpoint claims, from a job's first "
+        "launch until it is deleted).",
+    )
+    max_claims = serializers.IntegerField(
+        min_value=0, max_value=10**6, help_text="How many PersistentVolumeClaims the tenant's jobs may hold."
+    )
     weight = serializers.FloatField(
         source="tenant.weight",
         min_value=0.01,
@@ -60,6 +70,10 @@ class UsageSerializer(ResourcesSerializer):
 
     running_jobs = serializers.IntegerField()
     queued_jobs = serializers.IntegerField()
+    storage_gib = serializers.IntegerField(
+        help_text="GiB the claims of its jobs request (halted and finished jobs keep theirs until deleted)."
+    )
+    claims = serializers.IntegerField(help_text="PersistentVolumeClaims its jobs hold.")
 
 
 class TenantDataSerializer(serializers.Serializer):
@@ -165,6 +179,11 @@ class PolicySerializer(serializers.Serializer):
         allow_null=True,
         help_text="Halt a job this many seconds after its GPUs were flagged idle; null: never (only flag).",
     )
+    job_claims = serializers.ChoiceField(
+        choices=JobClaims.values,
+        help_text="Which jobs' checkpoint claims a pvc volume may mount: none, the submitter's own, any job's "
+        "of the tenant.",
+    )
 
 
 POLICY_FIELDS = (
@@ -176,6 +195,7 @@ POLICY_FIELDS = (
     "pod_security",
     "preempt_lower_priority",
     "idle_gpu_halt_after_seconds",
+    "job_claims",
 )
 
 

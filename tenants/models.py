@@ -71,10 +71,17 @@ def _borrowing_limit(resource: str) -> models.PositiveIntegerField[int | None, i
     )
 
 
+DEFAULT_STORAGE_GIB = 500
+"""A tenant's default claim storage: 50 checkpoint claims of the default 10Gi."""
+DEFAULT_MAX_CLAIMS = 50
+"""A tenant's default claim count."""
+
+
 class Quota(models.Model):
     """What a tenant is guaranteed (its nominal quota), what it may borrow beyond that from the other tenants
     of its cohort while they leave it unused (Kueue's nominalQuota, borrowingLimit, cohort), and how many jobs
-    it may run and keep waiting."""
+    it may run and keep waiting, and how much claim storage its jobs may hold (a cap of its own, never
+    borrowed)."""
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="quota")
     gpus = models.PositiveIntegerField(default=0, help_text="Nominal (guaranteed) GPUs of running jobs.")
@@ -94,6 +101,16 @@ class Quota(models.Model):
     )
     max_running_jobs = models.PositiveIntegerField(default=4)
     max_queued_jobs = models.PositiveIntegerField(default=100)
+    storage_gib = models.PositiveIntegerField(
+        default=DEFAULT_STORAGE_GIB,
+        help_text="Total storage (GiB) the claims of the tenant's jobs may request together: checkpoint claims "
+        "count from a job's first launch until the job is deleted (halted and finished jobs keep theirs).",
+    )
+    max_claims = models.PositiveIntegerField(
+        default=DEFAULT_MAX_CLAIMS,
+        help_text="How many PersistentVolumeClaims the tenant's jobs may hold together (one per learner, or "
+        "one per job with shared checkpoints), counted as storage_gib is.",
+    )
 
     class Meta:
         verbose_name = "quota"
@@ -135,6 +152,15 @@ class PodSecurity(models.TextChoices):
 
 
 PRIORITY_RANGE = (-100, 100)
+
+
+class JobClaims(models.TextChoices):
+    """Which jobs' checkpoint claims a `pvc` volume may mount (a tenant policy): none (the default), the
+    submitter's own jobs', or any job's of the tenant (sharing)."""
+
+    NONE = "none", "none (a pvc volume never mounts a job's checkpoint claim)"
+    OWN = "own", "the submitter's own jobs' claims"
+    TENANT = "tenant", "any job's of the tenant (members share checkpoints)"
 
 
 class Policy(models.Model):
@@ -187,6 +213,13 @@ class Policy(models.Model):
         blank=True,
         help_text="Halt a job whose GPUs have been flagged idle for this many seconds (it resumes from its "
         "checkpoint when resumed), so its GPUs go back to the queue; empty: never halt, only flag.",
+    )
+    job_claims = models.CharField(
+        max_length=8,
+        choices=JobClaims.choices,
+        default=JobClaims.NONE,
+        help_text="Which jobs' checkpoint claims (ty-<job>-ckpt…) a pvc volume may mount: none (default), the "
+        "submitter's own jobs', or any job's of the tenant. Other claims the platform makes never.",
     )
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -88,4 +88,6 @@ def usage_meters(tenant: Tenant) -> list[Meter]:
         Meter("Memory", usage.memory_mib // 1024, quota.memory_mib // 1024, "GiB"),
         Meter("Running jobs", usage.running_jobs, quota.max_running_jobs),
         Meter("Queued jobs", usage.queued_jobs, quota.max_queued_jobs),
+        Meter("Claim storage", usage.storage_gib, quota.storage_gib, "GiB"),
+        Meter("Claims", usage.claims, quota.max_claims),
     ]

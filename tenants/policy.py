@@ -1,6 +1,7 @@
-"""Tenant policies: what a tenant's jobs may reach (host folders, image registries, S3 endpoints), how high a
-member may set a job's priority, and the Pod Security level of its namespace. Platform admins set them
-(admin console, `PUT /api/v1/tenants/<slug>/policy/`); `jobs.core.policy` applies them at submit."""
+"""Tenant policies: what a tenant's jobs may reach (host folders, image registries, S3 endpoints, other jobs'
+checkpoint claims), how high a member may set a job's priority, and the Pod Security level of its namespace.
+Platform admins set them (admin console, `PUT /api/v1/tenants/<slug>/policy/`); `jobs.core.policy` applies
+them at submit."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from common.transactions import durable_service
-from tenants.models import PRIORITY_RANGE, Membership, PodSecurity, Policy, Role, Tenant
+from tenants.models import PRIORITY_RANGE, JobClaims, Membership, PodSecurity, Policy, Role, Tenant
 
 # Node folders no tenant may mount, nor any folder that holds one: the node's system, the kubelet's and the
 # container runtimes' state and sockets, cluster credentials.
@@ -35,6 +36,7 @@ class EffectivePolicy:
     datastore_hosts: tuple[str, ...]
     max_priority: int
     pod_security: str
+    job_claims: str = JobClaims.NONE
 
 
 def policy_of(tenant: Tenant) -> Policy:
@@ -55,6 +57,7 @@ def effective_policy(*, tenant: Tenant, user: Any) -> EffectivePolicy:
         datastore_hosts=tuple(policy.datastore_hosts),
         max_priority=policy.owner_max_priority if owner else policy.member_max_priority,
         pod_security=policy.pod_security,
+        job_claims=policy.job_claims,
     )
 
 
@@ -148,6 +151,11 @@ def policy_clean(data: dict[str, Any]) -> dict[str, Any]:
             ]
         else:
             clean["idle_gpu_halt_after_seconds"] = value
+    if "job_claims" in data:
+        if data["job_claims"] not in JobClaims.values:
+            errors["job_claims"] = [f"must be one of {', '.join(JobClaims.values)}"]
+        else:
+            clean["job_claims"] = data["job_claims"]
     if "pod_security" in data:
         if data["pod_security"] not in PodSecurity.values:
             errors["pod_security"] = [f"must be one of {', '.join(PodSecurity.values)}"]

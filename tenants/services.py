@@ -33,12 +33,15 @@ QUOTA_FIELDS = (
     "cohort",
     "max_running_jobs",
     "max_queued_jobs",
+    "storage_gib",
+    "max_claims",
 )
 
 
 @durable_service
 def quota_set(*, tenant: Tenant, weight: float | None = None, **fields: Any) -> Quota:
-    """Change some of the tenant's quota fields (nominal amounts, borrowing limits, cohort, job limits) and
+    """Change some of the tenant's quota fields (nominal amounts, borrowing limits, cohort, job limits,
+    claim storage and count) and
     its fair-share weight, all or none; raises django's ValidationError with the refused fields."""
     unknown = sorted(set(fields) - set(QUOTA_FIELDS))
     if unknown:

@@ -20,11 +20,14 @@ from tenants.models import Tenant
 
 @dataclass(frozen=True)
 class Usage:
-    """What a tenant's admitted jobs hold, and how many jobs wait."""
+    """What a tenant's admitted jobs hold, how many jobs wait, and the checkpoint claims (count, GiB) its jobs
+    hold, halted and finished ones included until they are deleted."""
 
     held: Resources = Resources.ZERO
     running_jobs: int = 0
     queued_jobs: int = 0
+    claims: int = 0
+    storage_gib: int = 0
 
     @property
     def gpus(self) -> int:
@@ -46,6 +49,8 @@ class _Jobs(Protocol):
 
     def waiting(self) -> QuerySet[Any]: ...
 
+    def claims_by_tenant(self, tenant_ids: list[int]) -> dict[int, tuple[int, int]]: ...
+
 
 def _jobs() -> _Jobs:
     """The Job model's manager, reached through the reverse relation (tenants may not import jobs)."""
@@ -53,9 +58,9 @@ def _jobs() -> _Jobs:
 
 
 def usage_by_tenant(tenants: Iterable[Tenant], *, queued: bool = True) -> dict[int, Usage]:
-    """Usage of each of ``tenants`` by primary key, in two grouped queries however many there are;
+    """Usage of each of ``tenants`` by primary key, in three grouped queries however many there are;
     ``queued=False`` (the scheduler's snapshot, which counts no waiting jobs) leaves ``queued_jobs`` 0 and
-    saves the second."""
+    saves one."""
     ids = [t.pk for t in tenants]
     jobs = _jobs()
     held = (
@@ -75,6 +80,7 @@ def usage_by_tenant(tenants: Iterable[Tenant], *, queued: bool = True) -> dict[i
     )
     held_by = {row["tenant_id"]: row for row in held}
     queued_by = {row["tenant_id"]: row["jobs"] for row in waiting} if queued else {}
+    claims_by = jobs.claims_by_tenant(ids)
     usage: dict[int, Usage] = {}
     for pk in ids:
         row = held_by.get(pk)
@@ -82,10 +88,13 @@ def usage_by_tenant(tenants: Iterable[Tenant], *, queued: bool = True) -> dict[i
             held=Resources(row["gpus"], row["cpu_millis"], row["memory_mib"]) if row else Resources.ZERO,
             running_jobs=row["running_jobs"] if row else 0,
             queued_jobs=queued_by.get(pk, 0),
+            claims=claims_by.get(pk, (0, 0))[0],
+            storage_gib=claims_by.get(pk, (0, 0))[1],
         )
     return usage
 
 
 def tenant_usage(tenant: Tenant) -> Usage:
-    """Usage of one tenant: what its admitted jobs hold and how many of its jobs wait (two queries)."""
+    """Usage of one tenant: what its admitted jobs hold, how many of its jobs wait and the claims its jobs
+    hold (three queries)."""
     return usage_by_tenant([tenant])[tenant.pk]

@@ -218,14 +218,18 @@ def comparison_tables(comparison: dict[str, Any]) -> list[Table]:
 
 
 def tenants_table(tenants: Iterable[dict[str, Any]]) -> Table:
-    """A row per tenant: role, then used/quota of each resource."""
-    grid = table("TENANT", "NAME", "ROLE", "GPUS", "CPU (m)", "MEMORY (MiB)", "RUNNING", "QUEUED")
+    """A row per tenant: role, then used/quota of each resource, claim storage and claims included."""
+    grid = table(
+        "TENANT", "NAME", "ROLE", "GPUS", "CPU (m)", "MEMORY (MiB)", "RUNNING", "QUEUED", "STORAGE (GiB)", "CLAIMS"
+    )  # fmt: skip
     for t in tenants:
         q, u = t["quota"], t["usage"]
         grid.add_row(
             t["slug"], t["name"], t["role"] or "-", f"{u['gpus']}/{q['gpus']}",
             f"{u['cpu_millis']}/{q['cpu_millis']}", f"{u['memory_mib']}/{q['memory_mib']}",
             f"{u['running_jobs']}/{q['max_running_jobs']}", f"{u['queued_jobs']}/{q['max_queued_jobs']}",
+            f"{u.get('storage_gib', '-')}/{q.get('storage_gib', '-')}",
+            f"{u.get('claims', '-')}/{q.get('max_claims', '-')}",
         )  # fmt: skip
     return grid
 
@@ -261,6 +265,8 @@ QUOTA_ROWS = (
     ("memory", "memory_mib", "memory_mib", " MiB"),
     ("running jobs", "running_jobs", "max_running_jobs", ""),
     ("queued jobs", "queued_jobs", "max_queued_jobs", ""),
+    ("claim storage", "storage_gib", "storage_gib", " GiB"),
+    ("claims", "claims", "max_claims", ""),
 )
 BAR_WIDTH = 24
 
@@ -279,6 +285,8 @@ def quota_table(tenant: dict[str, Any]) -> Table:
     grid = table("RESOURCE", "USED", "QUOTA", "", "USE", title=f"{tenant['slug']} ({tenant['name']}{role})")
     grid.title_justify = "left"
     for label, used_key, quota_key, unit in QUOTA_ROWS:
+        if used_key not in tenant["usage"] or quota_key not in tenant["quota"]:
+            continue  # a server from before the row existed
         used, limit = tenant["usage"][used_key], tenant["quota"][quota_key]
         share = f"{used / limit:.0%}" if limit else ("-" if not used else "over")
         grid.add_row(label, f"{used}{unit}", f"{limit}{unit}", bar(used, limit), share)

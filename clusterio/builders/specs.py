@@ -32,19 +32,23 @@ def _non_negative(value: int, what: str) -> None:
 
 @dataclass(frozen=True)
 class TenantLimits:
-    """A tenant's hard caps, enforced by its namespace's ResourceQuota (requests and limits alike)."""
+    """A tenant's hard caps, enforced by its namespace's ResourceQuota (requests and limits alike); with
+    `storage_gib` and `max_claims` the storage its PersistentVolumeClaims request and their count too."""
 
     gpus: int
     cpu_millis: int
     memory_mib: int
     max_pods: int | None = None
+    storage_gib: int | None = None
+    max_claims: int | None = None
 
     def __post_init__(self) -> None:
         _non_negative(self.gpus, "gpus")
         _non_negative(self.cpu_millis, "cpu_millis")
         _non_negative(self.memory_mib, "memory_mib")
-        if self.max_pods is not None:
-            _non_negative(self.max_pods, "max_pods")
+        for name in ("max_pods", "storage_gib", "max_claims"):
+            if getattr(self, name) is not None:
+                _non_negative(getattr(self, name), name)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,8 @@ def make_namespace(
 
 
 def make_resource_quota(namespace: str, limits: TenantLimits) -> client.V1ResourceQuota:
-    """Build the ResourceQuota that caps a tenant's CPU, memory, GPUs and (optionally) pod count.
+    """Build the ResourceQuota that caps a tenant's CPU, memory, GPUs and (optionally) pod count, claim
+    storage (`requests.storage`, every claim of the namespace) and claim count (`persistentvolumeclaims`).
 
     Requests and limits get the same cap because learners run with requests == limits. GPUs can
     only be quota'd by request (`requests.nvidia.com/gpu`), as for every extended resource.
@@ -60,6 +61,10 @@ def make_resource_quota(namespace: str, limits: TenantLimits) -> client.V1Resour
     }
     if limits.max_pods is not None:
         hard["pods"] = str(limits.max_pods)
+    if limits.storage_gib is not None:
+        hard["requests.storage"] = f"{limits.storage_gib}Gi"
+    if limits.max_claims is not None:
+        hard["persistentvolumeclaims"] = str(limits.max_claims)
     return client.V1ResourceQuota(
         api_version="v1",
         kind="ResourceQuota",

@@ -62,9 +62,16 @@ def namespace_for(tenant: Tenant) -> str:
 
 def tenant_limits(tenant: Tenant) -> TenantLimits:
     """The tenant's quota as the namespace ResourceQuota enforces it (a safety net under admission): the most
-    it may hold, borrowing included."""
-    top = tenant.quota.ceiling()
-    return TenantLimits(gpus=top.gpus, cpu_millis=top.cpu_millis, memory_mib=top.memory_mib)
+    it may hold, borrowing included, and its claim storage and count."""
+    quota = tenant.quota
+    top = quota.ceiling()
+    return TenantLimits(
+        gpus=top.gpus,
+        cpu_millis=top.cpu_millis,
+        memory_mib=top.memory_mib,
+        storage_gib=quota.storage_gib,
+        max_claims=quota.max_claims,
+    )
 
 
 def rendezvous_port(job: Job) -> int:

@@ -52,6 +52,7 @@ from typing import Literal
 
 from common.resources import Resources
 from jobs.core.borrowing import NO_BORROWING, Cohorts, Limit, over_nominal
+from jobs.core.claims import claim_wait
 from jobs.core.nodepool import ANY as _ANY
 from jobs.core.nodepool import Key as _Key
 from jobs.core.nodepool import NodePool, Shape, slots_in
@@ -67,7 +68,9 @@ _INVALID = "invalid job: needs at least one learner and no negative amounts"
 class QueuedJob:
     """A queued job; ``gpus``, ``cpu_millis`` and ``memory_mib`` are per learner.
 
-    ``tolerated``: the node taints (spelt as in ``Node.taints``) its pods tolerate.
+    ``tolerated``: the node taints (spelt as in ``Node.taints``) its pods tolerate. ``claims`` and
+    ``storage_gib``: the checkpoint claims (count, GiB) its launch creates beyond those it already holds
+    (0 for a requeued or resumed job, whose claims its tenant's usage counts already).
     """
 
     id: str
@@ -81,6 +84,8 @@ class QueuedJob:
     gpu_type: str | None = None
     expected_duration: float | None = None
     tolerated: frozenset[str] = _NO_TAINTS
+    claims: int = 0
+    storage_gib: int = 0
 
     @property
     def per_learner(self) -> Resources:
@@ -91,7 +96,9 @@ class QueuedJob:
 class TenantState:
     """A tenant's weight, nominal quota and current usage (running jobs only); what it may borrow beyond
     ``quota`` and from whom (``borrowing_limit``, ``cohort``: jobs.core.borrowing; by default nothing);
-    ``decayed``: its past usage in the units of ``used`` (jobs.core.fairshare), for fair share only."""
+    ``decayed``: its past usage in the units of ``used`` (jobs.core.fairshare), for fair share only;
+    ``max_claims``, ``storage_quota_gib``: its claim quota (None: none), never borrowed; ``claims``,
+    ``storage_gib``: what its jobs' claims hold now, halted and finished jobs' included."""
 
     name: str
     weight: float
@@ -102,6 +109,10 @@ class TenantState:
     borrowing_limit: Limit = NO_BORROWING
     cohort: str = ""
     decayed: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    max_claims: int | None = None
+    storage_quota_gib: int | None = None
+    claims: int = 0
+    storage_gib: int = 0
 
     @property
     def nominal(self) -> Shape:
@@ -217,6 +228,7 @@ class _Cycle:
         self.cohorts = Cohorts(snapshot.tenants)
         self.used = {tenant.name: list(tenant.used.as_shape()) for tenant in snapshot.tenants}
         self.running = {tenant.name: tenant.running_jobs for tenant in snapshot.tenants}
+        self.claims = {tenant.name: [tenant.claims, tenant.storage_gib] for tenant in snapshot.tenants}
         # The reserved job's whole demand, per tenant: charged against its quota before it starts.
         self.held: dict[str, Shape] = {}
         self.admitted: list[Admission] = []
@@ -274,6 +286,11 @@ class _Cycle:
         running = self.running[job.tenant] + (job.tenant in self.held)
         if running >= tenant.max_running_jobs:
             return f"tenant running-job limit {running}/{tenant.max_running_jobs} reached", False
+        if job.claims or job.storage_gib:
+            caps = (tenant.max_claims, tenant.storage_quota_gib)
+            storage = claim_wait((job.claims, job.storage_gib), held=self.claims[job.tenant], caps=caps)
+            if storage is not None:
+                return storage
         need = (job.gpus * job.learners, job.cpu_millis * job.learners, job.memory_mib * job.learners)
         return self.cohorts.check(tenant, need, self.used, self.held)
 
@@ -355,6 +372,9 @@ class _Cycle:
         for dim in range(3):
             used[dim] += shape[dim] * job.learners
         self.running[job.tenant] += 1
+        claims = self.claims[job.tenant]
+        claims[0] += job.claims
+        claims[1] += job.storage_gib
         ends = _INF if job.expected_duration is None else self.snap.now + job.expected_duration
         self.admitted_ends.append((ends, placed, shape))
         borrowed = over_nominal(used, self.nominal[job.tenant])

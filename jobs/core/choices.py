@@ -86,6 +86,7 @@ class Reason(StrEnum):
     QUOTA_BUSY = "QuotaBusy"
     LAUNCH_REFUSED = "LaunchRefused"
     INVALID_SPEC = "InvalidSpec"
+    ENDPOINT_REFUSED = "EndpointRefused"
     CLUSTER_UNAVAILABLE = "ClusterUnavailable"
     NODE_GONE = "NodeGone"
     FETCH_FAILED = "FetchFailed"

@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 from jobs.core.admission import Decision, QueuedJob, RunningJob, Snapshot
 from jobs.core.borrowing import Cohorts
+from jobs.core.claims import claim_wait
 from jobs.core.durations import Duration
 from jobs.core.nodepool import ANY, Key, NodePool, Shape, slots_in
 
@@ -47,6 +48,9 @@ _NO_TAINTS: frozenset[str] = frozenset()
 FAR_BACK = "unknown: far back in the queue"
 NEVER_FITS = "unknown: never fits (see the reason it waits)"
 NO_TENANT = "unknown: not schedulable (see the reason it waits)"
+NO_CLAIM_STORAGE = (
+    "unknown: waits for claim storage, which deleting the tenant's finished or halted jobs frees"
+)
 Use = tuple[int, int, int, int]
 """A tenant's use at a moment of the replay: GPUs, CPU, memory and running jobs. Replaced, never changed
 in place, so that a snapshot of every tenant's use (the replay's history) is a shallow copy."""
@@ -96,7 +100,7 @@ class _Cluster:
     cohorts. It caches, by job key, the nodes a job may use (``eligible``) and, by job id, whether a job
     can never start (``never_fits``): both depend on the snapshot alone."""
 
-    def __init__(self, snap: Snapshot) -> None:
+    def __init__(self, snap: Snapshot, decision: Decision | None = None) -> None:
         nodes = sorted(snap.nodes, key=attrgetter("name"))
         self.index = {node.name: k for k, node in enumerate(nodes)}
         self.types = [node.gpu_type for node in nodes]
@@ -109,6 +113,22 @@ class _Cluster:
         self.ceilings = {t.name: self.cohorts.ceiling(t) for t in snap.tenants}
         self._eligible: dict[Key, list[int]] = {}
         self._never_fits: dict[str, bool] = {}
+        # Claims only go when a person deletes a job: what the tenants hold once this cycle's admissions launch.
+        self.claims = {t.name: [t.claims, t.storage_gib] for t in snap.tenants}
+        queued = {job.id: job for job in snap.jobs}
+        for admitted in decision.admitted if decision is not None else ():
+            job = queued.get(admitted.job_id)
+            if job is not None and job.tenant in self.claims:
+                self.claims[job.tenant][0] += job.claims
+                self.claims[job.tenant][1] += job.storage_gib
+
+    def waits_for_storage(self, job: QueuedJob) -> bool:
+        """Whether ``job``'s claims do not fit its tenant's claim quota: no release of the replay frees any."""
+        if not job.claims and not job.storage_gib:
+            return False
+        tenant = self.tenants[job.tenant]
+        caps = (tenant.max_claims, tenant.storage_quota_gib)
+        return claim_wait((job.claims, job.storage_gib), held=self.claims[job.tenant], caps=caps) is not None
 
     def key(self, job: QueuedJob) -> Key:
         return (job.gpu_type or ANY, job.tolerated & self.all_taints if self.all_taints else _NO_TAINTS)
@@ -236,6 +256,8 @@ class _Replay:
             return NO_TENANT
         if self.cluster.never_fits(job):
             return NEVER_FITS
+        if self.cluster.waits_for_storage(job):
+            return NO_CLAIM_STORAGE
         key, need = self.cluster.key(job), _shape(job)
         if (
             not self.quota_room(job, self.final_used)
@@ -481,7 +503,7 @@ def estimate(
     facts = _Facts(queued, durations, running)
     chosen = _chosen(decision, per_tenant, limit, queued)
     results: list[dict[str, float | str]] = []
-    cluster = _Cluster(snapshot)
+    cluster = _Cluster(snapshot, decision)
     for variant in range(3) if facts.ranged() else range(1):
         replay = _Replay(snapshot, decision, facts, cluster, variant)
         results.append({job_id: replay.place(queued[job_id]) for job_id in chosen})

@@ -2,16 +2,20 @@
 
 What is checked: `type: host` volumes only under the tenant's allowed host folders; the image against the
 allowed registry patterns (short names read as Docker Hub's, as the container runtime does); S3 endpoints
-public unless the tenant lists the host; the priority within what the submitter's role may use.
+public by address (every address the host resolves to, every numeric form: jobs.core.addresses) unless the
+tenant lists the host; `pvc` volumes naming no claim the platform made for a job; the priority within what
+the submitter's role may use.
 """
 
 from __future__ import annotations
 
-import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Protocol
 from urllib.parse import urlsplit
+
+from jobs.core.addresses import Resolve, host_problem
+from jobs.core.claims import checkpoint_claim_job, platform_claim
 
 
 class SpecPolicy(Protocol):
@@ -25,6 +29,17 @@ class SpecPolicy(Protocol):
     def datastore_hosts(self) -> Sequence[str]: ...
     @property
     def max_priority(self) -> int: ...
+    @property
+    def job_claims(self) -> str: ...
+
+
+JobRelation = Callable[[str], str | None]
+"""Who a job of the tenant belongs to, as its checkpoint claim's mounter sees it: "own" (the submitter's),
+"tenant" (another member's), None (no such job in the tenant)."""
+
+
+def _no_jobs(job_id: str) -> str | None:
+    return None
 
 
 def full_image_name(image: str) -> str:
@@ -38,28 +53,22 @@ def full_image_name(image: str) -> str:
     return f"docker.io/{image}"
 
 
-def is_public_host(host: str) -> bool:
-    """Whether `host` (a name or an address) is on the public internet as far as its form tells: not
-    loopback, private, link-local or reserved, not a single-label or cluster-internal name. (Names that
-    resolve to private addresses are the tenant NetworkPolicy's to stop: TENANT_EGRESS_CIDRS.)"""
-    host = host.strip("[]").lower().rstrip(".")
-    try:
-        return ipaddress.ip_address(host).is_global
-    except ValueError:
-        pass
-    if "." not in host:
-        return False  # "localhost", "minio", "kubernetes": resolved inside the cluster or on the node
-    internal = (".localhost", ".local", ".localdomain", ".internal", ".svc", ".cluster.local", ".home.arpa")
-    return not host.endswith(internal)
-
-
 def _under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
 
-def policy_problems(spec: Mapping[str, Any], policy: SpecPolicy, *, tenant: str) -> dict[str, list[str]]:
-    """Field errors for everything in `spec` that `policy` does not allow ({} when all is allowed)."""
-    errors: dict[str, list[str]] = {}
+def policy_problems(
+    spec: Mapping[str, Any],
+    policy: SpecPolicy,
+    *,
+    tenant: str,
+    resolve: Resolve,
+    job_relation: JobRelation = _no_jobs,
+) -> dict[str, list[str]]:
+    """Field errors for everything in `spec` that `policy` does not allow ({} when all is allowed); S3 hosts
+    are resolved with `resolve` (getaddrinfo on the Django side), and a job's checkpoint claim named as a
+    `pvc` volume is judged by whose job it is (`job_relation`) and the policy's `job_claims`."""
+    errors = endpoint_problems(spec, policy.datastore_hosts, tenant=tenant, resolve=resolve)
     for i, volume in enumerate(spec.get("volumes", [])):
         if volume["type"] == "host":
             path = volume.get("path") or ""
@@ -73,10 +82,10 @@ def policy_problems(spec: Mapping[str, Any], policy: SpecPolicy, *, tenant: str)
                 errors[f"volumes[{i}].path"] = [
                     f"{path} is not under the folders tenant {tenant} may mount: {allowed}"
                 ]
-        if volume["type"] == "s3" and volume.get("endpoint"):
-            problem = _endpoint_problem(volume["endpoint"], policy.datastore_hosts, tenant)
+        if volume["type"] == "pvc":
+            problem = _claim_problem(volume.get("claim") or "", policy.job_claims, job_relation, tenant)
             if problem:
-                errors[f"volumes[{i}].endpoint"] = [problem]
+                errors[f"volumes[{i}].claim"] = [problem]
     image = spec.get("image") or ""
     if policy.image_registries:
         full = full_image_name(image)
@@ -92,15 +101,52 @@ def policy_problems(spec: Mapping[str, Any], policy: SpecPolicy, *, tenant: str)
     return errors
 
 
-def _endpoint_problem(url: str, allowed: Sequence[str], tenant: str) -> str | None:
-    host = (urlsplit(url).hostname or "").lower()
+def _claim_problem(claim: str, allowed: str, job_relation: JobRelation, tenant: str) -> str | None:
+    """Why a `pvc` volume may not mount ``claim``: one the platform made, unless it is the checkpoint claim
+    of a job of the tenant that the policy's ``allowed`` ("own", "tenant") lets the submitter share."""
+    if not platform_claim(claim):
+        return None
+    job = checkpoint_claim_job(claim)
+    relation = job_relation(job) if job is not None else None
+    if relation is not None and (allowed == "tenant" or (allowed == "own" and relation == "own")):
+        return None
+    if job is None:
+        return f"{claim} is a claim name the platform keeps for its own objects; a pvc volume names your own claim"
+    whose = {"own": "your job", "tenant": "another member's job"}.get(relation or "", "a job")
+    may = {"own": "only your own jobs' checkpoint claims", "tenant": "the tenant's jobs' checkpoint claims"}
+    return (
+        f"{claim} is the checkpoint claim of {whose}; tenant {tenant}'s policy lets a pvc volume mount "
+        f"{may.get(allowed, 'no job checkpoint claim')}"
+    )
+
+
+def endpoint_problems(
+    spec: Mapping[str, Any], allowed: Sequence[str], *, tenant: str, resolve: Resolve
+) -> dict[str, list[str]]:
+    """Field errors for the S3 endpoints of `spec`: at submit, and again at launch (a name may resolve
+    elsewhere by then: DNS rebinding)."""
+    errors: dict[str, list[str]] = {}
+    for i, volume in enumerate(spec.get("volumes", [])):
+        if volume["type"] == "s3" and volume.get("endpoint"):
+            problem = _endpoint_problem(volume["endpoint"], allowed, tenant, resolve)
+            if problem:
+                errors[f"volumes[{i}].endpoint"] = [problem]
+    return errors
+
+
+def _endpoint_problem(url: str, allowed: Sequence[str], tenant: str, resolve: Resolve) -> str | None:
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return "not a valid URL"
     if allowed:
         if any(fnmatchcase(host, pattern) for pattern in allowed):
             return None
         return f"{host} is not among the S3 hosts tenant {tenant} may use: {', '.join(allowed)}"
-    if is_public_host(host):
+    problem = host_problem(host, resolve)
+    if problem is None:
         return None
     return (
-        f"{host} is a private, loopback, link-local or cluster-internal address; only public S3 endpoints "
-        f"are allowed unless a platform admin lists the host in tenant {tenant}'s policy"
+        f"{problem}; only public S3 endpoints are allowed unless a platform admin lists the host in tenant "
+        f"{tenant}'s policy"
     )

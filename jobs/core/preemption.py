@@ -42,6 +42,7 @@ from typing import Any, Literal
 from common.resources import Resources, Shape
 from jobs.core.admission import Decision, Node, QueuedJob, Snapshot, TenantState
 from jobs.core.borrowing import Cohorts, over_nominal
+from jobs.core.claims import claim_wait
 from jobs.core.nodepool import slots_in
 
 Order = Literal["checkpoint-aware", "youngest"]
@@ -142,6 +143,7 @@ class _Plan:
         self.cohorts = Cohorts(snapshot.tenants)
         self.used = {t.name: list(t.used.as_shape()) for t in snapshot.tenants}
         self.running = {t.name: t.running_jobs for t in snapshot.tenants}
+        self.claims = {t.name: [t.claims, t.storage_gib] for t in snapshot.tenants}
         self.jobs = {job.id: job for job in snapshot.jobs}
         # Caches for the plan, all of what stays the same while victims are chosen: the nodes' taints, the
         # nodes a kind of job may use (per gpu type and tolerations), whether a gang fits the empty nodes.
@@ -152,6 +154,9 @@ class _Plan:
         for admitted in decision.admitted:
             job = jobs[admitted.job_id]
             self._take(job.tenant, admitted.placements, job.per_learner.as_shape())
+            if job.tenant in self.claims:
+                self.claims[job.tenant][0] += job.claims
+                self.claims[job.tenant][1] += job.storage_gib
         for gone in releasing:
             self._give(gone)
         self.victims = [v for v in victims if not v.protected]
@@ -265,6 +270,8 @@ def plan(
         if _never(state, job, eligible):
             continue
         seen.add(job.tenant)
+        if _storage_blocked(state, job):
+            continue  # a stopped job keeps its checkpoint claims: preempting frees no claim storage
         if state.slots(job, state.free, eligible) >= job.learners and _quota_ok(state, job, ()):
             continue  # it will start once what is stopping is gone, or waits behind a reservation
         chosen, kind = _reclaim(state, job, eligible, key)
@@ -295,6 +302,15 @@ def _never(state: _Plan, job: QueuedJob, eligible: Sequence[bool]) -> bool:
     if fits is None:
         fits = state.fits_empty[gang] = state.slots(job, state.capacity, eligible) >= job.learners
     return not fits
+
+
+def _storage_blocked(state: _Plan, job: QueuedJob) -> bool:
+    """Whether the claims ``job``'s launch creates do not fit its tenant's claim quota now (jobs.core.claims)."""
+    if not job.claims and not job.storage_gib:
+        return False
+    tenant = state.tenants[job.tenant]
+    caps = (tenant.max_claims, tenant.storage_quota_gib)
+    return claim_wait((job.claims, job.storage_gib), held=state.claims[job.tenant], caps=caps) is not None
 
 
 def _quota_ok(state: _Plan, job: QueuedJob, chosen: Sequence[Victim]) -> bool:

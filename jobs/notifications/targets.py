@@ -7,7 +7,6 @@ address it checked, so a name that changes its answer in between (DNS rebinding)
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from collections.abc import Iterable
 from typing import Any
@@ -16,18 +15,13 @@ from urllib.parse import urlsplit
 import httpcore
 from django.conf import settings
 
+from jobs.core.addresses import is_public_address
+
 MAX_URL_LENGTH = 2000
 
 
 class TargetRefused(ValueError):
     """A webhook URL the platform will not call; the message says why, for a field error."""
-
-
-def _public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
 
 
 def resolve(host: str, port: int) -> list[str]:
@@ -43,7 +37,7 @@ def check_addresses(host: str, addresses: Iterable[str]) -> None:
     """Refuse `host` if any of its addresses is private, loopback, link-local or otherwise not public."""
     if settings.NOTIFY_ALLOW_PRIVATE_TARGETS:
         return
-    private = [a for a in addresses if not _public(a)]
+    private = [a for a in addresses if not is_public_address(a)]
     if private:
         raise TargetRefused(
             f"{host} resolves to {', '.join(private)}: private, loopback and link-local addresses are not "

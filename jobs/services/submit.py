@@ -16,10 +16,12 @@ from jobs import cluster
 from jobs.artifacts.code import CodeRejected, code_archive_store, inspect_code_zip
 from jobs.cluster import ClusterError, NodeInfo
 from jobs.core.choices import EventKind, Reason
+from jobs.core.claims import storage_problems
 from jobs.core.policy import policy_problems
 from jobs.core.spec import Demand, ParsedSpec, SpecError, parse_spec, spec_demand
 from jobs.credentials import seal
-from jobs.models import CodeArchive, Job, JobCredentials, JobEvent
+from jobs.endpoints import resolve_host
+from jobs.models import CodeArchive, Job, JobCredentials, JobEvent, checkpoint_layout
 from jobs.services.lifecycle import enqueue
 from jobs.streams import send_after_commit, tenant_group
 from tenants.models import Quota, Tenant
@@ -42,7 +44,8 @@ class PermissionDenied(JobRejected):
 
 def quota_problems(*, demand: Demand, quota: Quota) -> list[str]:
     """Why a job with `demand` could never run under `quota`, even with the tenant's cluster share empty and
-    all it may borrow from its cohort lent to it."""
+    all it may borrow from its cohort lent to it, or with none of its claim storage in use (its checkpoint
+    claims alone are more than the tenant's storage or claim quota)."""
     problems = []
     top = quota.ceiling()
     for needed, nominal, most, what, unit in (
@@ -58,6 +61,13 @@ def quota_problems(*, demand: Demand, quota: Quota) -> list[str]:
             )
     if quota.max_running_jobs == 0:
         problems.append("the tenant may run no jobs (running-job quota is 0)")
+    layout = checkpoint_layout()
+    problems += storage_problems(
+        claims=layout.claims(demand.learners),
+        gib=layout.storage_gib(demand.learners),
+        max_claims=quota.max_claims,
+        storage_gib=quota.storage_gib,
+    )
     return problems
 
 
@@ -80,6 +90,15 @@ def gpu_type_problem(*, gpu_type: str, nodes: tuple[Sequence[NodeInfo] | None, s
         return None
     listed = ", ".join(sorted(known.values(), key=str.casefold)) or "none (no node has a GPU product label)"
     return f"no node of the cluster has GPU type {gpu_type}; known types: {listed}"
+
+
+def _job_relation(*, tenant: Tenant, user: User, job_id: str) -> str | None:
+    """Whose job ``job_id`` of ``tenant`` is, for a pvc volume that names its checkpoint claim: "own",
+    "tenant" (another member's), or None when the tenant has no such job."""
+    row = Job.objects.filter(pk=job_id, tenant=tenant).values_list("owner_id").first()
+    if row is None:
+        return None
+    return "own" if row[0] == user.pk else "tenant"
 
 
 def job_validate(
@@ -115,7 +134,13 @@ def job_validate(
     if problems:
         raise JobRejected({"data_stores" if parsed.secrets else "volumes": problems})
     field_problems = cluster.spec_problems(tenant=tenant, spec=parsed.spec, credentials=inline | named)
-    field_problems |= policy_problems(parsed.spec, policy, tenant=tenant.slug)
+    field_problems |= policy_problems(
+        parsed.spec,
+        policy,
+        tenant=tenant.slug,
+        resolve=resolve_host,
+        job_relation=lambda job_id: _job_relation(tenant=tenant, user=user, job_id=job_id),
+    )
     if field_problems:
         raise JobRejected({parsed.field_name(path): messages for path, messages in field_problems.items()})
     gpu_type = parsed.spec["resources"].get("gpu_type")

@@ -91,6 +91,7 @@ def _all_objects() -> list[Any]:
         make_namespace(NS, "acme", {"cost-center": "r&d"}, pod_security="restricted"),
         make_resource_quota(NS, TenantLimits(gpus=8, cpu_millis=64000, memory_mib=262144, max_pods=50)),
         make_resource_quota(NS, TenantLimits(gpus=0, cpu_millis=500, memory_mib=512, max_pods=None)),
+        make_resource_quota(NS, TenantLimits(0, 500, 512, storage_gib=500, max_claims=50)),
         make_limit_range(NS, default_cpu_millis=500, default_memory_mib=512),
         make_network_policy(NS),
         make_network_policy(NS, egress_cidrs=["10.20.0.0/16", "192.0.2.10/32"]),
@@ -670,6 +671,16 @@ def test_resource_quota_caps_requests_limits_gpus_and_pods() -> None:
             }
         },
     }
+
+
+def test_resource_quota_caps_claim_storage_and_count_when_given() -> None:
+    quota = to_dict(make_resource_quota(NS, TenantLimits(0, 1000, 1024, storage_gib=200, max_claims=20)))
+    assert quota["spec"]["hard"]["requests.storage"] == "200Gi"
+    assert quota["spec"]["hard"]["persistentvolumeclaims"] == "20"
+    assert (
+        "requests.storage"
+        not in to_dict(make_resource_quota(NS, TenantLimits(0, 1000, 1024)))["spec"]["hard"]
+    )
 
 
 def test_resource_quota_without_pod_cap_omits_pods() -> None:

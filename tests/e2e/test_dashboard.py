@@ -136,7 +136,7 @@ def test_dashboard_shows_usage_and_my_jobs(page: Any, alice: Any) -> None:
     make_job(team, alice, status="running", learners=2, gpus=1, cpu_millis=2000, memory_mib=4096)
     make_job(team, alice)
     login(page, "alice")
-    assert page.locator(".meter").count() == 5
+    assert page.locator(".meter").count() == 7  # GPUs, CPU, memory, running, queued, claim storage, claims
     assert page.locator("tr[data-job-id]").count() == 2
     assert page.locator("[data-testid=cluster-down]").count() == 1  # no cluster configured in this server
     screenshot(page, "dashboard.png")

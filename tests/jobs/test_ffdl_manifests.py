@@ -52,6 +52,7 @@ class Policy:
     image_registries: tuple[str, ...] = ()
     datastore_hosts: tuple[str, ...] = ()
     max_priority: int = 100
+    job_claims: str = "none"
 
 
 def test_the_repository_holds_fffdls_example_manifests() -> None:
@@ -152,7 +153,7 @@ def test_host_mount_store_becomes_host_volumes_of_the_containers_under_its_path(
 
 def policy_errors(parsed: ParsedSpec, policy: Policy) -> dict[str, list[str]]:
     """What submit reports: the policy's problems under the names the manifest used."""
-    problems = policy_problems(parsed.spec, policy, tenant="acme")
+    problems = policy_problems(parsed.spec, policy, tenant="acme", resolve=lambda host: [])
     return {parsed.field_name(path): messages for path, messages in problems.items()}
 
 

@@ -39,6 +39,12 @@ def test_urls_that_are_not_plain_http_are_refused(url: str, why: str) -> None:
         "http://[fe80::1]/hook",
         "http://[::ffff:127.0.0.1]/hook",
         "http://0.0.0.0/hook",
+        "http://127.1/hook",
+        "http://0177.0.0.1/hook",
+        "http://127.000.000.001/hook",
+        "http://0x7f.0.0.1/hook",
+        "http://10.1/hook",
+        "http://2130706433/hook",
     ],
 )
 def test_private_loopback_and_link_local_targets_are_refused(url: str) -> None:

@@ -11,7 +11,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.test import Client
 
-from jobs.core.policy import full_image_name, is_public_host
+from jobs.core.addresses import is_public_address
+from jobs.core.policy import full_image_name
 from jobs.models import Job
 from jobs.services import JobRejected, job_submit
 from tenants.admin import PolicyForm
@@ -109,6 +110,7 @@ def test_the_admin_console_form_shows_the_same_errors_beside_each_field() -> Non
             "member_max_priority": "0",
             "owner_max_priority": "100",
             "pod_security": "restricted",
+            "job_claims": "none",
         },
         instance=Policy(tenant=tenant),
     )
@@ -121,6 +123,7 @@ def test_the_admin_console_form_shows_the_same_errors_beside_each_field() -> Non
             "member_max_priority": "0",
             "owner_max_priority": "100",
             "pod_security": "privileged",
+            "job_claims": "none",
         },
         instance=Policy(tenant=tenant),
     )
@@ -208,10 +211,12 @@ def test_private_and_cluster_internal_s3_endpoints_are_refused_by_default(endpoi
     assert "only public S3 endpoints" in errors["volumes[0].endpoint"][0]
 
 
-def test_public_endpoints_pass_and_a_listed_private_host_is_allowed() -> None:
+def test_public_endpoints_pass_and_a_listed_private_host_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    public = [(2, 1, 6, "", ("52.218.1.1", 0))]  # what getaddrinfo gives for the name, off the network
+    monkeypatch.setattr("jobs.endpoints.socket.getaddrinfo", lambda host, *args, **kwargs: public)
     tenant = make_tenant()
     assert submit(tenant, volumes=[s3("https://s3.eu-west-1.amazonaws.com")]).pk
-    assert is_public_host("8.8.8.8") and not is_public_host("100.64.0.1")
+    assert is_public_address("8.8.8.8") and not is_public_address("100.64.0.1")
     allow(tenant, datastore_hosts=["minio.storage.svc", "*.corp.example"])
     assert submit(tenant, volumes=[s3("http://minio.storage.svc:9000")]).pk
     assert submit(tenant, volumes=[s3("https://s3.corp.example")]).pk

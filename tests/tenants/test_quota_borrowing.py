@@ -87,6 +87,7 @@ def _change_form(tenant_pk: int, **quota: str) -> dict[str, str]:
         "quota-0-gpus_borrowing_limit": "0", "quota-0-cpu_millis_borrowing_limit": "0",
         "quota-0-memory_mib_borrowing_limit": "0", "quota-0-cohort": "",
         "quota-0-max_running_jobs": "4", "quota-0-max_queued_jobs": "10",
+        "quota-0-storage_gib": "500", "quota-0-max_claims": "50",
         "policy-TOTAL_FORMS": "0", "policy-INITIAL_FORMS": "0", "policy-MIN_NUM_FORMS": "0",
         "policy-MAX_NUM_FORMS": "1",
         "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0", "memberships-MIN_NUM_FORMS": "0",

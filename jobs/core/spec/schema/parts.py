@@ -167,7 +167,9 @@ VOLUME_VARIANTS = (
             Field(
                 "claim",
                 ("string",),
-                "The name of a PersistentVolumeClaim in the tenant's namespace, mounted by every learner.",
+                "The name of a PersistentVolumeClaim in the tenant's namespace, mounted by every learner. Not one "
+                "the platform made (`ty-...`, a job's checkpoints) unless the tenant's policy shares them "
+                "(`job_claims`).",
                 example="mnist-results",
                 required=True,
                 pattern=DNS_SUBDOMAIN,
@@ -196,8 +198,9 @@ VOLUME_VARIANTS = (
             Field(
                 "endpoint",
                 ("string",),
-                "The S3 endpoint (http:// or https://, no credentials in it); unset means AWS. The tenant's "
-                "policy may limit the hosts (`datastore_hosts`).",
+                "The S3 endpoint (http:// or https://, no credentials in it); unset means AWS. Its host must "
+                "resolve only to public addresses (checked at submit and at launch) unless the tenant's policy "
+                "lists it (`datastore_hosts`, which also limits the hosts).",
                 example="https://s3.example.com",
                 max_length=2048,
                 pattern=URL,
