@@ -12,7 +12,7 @@ from django.forms import BaseInlineFormSet
 from django.http import HttpRequest
 
 from tenants.models import Membership, Policy, Quota, Tenant
-from tenants.policy import check_consistent, policy_clean
+from tenants.policy import WRITE_CAP_FIELDS, check_consistent, policy_clean
 from tenants.services import tenant_sync_permissions
 from tenants.usage import Usage, tenant_usage
 
@@ -55,6 +55,7 @@ class PolicyForm(forms.ModelForm):
             "pod_security",
             "preempt_lower_priority",
             "idle_gpu_halt_after_seconds",
+            *WRITE_CAP_FIELDS,
         ]
 
     def clean(self) -> dict[str, Any]:
