@@ -331,6 +331,11 @@ TENSORBOARD_PIECE_MAX_ROWS = env.int("TENSORBOARD_PIECE_MAX_ROWS", default=20_00
 TENSORBOARD_MAX_ROWS = env.int("TENSORBOARD_MAX_ROWS", default=500_000)
 # Seconds one parse of a piece may take on the worker before the rest of its file is given up.
 TENSORBOARD_PARSE_SECONDS = env.int("TENSORBOARD_PARSE_SECONDS", default=120)
+# Parsing runs on a queue of its own, so a tenant's flood of pieces never queues ahead of the engine's tasks
+# (launch, schedule, teardown): `make up` runs a worker for it (Procfile `tensorboard`); deployments run one
+# with `-Q tensorboard`, or have their workers consume both (`-Q celery,tensorboard`).
+TENSORBOARD_QUEUE = env("TENSORBOARD_QUEUE", default="tensorboard")
+CELERY_TASK_ROUTES = {"jobs.tensorboard.*": {"queue": TENSORBOARD_QUEUE}}
 TENSORBOARD_ROOT = env("TENSORBOARD_ROOT", default=str(BASE_DIR / "var" / "tensorboard"))
 TENSORBOARD_MAX_PROCESSES = env.int("TENSORBOARD_MAX_PROCESSES", default=4)
 TENSORBOARD_IDLE_SECONDS = env.float("TENSORBOARD_IDLE_SECONDS", default=900.0)

@@ -47,7 +47,10 @@ def worker(settings: Any, tmp_path: Path) -> Iterator[None]:
     }
     app.control.purge()
     before = set(threading.enumerate())
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=10) as w:
+    queues = [settings.TENSORBOARD_QUEUE]  # only the TensorBoard queue: the parse tasks are routed there
+    with start_worker(
+        app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=10, queues=queues
+    ) as w:
         yield
     w.pool.executor.shutdown(wait=True, cancel_futures=True)
     pool = [t for t in set(threading.enumerate()) - before if t.name.startswith("ThreadPoolExecutor")]
