@@ -404,5 +404,27 @@ class EventFile(models.Model):
         return f"{self.job_id}/{self.attempt}/{self.learner}:{self.path}"
 
 
+class AttemptUsage(models.Model):
+    """What one attempt of a job has written into shared state, counted against its caps (jobs/services/caps.py):
+    result files and their bytes, pod-reported events, TensorBoard bytes and metric rows. Its row is the lock
+    that keeps concurrent uploads of one attempt from passing a cap together; `capped` names the caps already
+    reached, so each is recorded by one job event."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempt_usage")
+    attempt = models.PositiveIntegerField()
+    result_files = models.PositiveIntegerField(default=0)
+    result_bytes = models.BigIntegerField(default=0)
+    reports = models.PositiveIntegerField(default=0, help_text="Pod-reported events recorded.")
+    tensorboard_bytes = models.BigIntegerField(default=0)
+    tensorboard_rows = models.BigIntegerField(default=0)
+    capped: models.JSONField[Any] = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "attempt"], name="unique_attempt_usage")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}/{self.attempt} usage"
+
+
 # The notifications' models live in their own module; importing them here makes them the jobs app's.
 from jobs.notifications.models import DeliveryAttempt, Notification, Subscription  # noqa: E402, F401

@@ -33,6 +33,7 @@ from jobs.services.lifecycle import (
 )
 from jobs.services.tuning import autotune_running
 from jobs.telemetry import telemetry_record_running
+from jobs.tensorboard import tasks as tensorboard_tasks  # noqa: F401 (registers them with the worker)
 
 log = logging.getLogger(__name__)
 LAUNCH_CONFLICT_RETRIES = 3

@@ -176,12 +176,18 @@ JOB_PARTS = (
 """The parts of the job page that change with its state: `portal/_job_<part>.html`, re-rendered live."""
 
 
+RESULTS_PER_PAGE = 50
+"""Result files shown per page on the job page (`?results_page=N`), as the API pages them."""
+
+
 def _job_history(request: HttpRequest, job: Job) -> dict[str, Any]:
     return {
         "job": job,
         "events": job_events(job=job),
         "learners": job.learner_set.order_by("-attempt", "index"),
-        "results": job_results(job=job),
+        "results": Paginator(job_results(job=job), RESULTS_PER_PAGE).get_page(
+            request.GET.get("results_page")
+        ),
         "tuning_events": job_events(job=job).filter(kind=EventKind.TUNING),
         "hyperparameters": sorted(((job.spec or {}).get("hyperparameters") or {}).items()),
         "gpu_latest": job.telemetry.filter(gpu_util__isnull=False).order_by("-ts").first()
@@ -196,6 +202,12 @@ def _job_history(request: HttpRequest, job: Job) -> dict[str, Any]:
     }
 
 
+def _results_query(request: HttpRequest) -> str:
+    """The page of result files being looked at, for the live re-render to keep showing it."""
+    page = request.GET.get("results_page", "")
+    return f"?results_page={page}" if page.isdigit() and page.isascii() else ""
+
+
 @require_GET
 @login_required
 def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
@@ -208,7 +220,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         "job": job.pk,
         "learners": indexes,
         "terminal": job.is_terminal,
-        "parts": reverse("job-parts", args=[job.pk]),
+        "parts": reverse("job-parts", args=[job.pk]) + _results_query(request),
         "tensorboard": (job.spec.get("evaluation_metrics") or {}).get("type") == "tensorboard",
     }
     return render_page(

@@ -23,6 +23,7 @@ from kubesim.disruption import (
     set_node_ready,
 )
 from kubesim.faults import Faults, ImagePullRule
+from kubesim.housekeeping import PodDirCollector
 from kubesim.kubelet import Kubelet
 from kubesim.meta import now_iso
 from kubesim.restart import reboot_node, recover_pods
@@ -196,6 +197,7 @@ class Cluster:
             TaintManager(self),
             PodGarbageCollector(self),
             ClaimController(self),
+            PodDirCollector(self),
         ]
 
     def _log_enforcement(self) -> None:

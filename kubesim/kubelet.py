@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from kubesim import runtime
 from kubesim.admission import TERMINAL
+from kubesim.housekeeping import pod_dir_name
 from kubesim.nodeadmit import admit
 from kubesim.podenv import PodEnvironment
 from kubesim.podstatus import init_failure, mark_started, pod_phase, set_condition, terminated_state
@@ -148,7 +149,7 @@ class Kubelet:
 
     def _start_pod(self, pod: Obj) -> PodRuntime:
         meta = pod["metadata"]
-        pod_dir = self.cluster.state_dir / "pods" / f"{meta['namespace']}_{meta['name']}_{meta['uid'][:8]}"
+        pod_dir = self.cluster.state_dir / "pods" / pod_dir_name(pod)
         pod_dir.mkdir(parents=True, exist_ok=True)
         used = {g for r in self.pods.values() for g in r.gpus}
         want = max(

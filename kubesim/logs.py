@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from kubesim.errors import bad_request, not_found
+from kubesim.housekeeping import pod_dir_name
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
@@ -28,8 +29,7 @@ _PULL_WORDS = {
 
 def pod_dir(state_dir: Path, pod: Obj) -> Path:
     """Where the kubelet keeps a pod's logs and volumes."""
-    meta = pod["metadata"]
-    return state_dir / "pods" / f"{meta['namespace']}_{meta['name']}_{meta['uid'][:8]}"
+    return state_dir / "pods" / pod_dir_name(pod)
 
 
 _RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")

@@ -12,7 +12,7 @@ from django.forms import BaseInlineFormSet
 from django.http import HttpRequest
 
 from tenants.models import JobClaims, Membership, Policy, Quota, Tenant
-from tenants.policy import check_consistent, policy_clean
+from tenants.policy import WRITE_CAP_FIELDS, check_consistent, policy_clean
 from tenants.services import tenant_sync_permissions
 from tenants.usage import Usage, tenant_usage
 
@@ -65,6 +65,7 @@ class PolicyForm(forms.ModelForm):
             "preempt_lower_priority",
             "idle_gpu_halt_after_seconds",
             "job_claims",
+            *WRITE_CAP_FIELDS,
         ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 
 from common.api import ApiView, ResourcesSerializer, api_user, errors
 from tenants.models import ApiToken, JobClaims, Membership, PodSecurity, Role, Tenant
-from tenants.policy import policy_of, policy_set
+from tenants.policy import WRITE_CAP_FIELDS, policy_of, policy_set
 from tenants.scoping import Perm, has_perm, tenants_for
 from tenants.services import QUOTA_FIELDS, quota_set
 from tenants.tokens import TokenRefused, token_create, token_revoke
@@ -184,6 +184,26 @@ class PolicySerializer(serializers.Serializer):
         help_text="Which jobs' checkpoint claims a pvc volume may mount: none, the submitter's own, any job's "
         "of the tenant.",
     )
+    # Caps on what one attempt of a job writes; null: the platform's default (docs/operations.md).
+    result_max_files = serializers.IntegerField(allow_null=True, help_text="Result files per attempt.")
+    result_max_bytes = serializers.IntegerField(
+        allow_null=True, help_text="Bytes of result files per attempt."
+    )
+    pod_reports_max = serializers.IntegerField(
+        allow_null=True, help_text="Completion reports and other pod-reported events per attempt."
+    )
+    tensorboard_piece_max_bytes = serializers.IntegerField(
+        allow_null=True, help_text="Bytes of one TensorBoard piece (at most 64 MiB)."
+    )
+    tensorboard_max_bytes = serializers.IntegerField(
+        allow_null=True, help_text="Bytes of TensorBoard event files per attempt."
+    )
+    tensorboard_piece_max_rows = serializers.IntegerField(
+        allow_null=True, help_text="Metric rows kept from one parsed TensorBoard piece."
+    )
+    tensorboard_max_rows = serializers.IntegerField(
+        allow_null=True, help_text="Metric rows kept from one attempt's TensorBoard files."
+    )
 
 
 POLICY_FIELDS = (
@@ -196,6 +216,7 @@ POLICY_FIELDS = (
     "preempt_lower_priority",
     "idle_gpu_halt_after_seconds",
     "job_claims",
+    *WRITE_CAP_FIELDS,
 )
 
 

@@ -221,6 +221,42 @@ class Policy(models.Model):
         help_text="Which jobs' checkpoint claims (ty-<job>-ckpt…) a pvc volume may mount: none (default), the "
         "submitter's own jobs', or any job's of the tenant. Other claims the platform makes never.",
     )
+    # Caps on what one attempt of a job writes (tenants.policy.write_caps); empty: the platform's default.
+    result_max_files = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Result files one attempt may upload; empty: RESULT_MAX_FILES."
+    )
+    result_max_bytes = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="Bytes of result files one attempt may upload; empty: RESULT_MAX_BYTES.",
+    )
+    pod_reports_max = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Completion reports and other pod-reported events one attempt may record; empty: "
+        "POD_REPORTS_MAX.",
+    )
+    tensorboard_piece_max_bytes = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Bytes of one TensorBoard piece (at most 64 MiB; launchers send 4 MiB pieces); empty: "
+        "TENSORBOARD_UPLOAD_MAX_BYTES.",
+    )
+    tensorboard_max_bytes = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="Bytes of TensorBoard event files one attempt may send; empty: TENSORBOARD_MAX_BYTES.",
+    )
+    tensorboard_piece_max_rows = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Metric rows kept from one parsed TensorBoard piece; empty: TENSORBOARD_PIECE_MAX_ROWS.",
+    )
+    tensorboard_max_rows = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="Metric rows kept from one attempt's TensorBoard files; empty: TENSORBOARD_MAX_ROWS.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from common.transactions import durable_service
@@ -156,6 +157,7 @@ def policy_clean(data: dict[str, Any]) -> dict[str, Any]:
             errors["job_claims"] = [f"must be one of {', '.join(JobClaims.values)}"]
         else:
             clean["job_claims"] = data["job_claims"]
+    _clean_write_caps(data, clean, errors)
     if "pod_security" in data:
         if data["pod_security"] not in PodSecurity.values:
             errors["pod_security"] = [f"must be one of {', '.join(PodSecurity.values)}"]
@@ -191,3 +193,58 @@ def check_consistent(policy: Policy) -> None:
         errors["member_max_priority"] = ["must not be above owner_max_priority"]
     if errors:
         raise ValidationError(errors)
+
+
+# -- caps on what one attempt of a job writes (results, pod reports, TensorBoard) -----------------------------
+
+MAX_COUNT_CAP = 10**9
+MAX_BYTES_CAP = 2**50  # 1 PiB
+MAX_PIECE_BYTES = 64 * 1024 * 1024  # a piece is read into the web process's memory whole
+WRITE_CAP_FIELDS: dict[str, tuple[str, int, int]] = {
+    # policy field: (the setting that is its default, lowest, highest)
+    "result_max_files": ("RESULT_MAX_FILES", 0, MAX_COUNT_CAP),
+    "result_max_bytes": ("RESULT_MAX_BYTES", 0, MAX_BYTES_CAP),
+    "pod_reports_max": ("POD_REPORTS_MAX", 0, MAX_COUNT_CAP),
+    "tensorboard_piece_max_bytes": ("TENSORBOARD_UPLOAD_MAX_BYTES", 1, MAX_PIECE_BYTES),
+    "tensorboard_max_bytes": ("TENSORBOARD_MAX_BYTES", 0, MAX_BYTES_CAP),
+    "tensorboard_piece_max_rows": ("TENSORBOARD_PIECE_MAX_ROWS", 0, MAX_COUNT_CAP),
+    "tensorboard_max_rows": ("TENSORBOARD_MAX_ROWS", 0, MAX_COUNT_CAP),
+}
+
+
+@dataclass(frozen=True)
+class WriteCaps:
+    """The caps one attempt of a tenant's job meets: its policy's overrides, else the platform's settings."""
+
+    result_max_files: int
+    result_max_bytes: int
+    pod_reports_max: int
+    tensorboard_piece_max_bytes: int
+    tensorboard_max_bytes: int
+    tensorboard_piece_max_rows: int
+    tensorboard_max_rows: int
+
+
+def write_caps(tenant: Tenant) -> WriteCaps:
+    """The caps on what `tenant`'s job attempts write (docs/operations.md "Caps on what a job writes")."""
+    policy = policy_of(tenant)
+    values = {}
+    for field, (setting, _, _) in WRITE_CAP_FIELDS.items():
+        override = getattr(policy, field)
+        values[field] = int(getattr(settings, setting) if override is None else override)
+    return WriteCaps(**values)
+
+
+def _clean_write_caps(data: dict[str, Any], clean: dict[str, Any], errors: dict[str, list[str]]) -> None:
+    """Check the cap overrides in `data`: a whole number in the field's range, or null (or "") for the
+    platform's default."""
+    for field, (setting, low, high) in WRITE_CAP_FIELDS.items():
+        if field not in data:
+            continue
+        value = data[field]
+        if value in (None, ""):
+            clean[field] = None
+        elif isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            errors[field] = [f"a whole number from {low} to {high}, or null for the platform's {setting}"]
+        else:
+            clean[field] = value

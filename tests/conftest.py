@@ -89,8 +89,9 @@ def engine(kubesim_cluster: KubeSim, transactional_db: None, settings: Any) -> I
 
     beat_thread = threading.Thread(target=beat, name="beat", daemon=True)
     before = set(threading.enumerate())
+    queues = [app.conf.task_default_queue, settings.TENSORBOARD_QUEUE]  # every queue, as `make up` runs them
     with start_worker(
-        app, pool="threads", concurrency=4, perform_ping_check=False, shutdown_timeout=10
+        app, pool="threads", concurrency=4, perform_ping_check=False, shutdown_timeout=10, queues=queues
     ) as worker:
         thread.start()
         beat_thread.start()

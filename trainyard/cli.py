@@ -33,6 +33,7 @@ from trainyard.output import (
     print_logs,
     quota_table,
     report,
+    results_table,
     tenants_table,
     tokens_table,
 )
@@ -419,6 +420,20 @@ def download(
     for path in written:
         typer.echo(str(path))
     typer.echo(f"{len(written)} file(s) from job {job_id} in {out}", err=True)
+
+
+@app.command()
+def results(
+    ctx: typer.Context,
+    job_id: JobArg,
+    attempt: Annotated[int | None, typer.Option(help="Which attempt (default: the latest with any).")] = None,
+    output: OutputOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List a job's result files (every page of them); `trainyard download` fetches them."""
+    fmt = output_format(output, as_json)
+    rows = client(ctx).results(job_id, attempt=attempt)
+    emit(rows, fmt, lambda: console().print(results_table(rows)))
 
 
 @app.command()

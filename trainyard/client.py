@@ -28,6 +28,7 @@ STOPPED_STATES = FINAL_STATES | {"halted"}
 following a job ends there."""
 
 LOG_PAGE = 1000
+RESULT_PAGE = 500
 
 
 class LogLine(TypedDict):
@@ -305,9 +306,20 @@ class Client:
             body["tags"] = tags
         return cast(dict[str, Any], self.request("PATCH", f"jobs/{job_id}/", json=body))
 
-    def results(self, job_id: str) -> list[dict[str, Any]]:
-        """The result files of the job's latest attempt that uploaded any."""
-        return cast(list[dict[str, Any]], self.request("GET", f"jobs/{job_id}/results/"))
+    def results(self, job_id: str, *, attempt: int | None = None) -> list[dict[str, Any]]:
+        """The result files of the job's latest attempt that uploaded any (or of `attempt`), every page."""
+        return list(self.iter_results(job_id, attempt=attempt))
+
+    def iter_results(self, job_id: str, *, attempt: int | None = None) -> Iterator[dict[str, Any]]:
+        """The result files one at a time, following the listing's pages (`next`) to the last."""
+        params: dict[str, Any] | None = {"page_size": RESULT_PAGE}
+        if attempt is not None:
+            params = {"page_size": RESULT_PAGE, "attempt": attempt}
+        url: str | None = f"jobs/{job_id}/results/"
+        while url is not None:
+            page = cast(JobPage, self.request("GET", url, params=params))
+            yield from page["results"]
+            url, params = page["next"], None  # the next link carries the query
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """Cancel a job (a waiting one at once, a running one once its pods are gone)."""

@@ -184,6 +184,20 @@ def metrics_table(points: Iterable[dict[str, Any]]) -> Table:
     return grid
 
 
+def results_table(files: Iterable[dict[str, Any]]) -> Table:
+    """A row per result file."""
+    grid = table("PATH", "LEARNER", "ATTEMPT", "SIZE", "SHA256")
+    for entry in files:
+        grid.add_row(
+            entry["path"],
+            str(entry["learner"]),
+            str(entry["attempt"]),
+            str(entry["size"]),
+            entry["sha256"][:12],
+        )
+    return grid
+
+
 def _number(value: Any) -> str:
     return "-" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
 

@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common.api import ApiView, errors
+from common.pagination import PageSerializer, paginate
 from jobs.api import JOB_ID, _job
 from jobs.artifacts.pod_views import clean_result_path
 from jobs.artifacts.storage import artifact_storage
@@ -31,6 +32,22 @@ class ResultFileSerializer(serializers.ModelSerializer[ResultFile]):
         fields = ["attempt", "learner", "path", "size", "sha256", "created_at"]
 
 
+class ResultPageSerializer(PageSerializer):
+    """A page of a job's result files."""
+
+    results = ResultFileSerializer(many=True)
+
+
+PAGE = OpenApiParameter(
+    "page", OpenApiTypes.INT, OpenApiParameter.QUERY, required=False, description="Page number, from 1."
+)
+PAGE_SIZE = OpenApiParameter(
+    "page_size",
+    OpenApiTypes.INT,
+    OpenApiParameter.QUERY,
+    required=False,
+    description="Files per page (default 50, at most 500).",
+)
 ATTEMPT = OpenApiParameter(
     "attempt", OpenApiTypes.INT, OpenApiParameter.QUERY, required=False,
     description="Which attempt's results (default: the latest that uploaded any).",
@@ -50,16 +67,18 @@ def zip_name(result: ResultFile) -> str:
 
 
 class JobResultsView(ApiView):
-    """GET: the result files of the job's latest attempt that uploaded any (or `?attempt=`)."""
+    """GET: the result files of the job's latest attempt that uploaded any (or `?attempt=`), a page at a time
+    (by learner, then path)."""
 
     @extend_schema(
-        parameters=[JOB_ID, ATTEMPT],
-        responses={200: ResultFileSerializer(many=True), **errors(400, 401, 404, 429)},
+        operation_id="jobs_results_list",
+        parameters=[JOB_ID, ATTEMPT, PAGE, PAGE_SIZE],
+        responses={200: ResultPageSerializer, **errors(400, 401, 404, 429)},
     )
     def get(self, request: Request, job_id: str) -> Response:
         job = _job(request, job_id)
         files = job_results(job=job, attempt=query_params(request, ResultQuery).get("attempt"))
-        return Response(ResultFileSerializer(files, many=True).data)
+        return paginate(request, files, ResultPageSerializer)
 
 
 class JobResultFileView(ApiView):

@@ -2,9 +2,10 @@
 `PUT <platform>/api/v1/artifacts/<job>/<attempt>/<learner>/tensorboard/files/<path>` with the attempt's
 artifact token, `X-Trainyard-Offset` (where the body starts in the file) and `X-Trainyard-Sha256`.
 
-Answers: 201 stored (with the size now held and the points added), 400 for a bad path, offset, learner or
-checksum, 403 for the token, 409 `{"size": N}` when the offset is not where the stored file ends (nor 0,
-which starts the file again), 413 for a piece or a file too large.
+Answers: 201 stored (with the size now held; its scalars are read by a worker, jobs/tensorboard/tasks.py),
+400 for a bad path, offset, learner or checksum, 403 for the token, 409 `{"size": N}` when the offset is not
+where the stored file ends (nor 0, which starts the file again), 413 for a piece or a file too large, or
+`{"cap": ..., "limit": N}` for a piece past the attempt's TensorBoard byte cap (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from jobs.artifacts.pod_views import _grant, _refused, clean_result_path
 from jobs.artifacts.storage import artifact_storage, artifacts_delete
 from jobs.artifacts.tokens import RESULTS_WRITE, TokenRefused
 from jobs.models import EventFile
+from jobs.services.caps import CapHit
 from jobs.services.tensorboard import OffsetConflict, TooManyFiles, event_file_append
+from tenants.policy import write_caps
 
 OFFSET_HEADER = "X-Trainyard-Offset"
 
@@ -49,7 +52,7 @@ def _offset(raw: str | None) -> int | None:
 def event_file_upload(
     request: HttpRequest, job_id: str, attempt: int, learner: int, path: str
 ) -> HttpResponseBase:
-    """Store one piece of an event file and read the scalars of the records it completes."""
+    """Store one piece of an event file and queue the reading of its scalars on a worker."""
     try:
         grant = _grant(request, job_id, attempt, RESULTS_WRITE)
     except TokenRefused as exc:
@@ -64,7 +67,8 @@ def event_file_upload(
     offset = _offset(request.headers.get(OFFSET_HEADER))
     if offset is None:
         return _refused(f"send the piece's start in the file as a whole number in {OFFSET_HEADER}", 400)
-    limit = settings.TENSORBOARD_UPLOAD_MAX_BYTES
+    caps = write_caps(grant.job.tenant)
+    limit = caps.tensorboard_piece_max_bytes
     data = request.read(limit + 1)
     if len(data) > limit:
         return _refused(f"a piece may be at most {limit} bytes; send the file in smaller pieces", 413)
@@ -82,19 +86,20 @@ def event_file_upload(
     if offset + len(data) > settings.TENSORBOARD_FILE_MAX_BYTES:
         return _refused(f"an event file may be at most {settings.TENSORBOARD_FILE_MAX_BYTES} bytes", 413)
     if not data:
-        return JsonResponse({"path": relative, "size": held, "points": 0}, status=201)
+        return JsonResponse({"path": relative, "size": held, "queued": False}, status=201)
     name = event_piece_name(grant.job.tenant.slug, job_id, attempt, learner, relative, offset)
     stored = artifact_storage().save(name, ContentFile(data))
     try:
-        piece = event_file_append(
+        appended = event_file_append(
             job=grant.job,
             attempt=attempt,
             learner=learner,
             path=relative,
             offset=offset,
-            data=data,
+            size=len(data),
             stored_name=stored,
             max_files=settings.TENSORBOARD_MAX_FILES,
+            caps=caps,
         )
     except OffsetConflict as exc:
         artifacts_delete([stored])
@@ -105,6 +110,7 @@ def event_file_upload(
     except BaseException:
         artifacts_delete([stored])
         raise
-    return JsonResponse(
-        {"path": relative, "size": piece.event_file.size, "points": len(piece.points)}, status=201
-    )
+    if isinstance(appended, CapHit):
+        artifacts_delete([stored])
+        return JsonResponse(appended.body(), status=appended.status)
+    return JsonResponse({"path": relative, "size": appended.size, "queued": True}, status=201)

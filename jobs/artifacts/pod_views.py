@@ -20,7 +20,9 @@ from django.views.decorators.http import require_http_methods
 from jobs.artifacts.storage import artifact_storage, result_name
 from jobs.artifacts.tokens import CODE_READ, HEADER, RESULTS_WRITE, Grant, TokenRefused, check_token
 from jobs.models import ResultFile
+from jobs.services.caps import CapHit, result_release, result_reserve, result_room
 from jobs.services.results import results_reported
+from tenants.policy import write_caps
 
 _CHUNK = 1 << 20
 
@@ -75,6 +77,10 @@ def result_upload(
         return _refused(f"{path!r} is not a relative path inside RESULT_DIR", status=400)
     if learner >= grant.job.learners:
         return _refused(f"job {job_id} has no learner {learner}", status=400)
+    caps = write_caps(grant.job.tenant)
+    room = result_room(job=grant.job, attempt=attempt, learner=learner, path=relative, caps=caps)
+    if isinstance(room, CapHit):
+        return JsonResponse(room.body(), status=room.status)
     expected = (request.headers.get("X-Trainyard-Sha256") or "").lower()
     with tempfile.TemporaryFile() as spool:
         digest, size = hashlib.sha256(), 0
@@ -82,25 +88,43 @@ def result_upload(
             size += len(chunk)
             if size > settings.RESULT_MAX_FILE_BYTES:
                 return _refused(f"a result file may be at most {settings.RESULT_MAX_FILE_BYTES} bytes", 413)
+            if size > room:
+                break  # past the attempt's byte cap: result_reserve refuses it below, nothing is stored
             digest.update(chunk)
             spool.write(chunk)
         sha = digest.hexdigest()
-        if expected and expected != sha:
+        if size <= room and expected and expected != sha:
             return _refused(f"the body's sha256 is {sha}, not {expected}: the upload was damaged", 400)
-        spool.seek(0)
-        name = result_name(grant.job.tenant.slug, job_id, attempt, learner, relative)
-        storage = artifact_storage()
-        if storage.exists(name):
-            storage.delete(name)
-        stored = storage.save(name, File(spool))
+        reserved = result_reserve(
+            job=grant.job, attempt=attempt, learner=learner, path=relative, size=size, caps=caps
+        )
+        if isinstance(reserved, CapHit):
+            return JsonResponse(reserved.body(), status=reserved.status)
+        try:
+            spool.seek(0)
+            _store_result(grant, attempt, learner, relative, spool, size, sha)
+        except BaseException:
+            result_release(reservation=reserved)
+            raise
+    return JsonResponse({"path": relative, "size": size, "sha256": sha}, status=201)
+
+
+def _store_result(
+    grant: Grant, attempt: int, learner: int, path: str, spool: Any, size: int, sha: str
+) -> None:
+    """Put the spooled file in artifact storage, then its row in the database."""
+    name = result_name(grant.job.tenant.slug, grant.job.pk, attempt, learner, path)
+    storage = artifact_storage()
+    if storage.exists(name):
+        storage.delete(name)
+    stored = storage.save(name, File(spool))
     ResultFile.objects.update_or_create(
         job=grant.job,
         attempt=attempt,
         learner=learner,
-        path=relative,
+        path=path,
         defaults={"size": size, "sha256": sha, "storage_name": stored},
     )
-    return JsonResponse({"path": relative, "size": size, "sha256": sha}, status=201)
 
 
 # What the completion report may say: an exit code (negative: killed by a signal) and counts that fit the
@@ -134,5 +158,9 @@ def results_complete(request: HttpRequest, job_id: str, attempt: int, learner: i
             isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
         ):
             return _refused(f"{key} must be a whole number from {low} to {high}", status=400)
-    results_reported(job=grant.job, attempt=attempt, learner=learner, report=numbers)
+    capped = results_reported(
+        job=grant.job, attempt=attempt, learner=learner, report=numbers, caps=write_caps(grant.job.tenant)
+    )
+    if isinstance(capped, CapHit):
+        return JsonResponse(capped.body(), status=capped.status)
     return JsonResponse({"detail": "recorded"})

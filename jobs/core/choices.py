@@ -57,6 +57,7 @@ class EventKind(StrEnum):
     TENSORBOARD = "tensorboard"  # a learner's TensorBoard event file could not be read
     LABELS = "labels"  # a person changed its experiment or tags
     GPU = "gpu"  # its GPUs went idle, or busy again (jobs/services/idlegpu.py)
+    CAPS = "caps"  # an attempt reached a cap on what it writes (jobs/services/caps.py)
 
 
 class VerdictState(StrEnum):
@@ -103,6 +104,12 @@ class Reason(StrEnum):
     RESULTS_UPLOADED = "ResultsUploaded"
     TUNED = "Tuned"
     EVENT_FILE_DAMAGED = "EventFileDamaged"
+    # caps on what one attempt writes (jobs/services/caps.py)
+    RESULT_FILES_CAPPED = "ResultFilesCapped"
+    RESULT_BYTES_CAPPED = "ResultBytesCapped"
+    POD_REPORTS_CAPPED = "PodReportsCapped"
+    TENSORBOARD_BYTES_CAPPED = "TensorBoardBytesCapped"
+    TENSORBOARD_ROWS_CAPPED = "TensorBoardRowsCapped"
     IDLE_GPU = "IdleGpu"
     GPU_BUSY = "GpuBusy"
     IDLE_GPU_HALTED = "IdleGpuHalted"

@@ -2,7 +2,8 @@
 split by topic as Zulip splits its actions. `submit` (validation and the write), `control` (cancel, halt,
 resume, retry, requeue, delete), `lifecycle` (admission, launch outcomes, pod verdicts, requeues,
 reconcile's repairs), `logs` (log lines and their metrics), `results` (what learners report when they
-end), `tuning` (the tuner's decisions), `idlegpu`
+end), `caps` (what one attempt may write: result files, reports, TensorBoard bytes and rows), `tensorboard`
+(event file pieces, and their scalars read on a worker), `tuning` (the tuner's decisions), `idlegpu`
 (idle GPUs flagged, cleared, halted by policy), `labels` (experiment and tags). Everything else reads
 (selectors) or calls these.
 

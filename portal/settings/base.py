@@ -314,6 +314,11 @@ CODE_MAX_BYTES = env.int("CODE_MAX_BYTES", default=64 * 1024 * 1024)
 CODE_MAX_UNPACKED_BYTES = env.int("CODE_MAX_UNPACKED_BYTES", default=1024 * 1024 * 1024)
 CODE_MAX_ENTRIES = env.int("CODE_MAX_ENTRIES", default=20_000)
 RESULT_MAX_FILE_BYTES = env.int("RESULT_MAX_FILE_BYTES", default=4 * 1024 * 1024 * 1024)
+# Caps on what one attempt of a job writes into shared state (docs/operations.md "Caps on what a job writes");
+# a tenant's policy may override each (tenants.policy.write_caps).
+RESULT_MAX_FILES = env.int("RESULT_MAX_FILES", default=1000)
+RESULT_MAX_BYTES = env.int("RESULT_MAX_BYTES", default=16 * 1024 * 1024 * 1024)
+POD_REPORTS_MAX = env.int("POD_REPORTS_MAX", default=128)
 
 # TensorBoard (docs/jobs.md, docs/operations.md): event files learners send, their scalars as metrics, and
 # one `tensorboard` process per viewed job behind the portal.
@@ -321,6 +326,16 @@ TENSORBOARD_SYNC_SECONDS = env.float("TENSORBOARD_SYNC_SECONDS", default=5.0)
 TENSORBOARD_UPLOAD_MAX_BYTES = env.int("TENSORBOARD_UPLOAD_MAX_BYTES", default=8 * 1024 * 1024)
 TENSORBOARD_FILE_MAX_BYTES = env.int("TENSORBOARD_FILE_MAX_BYTES", default=256 * 1024 * 1024)
 TENSORBOARD_MAX_FILES = env.int("TENSORBOARD_MAX_FILES", default=100)
+TENSORBOARD_MAX_BYTES = env.int("TENSORBOARD_MAX_BYTES", default=1024 * 1024 * 1024)
+TENSORBOARD_PIECE_MAX_ROWS = env.int("TENSORBOARD_PIECE_MAX_ROWS", default=20_000)
+TENSORBOARD_MAX_ROWS = env.int("TENSORBOARD_MAX_ROWS", default=500_000)
+# Seconds one parse of a piece may take on the worker before the rest of its file is given up.
+TENSORBOARD_PARSE_SECONDS = env.int("TENSORBOARD_PARSE_SECONDS", default=120)
+# Parsing runs on a queue of its own, so a tenant's flood of pieces never queues ahead of the engine's tasks
+# (launch, schedule, teardown): `make up` runs a worker for it (Procfile `tensorboard`); deployments run one
+# with `-Q tensorboard`, or have their workers consume both (`-Q celery,tensorboard`).
+TENSORBOARD_QUEUE = env("TENSORBOARD_QUEUE", default="tensorboard")
+CELERY_TASK_ROUTES = {"jobs.tensorboard.*": {"queue": TENSORBOARD_QUEUE}}
 TENSORBOARD_ROOT = env("TENSORBOARD_ROOT", default=str(BASE_DIR / "var" / "tensorboard"))
 TENSORBOARD_MAX_PROCESSES = env.int("TENSORBOARD_MAX_PROCESSES", default=4)
 TENSORBOARD_IDLE_SECONDS = env.float("TENSORBOARD_IDLE_SECONDS", default=900.0)
@@ -474,6 +489,12 @@ NOTIFY_ALLOW_PRIVATE_TARGETS = env.bool("NOTIFY_ALLOW_PRIVATE_TARGETS", default=
 NOTIFY_BASE_URL = env("NOTIFY_BASE_URL", default="")
 NOTIFY_SWEEP_SECONDS = env.float("NOTIFY_SWEEP_SECONDS", default=30.0)
 CELERY_BEAT_SCHEDULE["notifications"] = {"task": "jobs.notifications.sweep", "schedule": NOTIFY_SWEEP_SECONDS}
+# TensorBoard pieces whose parse task was lost (Redis holds only what can be lost) are queued again.
+TENSORBOARD_SWEEP_SECONDS = env.float("TENSORBOARD_SWEEP_SECONDS", default=60.0)
+CELERY_BEAT_SCHEDULE["tensorboard"] = {
+    "task": "jobs.tensorboard.sweep",
+    "schedule": TENSORBOARD_SWEEP_SECONDS,
+}
 # E-mail notifications go through Django's mail backend: EMAIL_URL like smtp+tls://user:pass@host:587
 # (django-environ's form; consolemail:// prints them), from DEFAULT_FROM_EMAIL.
 vars().update(env.email_url("EMAIL_URL", default="smtp://localhost:25"))

@@ -4,6 +4,7 @@ with the job, and the files its learners left in RESULT_DIR come back byte-ident
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,9 @@ def test_submit_with_a_code_folder_and_download_the_code_and_the_results(
             headers={HEADER: token, "X-Trainyard-Sha256": hashlib.sha256(data).hexdigest()},
         )
         assert answer.status_code == 201, answer.text
+    listed = run("results", job.pk, "--json")
+    assert listed.exit_code == 0, listed.output
+    assert sorted(f["path"] for f in json.loads(listed.stdout)) == ["metrics/final.json", "model.pt"]
     out = tmp_path / "results"
     downloaded = run("download", job.pk, "-o", str(out))
     assert downloaded.exit_code == 0, downloaded.output
@@ -89,6 +93,32 @@ def test_bad_code_is_a_clear_usage_error_and_nothing_is_submitted(account: Accou
     missing = run("submit", str(spec), "--code", str(tmp_path / "nowhere"))
     assert missing.exit_code == 2 and "does not exist" in missing.output
     assert not Job.objects.exists()
+
+
+def test_results_lists_every_page_of_a_jobs_result_files(
+    account: Account, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("trainyard.client.RESULT_PAGE", 2)  # 5 files: three pages
+    spec = tmp_path / "job.yaml"
+    spec.write_text(SPEC)
+    assert run("submit", str(spec)).exit_code == 0
+    job = Job.objects.get()
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.RUNNING, attempt=1)
+    token = mint_token(job_id=job.pk, attempt=1)
+    for n in range(5):
+        answer = httpx.put(
+            f"{account.url}/api/v1/artifacts/{job.pk}/1/0/results/files/out/{n}.txt",
+            content=b"x" * n,
+            headers={HEADER: token},
+        )
+        assert answer.status_code == 201, answer.text
+    listed = run("results", job.pk, "--json")
+    assert listed.exit_code == 0, listed.output
+    assert [(f["path"], f["size"]) for f in json.loads(listed.stdout)] == [
+        (f"out/{n}.txt", n) for n in range(5)
+    ]
+    table = run("results", job.pk)
+    assert table.exit_code == 0 and "out/4.txt" in table.stdout
 
 
 def test_downloading_results_of_a_job_without_any_says_so(account: Account, tmp_path: Path) -> None:

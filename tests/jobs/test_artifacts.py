@@ -273,7 +273,11 @@ def test_result_uploads_are_stored_checked_and_listed_for_the_owner_to_download(
 
     owner = api(job.owner)
     listed = owner.get(f"/api/v1/jobs/{job.pk}/results/").json()
-    assert [(f["path"], f["size"]) for f in listed] == [("logs/train.csv", 16), ("model.pt", len(model))]
+    assert listed["count"] == 2 and listed["next"] is None
+    assert [(f["path"], f["size"]) for f in listed["results"]] == [
+        ("logs/train.csv", 16),
+        ("model.pt", len(model)),
+    ]
     one = owner.get(f"/api/v1/jobs/{job.pk}/results/model.pt")
     assert one.status_code == 200 and one.getvalue() == model
     everything = owner.get(f"/api/v1/jobs/{job.pk}/results.zip")

@@ -1,5 +1,5 @@
 """Points read from TensorBoard event files reach a job's live viewers (jobs/consumers.py) over the real
-stack: the service publishes them after commit, and the socket forwards them as one `metrics` frame with
+stack: the worker's parse publishes them after commit, and the socket forwards them as one `metrics` frame with
 log_seq 0, once."""
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from django.contrib.auth.models import User
 from django.core.files.base import ContentFile
 
 from jobs.artifacts.storage import artifact_storage
-from jobs.models import Job, Learner
+from jobs.models import EventFile, Job, Learner
 from jobs.services import job_submit
 from jobs.services.tensorboard import event_file_append
+from jobs.tensorboard.tasks import parse
+from tenants.policy import write_caps
 from tests.factories import make_tenant, member
 from tests.jobs.tensorboard_files import write_scalars
 from tests.jobs.test_consumers import connect, frames_until, run
@@ -32,11 +34,14 @@ def artifact_folder(settings: Any, tmp_path: Path) -> None:
 
 
 def send_file(job: Job, data: bytes) -> None:
+    """Store a whole file as one piece, then parse it as the worker's task does."""
     stored = artifact_storage().save(f"tensorboard/test/{job.pk}/0", ContentFile(data))
-    event_file_append(
-        job=job, attempt=1, learner=0, path="events.out.tfevents.1", offset=0, data=data, stored_name=stored,
-        max_files=10,
+    row = event_file_append(
+        job=job, attempt=1, learner=0, path="events.out.tfevents.1", offset=0, size=len(data),
+        stored_name=stored, max_files=10, caps=write_caps(job.tenant),
     )  # fmt: skip
+    assert isinstance(row, EventFile)
+    parse.apply(args=(row.pk,)).get()
 
 
 def test_event_file_points_arrive_live_as_a_metrics_frame_once(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from jobs.core.states import JobStatus
 from jobs.models import Job, JobEvent
 from jobs.scheduling import run_cycle
 from jobs.services import job_cancel, job_delete, job_requeue, job_retry, job_submit, job_transition
+from jobs.services.caps import result_release, result_reserve, result_room
 from jobs.services.lifecycle import (
     deadline_exceeded,
     job_admit,
@@ -38,6 +39,7 @@ from jobs.services.lifecycle import (
 )
 from jobs.services.logs import logs_append
 from jobs.services.results import results_reported
+from jobs.services.tensorboard import event_file_append
 from jobs.services.tuning import job_autotune
 from tenants.models import Membership
 from tenants.policy import policy_set
@@ -50,7 +52,8 @@ SPEC = {"name": "a", "image": "busybox", "command": ["echo", "hi"]}
 ENTRY_POINTS: list[Callable[..., Any]] = [
     job_submit, job_cancel, job_retry, job_requeue, job_delete, job_transition, job_admit, job_launched,
     job_apply_verdict, job_pods_gone, learner_node_unready, launch_refused, launch_requeued,
-    deadline_exceeded, job_repair, logs_append, results_reported, job_autotune, tenant_create,
+    deadline_exceeded, job_repair, logs_append, results_reported, result_room, result_reserve, result_release,
+    event_file_append, job_autotune, tenant_create,
     membership_set, membership_remove, policy_set, quota_set,
 ]  # fmt: skip
 

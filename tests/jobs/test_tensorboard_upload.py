@@ -1,7 +1,9 @@
-"""The endpoint launchers send event files to (jobs/artifacts/event_views.py) and the scalars it stores as
-metrics (jobs/services/tensorboard.py): the attempt's token only, bad input a 4xx with a reason and nothing
-stored, pieces appended at the right offset, each point once however often a file is sent, and a damaged
-file a job event. Real PostgreSQL; the artifact store is a local folder per test."""
+"""The endpoint launchers send event files to (jobs/artifacts/event_views.py) and the scalars the worker's
+parse task stores as metrics (jobs/tensorboard/tasks.py, jobs/services/tensorboard.py): the attempt's token
+only, bad input a 4xx with a reason and nothing stored, pieces appended at the right offset, nothing parsed
+in the web request, each point once however often a file is sent, and a damaged file a job event. The task
+runs in-process here (`apply`, as the engine tests run launch); tests/jobs/test_write_caps.py runs it on a
+real worker. Real PostgreSQL; the artifact store is a local folder per test."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from jobs.artifacts.tokens import HEADER, mint_token
 from jobs.core.states import JobStatus
 from jobs.models import EventFile, Job, JobEvent, MetricSample
 from jobs.services import job_submit
+from jobs.tensorboard.tasks import parse
 from tests.factories import make_tenant, member
 from tests.jobs.tensorboard_files import write_scalars
 
@@ -65,6 +68,18 @@ def send(
     )
 
 
+def parse_sent(job: Job) -> int:
+    """Run the parse task for each of the job's event files until nothing whole is left; the points added."""
+    added = 0
+    for pk in EventFile.objects.filter(job=job).values_list("pk", flat=True):
+        while True:
+            done = parse.apply(args=(pk,)).get()
+            added += done["points"]
+            if not done["more"]:
+                break
+    return added
+
+
 def points(job: Job) -> list[tuple[str, int | None, float]]:
     return list(
         MetricSample.objects.filter(job=job).order_by("name", "step").values_list("name", "step", "value")
@@ -79,7 +94,9 @@ def test_a_file_sent_in_pieces_becomes_the_jobs_metrics_once(
     first = send(job, data[:cut], 0)
     assert first.status_code == 201 and first.json()["size"] == cut
     second = send(job, data[cut:], cut)
-    assert second.status_code == 201 and second.json()["size"] == len(data)
+    assert second.status_code == 201 and second.json() == {"path": FILE, "size": len(data), "queued": True}
+    assert points(job) == [], "the web request parses nothing: the worker does"
+    assert parse_sent(job) == 4
     assert points(job) == [("loss", 0, 1.0), ("loss", 1, 0.5), ("loss", 2, 0.25), ("loss", 3, 0.125)]
     row = EventFile.objects.get(job=job)
     assert (row.size, row.parsed, row.error, len(row.chunks)) == (len(data), len(data), "", 2)
@@ -87,6 +104,7 @@ def test_a_file_sent_in_pieces_becomes_the_jobs_metrics_once(
     with django_capture_on_commit_callbacks(execute=True):
         again = send(job, data, 0)  # the whole file once more, from its start (a restarted launcher)
     assert again.status_code == 201
+    assert parse_sent(job) == 0
     assert len(points(job)) == 4, "no point is stored twice"
     stored = [p.name for p in (tmp_path / "artifacts").rglob("*") if p.is_file()]
     assert len(stored) == 1 and stored[0].startswith("000000000000000-"), (
@@ -106,7 +124,7 @@ def test_a_piece_at_the_wrong_offset_is_a_409_with_the_size_held(job: Job, tmp_p
     conflict = send(job, data[60:], 60)
     assert conflict.status_code == 409 and conflict.json()["size"] == 50
     assert send(job, data[50:], 50).status_code == 201
-    assert len(points(job)) == 2
+    assert parse_sent(job) == 2 and len(points(job)) == 2
 
 
 @pytest.mark.parametrize(
@@ -152,17 +170,20 @@ def test_a_damaged_file_is_a_job_event_and_keeps_the_points_before_the_damage(
     data[-10] ^= 0xFF  # in the last record
     response = send(job, bytes(data))
     assert response.status_code == 201
+    parse_sent(job)
     assert [step for _, step, _ in points(job)] == [0, 1, 2]
     event = JobEvent.objects.get(job=job, kind="tensorboard")
     assert event.reason == "EventFileDamaged" and FILE in event.message
     assert EventFile.objects.get(job=job).error
     assert send(job, b"more", len(data)).status_code == 201, "later pieces are still accepted"
+    assert parse_sent(job) == 0
     assert JobEvent.objects.filter(job=job, kind="tensorboard").count() == 1
 
 
 def test_runs_in_subfolders_prefix_their_metric_names(job: Job, tmp_path: Path) -> None:
     data = write_scalars(tmp_path / "w", "loss", [0.5])
     assert send(job, data, path=f"eval/{FILE}").status_code == 201
+    parse_sent(job)
     assert points(job) == [("eval/loss", 0, 0.5)]
 
 
@@ -174,7 +195,7 @@ def test_a_file_sent_in_many_small_pieces_gives_each_point_once_when_its_record_
     for start in range(0, len(data), 7):
         answer = send(job, data[start : start + 7], start)
         assert answer.status_code == 201
-        added.append(answer.json()["points"])
+        added.append(parse_sent(job))
     assert sum(added) == 5 and set(added) <= {0, 1}
     assert [step for _, step, _ in points(job)] == [0, 1, 2, 3, 4]
     row = EventFile.objects.get(job=job)
