@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tenants', '0007_idle_gpu_halt'),
+        ('tenants', '0008_quota_storage'),
     ]
 
     operations = [
