@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 
 from kubesim import runtime
 from kubesim.admission import TERMINAL
+from kubesim.network import PodNet, write_pod_files
 from kubesim.nodeadmit import admit
 from kubesim.podenv import PodEnvironment
-from kubesim.podstatus import init_failure, mark_started, pod_phase, set_condition, terminated_state
+from kubesim.podstatus import POD_IP, init_failure, mark_started, pod_phase, set_condition, terminated_state
 from kubesim.quantity import parse_quantity
 from kubesim.runtime import ContainerProcess, now_rfc3339
 from kubesim.sandbox import non_root_problem
@@ -51,6 +52,9 @@ class PodRuntime:
     init_failed: str | None = None
     terminating_since: float | None = None
     done: bool = False
+    net: PodNet | None = None
+    ip: str = POD_IP
+    etc_files: dict[str, str] = field(default_factory=dict)
 
     def initialized(self, pod: Obj) -> bool:
         """Whether every init container has completed (trivially so without any)."""
@@ -157,6 +161,7 @@ class Kubelet:
         )
         free = [g for g in range(self.gpu_count) if g not in used]
         runtime_ = PodRuntime(meta["uid"], meta["namespace"], meta["name"], pod_dir, free[:want])
+        self._attach_network(runtime_, pod)
         for container in (pod["spec"].get("initContainers") or []) + (pod["spec"].get("containers") or []):
             image = container.get("image", "")
             if self.cluster.faults.image_pull_error(image) is None:
@@ -164,8 +169,24 @@ class Kubelet:
                     pod, "Normal", "Pulled", _IGNORED_IMAGE.format(image=image), "kubelet"
                 )
         inits = [c["name"] for c in pod["spec"].get("initContainers") or []]
-        self.cluster.api.mutate("pods", meta["namespace"], meta["name"], lambda p: mark_started(p, inits))
+        ips = (runtime_.ip, self.cluster.node_ip)
+        self.cluster.api.mutate(
+            "pods", meta["namespace"], meta["name"], lambda p: mark_started(p, inits, *ips)
+        )
         return runtime_
+
+    def _attach_network(self, rt: PodRuntime, pod: Obj) -> None:
+        """Give the pod its network sandbox: a namespace with its own IP on the node bridge, with its hosts
+        and resolv.conf (a ``hostNetwork`` pod gets the node's address and network)."""
+        network = self.cluster.network
+        if not network.available:
+            return
+        if pod["spec"].get("hostNetwork"):
+            rt.ip = network.node_ip
+            return
+        rt.net = network.attach(rt.uid)
+        rt.ip = rt.net.ip
+        rt.etc_files = write_pod_files(rt.dir / "etc", pod, rt.ip, network.node_ip)
 
     def _sync_pod(self, rt: PodRuntime, pod: Obj) -> None:
         if rt.done:
@@ -297,7 +318,7 @@ class Kubelet:
     def _launch(self, rt: PodRuntime, pod: Obj, container: Obj) -> ContainerProcess:
         restart = rt.restarts.get(container["name"], 0)
         log_path = rt.dir / "logs" / f"{container['name']}.{restart}.log"
-        launch = self.environment.command(rt.dir, rt.gpus, pod, container, restart)
+        launch = self.environment.command(rt.dir, rt.gpus, pod, container, restart, rt)
         if launch.problem is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             log_path.touch()
@@ -372,6 +393,7 @@ class Kubelet:
     def _release(self, rt: PodRuntime) -> None:
         for proc in rt.containers.values():
             self.cluster.cgroups.remove(proc.cgroup)
+        self.cluster.network.detach(rt.uid)
         rt.done = True
         self.pods.pop(rt.uid, None)
 

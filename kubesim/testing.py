@@ -121,6 +121,15 @@ class KubeSim:
         config.host = self.url
         return client.ApiClient(config)
 
+    def expose_host_port(self, port: int) -> None:
+        """Let pods reach ``127.0.0.1:port`` of this machine at ``host.kubesim.internal:port``."""
+        self.cluster.expose_host_port(port)
+
+    @property
+    def node_ip(self) -> str:
+        """The node address pods see (127.0.0.1 when pods share this machine's network)."""
+        return self.cluster.node_ip
+
     def step(self, times: int = 1) -> None:
         """Run the scheduler, controllers and kubelets explicitly (deterministic mode, ``auto=False``)."""
         for _ in range(times):
