@@ -27,6 +27,7 @@ from kubesim.faults import Faults, ImagePullRule
 from kubesim.forward import Forwarder
 from kubesim.kubelet import Kubelet
 from kubesim.meta import now_iso
+from kubesim.netpolicy import PolicyEnforcer
 from kubesim.network import HOST_NAME, LOOPBACK, PodNetwork
 from kubesim.restart import reboot_node, recover_pods
 from kubesim.sandbox import Sandbox
@@ -187,6 +188,7 @@ class Cluster:
         self.throttle = Throttle(enabled=True)
         self.kubelets: dict[str, Kubelet] = {}
         self.scheduler = Scheduler(self)
+        self.policies = PolicyEnforcer(self)
         self.controllers = self._make_controllers(node_monitor_grace)
         self.loop_lock = threading.RLock()
         self.thread: threading.Thread | None = None
@@ -214,6 +216,7 @@ class Cluster:
             TaintManager(self),
             PodGarbageCollector(self),
             ClaimController(self),
+            self.policies,
         ]
 
     def _log_enforcement(self) -> None:

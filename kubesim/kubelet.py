@@ -173,6 +173,8 @@ class Kubelet:
         self.cluster.api.mutate(
             "pods", meta["namespace"], meta["name"], lambda p: mark_started(p, inits, *ips)
         )
+        if runtime_.net is not None:
+            self.cluster.policies.step()  # the pod's policies hold before its first container starts
         return runtime_
 
     def _attach_network(self, rt: PodRuntime, pod: Obj) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kubesim import runtime
-from kubesim.network import pod_hostname
+from kubesim.network import HOST_NAME, pod_hostname
 from kubesim.podstatus import POD_IP
 from kubesim.quantity import parse_quantity
 from kubesim.runtime import PathMap, expand, resolve_executable
@@ -291,8 +291,8 @@ def _read_only(volume: Obj, mount: Obj) -> bool:
 
 
 def localize_hosts(value: str, service_names: set[str]) -> str:
-    """Rewrite ``*.svc[.cluster.local]`` names (and a bare Service name) to the pods' shared loopback IP: the
-    fallback where pods have no network namespace and no cluster DNS."""
+    """Rewrite ``*.svc[.cluster.local]`` names, a bare Service name and ``host.kubesim.internal`` to the pods'
+    shared loopback IP: the fallback where pods have no network namespace and no cluster DNS."""
     if value in service_names:
         return POD_IP
-    return _SVC_HOST.sub(POD_IP, value)
+    return _SVC_HOST.sub(POD_IP, value.replace(HOST_NAME, POD_IP))

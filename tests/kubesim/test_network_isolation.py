@@ -5,15 +5,18 @@ with kubesim. Skipped, with kubesim's reason, where the kernel or the user refus
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
 
+from clusterio.builders.tenant import make_network_policy
 from kubesim import network
 from kubesim.testing import KubeSim, running_kubesim
 from tests.kubesim.conftest import make_pod, wait_for, wait_phase
@@ -227,3 +230,95 @@ def test_a_dead_kubesims_network_is_removed_by_the_next_one(tmp_path: Path) -> N
     }
     with running_kubesim(tmp_path / "next"):
         assert not any(_host_state(instance).values()), _host_state(instance)
+
+
+_GREET = """
+import socket, threading
+def serve(port):
+    srv = socket.create_server(("0.0.0.0", port))
+    while True:
+        conn, _ = srv.accept()
+        conn.sendall(b"hi")
+        conn.close()
+for port in (7000, 7001):
+    threading.Thread(target=serve, args=(port,)).start()
+print("serving", flush=True)
+"""
+
+
+def _server(core: client.CoreV1Api, ns: str) -> str:
+    pod = make_pod("server", ["python", "-c", _GREET])
+    pod.metadata.labels = {"app": "server"}
+    core.create_namespaced_pod(ns, pod)
+    wait_phase(core, ns, "server", ("Running",), timeout=60)
+    wait_for(lambda: core.read_namespaced_pod_log("server", ns) == "serving\n", timeout=60)
+    return str(core.read_namespaced_pod("server", ns).status.pod_ip)
+
+
+@pytest.fixture
+def other_ns(core: client.CoreV1Api) -> Iterator[str]:
+    name = f"other-{os.urandom(4).hex()}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name)
+
+
+def test_the_tenant_policy_lets_a_namespace_talk_inside_and_keeps_other_namespaces_out(
+    core: client.CoreV1Api, ns: str, other_ns: str
+) -> None:
+    ip = _server(core, ns)
+    targets = [("7000", ip, 7000)]
+    assert _probe(core, other_ns, "before", targets) == {"7000": "open hi"}, "no policy yet: all pods talk"
+    net = client.NetworkingV1Api(core.api_client)
+    net.create_namespaced_network_policy(ns, make_network_policy(ns))
+    net.create_namespaced_network_policy(other_ns, make_network_policy(other_ns))
+    assert _probe(core, ns, "neighbour", targets) == {"7000": "open hi"}
+    assert _probe(core, other_ns, "stranger", targets)["7000"].startswith("closed")
+
+
+def test_policy_peers_and_ports_open_only_what_they_name(
+    core: client.CoreV1Api, ns: str, other_ns: str
+) -> None:
+    ip = _server(core, ns)
+    net = client.NetworkingV1Api(core.api_client)
+    only_7000_from_clients: Any = {
+        "metadata": {"name": "clients-7000"},
+        "spec": {
+            "podSelector": {"matchLabels": {"app": "server"}},
+            "ingress": [
+                {
+                    "from": [
+                        {
+                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": other_ns}},
+                            "podSelector": {"matchLabels": {"role": "client"}},
+                        }
+                    ],
+                    "ports": [{"protocol": "TCP", "port": 7000}],
+                }
+            ],
+        },
+    }
+    net.create_namespaced_network_policy(ns, only_7000_from_clients)
+    targets = [("7000", ip, 7000), ("7001", ip, 7001)]
+    client_pod = make_pod("client", ["python", "-c", _PROBE, json.dumps(targets)])
+    client_pod.metadata.labels = {"role": "client"}
+    core.create_namespaced_pod(other_ns, client_pod)
+    done = wait_phase(core, other_ns, "client", ("Succeeded", "Failed"), timeout=60)
+    found = json.loads(core.read_namespaced_pod_log("client", other_ns))
+    assert done.status.phase == "Succeeded" and found["7000"] == "open hi", found
+    assert found["7001"].startswith("closed"), found
+    assert all(v.startswith("closed") for v in _probe(core, other_ns, "unlabelled", targets).values())
+    everything_but_the_server: Any = {
+        "metadata": {"name": "no-server"},
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": [f"{ip}/32"]}}]}],
+        },
+    }
+    net.create_namespaced_network_policy(other_ns, everything_but_the_server)
+    blocked = make_pod("blocked", ["python", "-c", _PROBE, json.dumps(targets[:1])])
+    blocked.metadata.labels = {"role": "client"}
+    core.create_namespaced_pod(other_ns, blocked)
+    wait_phase(core, other_ns, "blocked", ("Succeeded", "Failed"), timeout=60)
+    assert json.loads(core.read_namespaced_pod_log("blocked", other_ns))["7000"].startswith("closed")
