@@ -4,6 +4,7 @@ with kubesim. Skipped, with kubesim's reason, where the kernel or the user refus
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import socket
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from kubernetes import client
 
@@ -322,3 +324,9 @@ def test_policy_peers_and_ports_open_only_what_they_name(
     core.create_namespaced_pod(other_ns, blocked)
     wait_phase(core, other_ns, "blocked", ("Succeeded", "Failed"), timeout=60)
     assert json.loads(core.read_namespaced_pod_log("blocked", other_ns))["7000"].startswith("closed")
+
+
+def test_kubesim_reports_its_network_over_http(sim: KubeSim) -> None:
+    status = httpx.get(f"{sim.url}/kubesim/network", timeout=10).json()
+    assert status["isolated"] is True and status["nodeAddress"] == sim.node_ip
+    assert ipaddress.ip_address(sim.node_ip) in ipaddress.ip_network(status["podCIDR"])
