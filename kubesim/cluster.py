@@ -29,6 +29,7 @@ from kubesim.kubelet import Kubelet
 from kubesim.meta import now_iso
 from kubesim.netpolicy import PolicyEnforcer
 from kubesim.network import HOST_NAME, LOOPBACK, PodNetwork
+from kubesim.proxy import ServiceProxy
 from kubesim.restart import reboot_node, recover_pods
 from kubesim.sandbox import Sandbox
 from kubesim.scheduler import Scheduler
@@ -189,6 +190,7 @@ class Cluster:
         self.kubelets: dict[str, Kubelet] = {}
         self.scheduler = Scheduler(self)
         self.policies = PolicyEnforcer(self)
+        self.proxy = ServiceProxy(self)
         self.controllers = self._make_controllers(node_monitor_grace)
         self.loop_lock = threading.RLock()
         self.thread: threading.Thread | None = None
@@ -217,6 +219,7 @@ class Cluster:
             PodGarbageCollector(self),
             ClaimController(self),
             self.policies,
+            self.proxy,
         ]
 
     def _log_enforcement(self) -> None:

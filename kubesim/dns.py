@@ -37,6 +37,26 @@ def _ready(pod: Obj) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+def endpoints(svc: Obj, pods: list[Obj]) -> list[Obj]:
+    """The pods a Service's endpoints list: in its namespace, selected, with an IP, not finished, and Ready
+    unless the Service publishes not-ready addresses."""
+    spec = svc.get("spec") or {}
+    if not spec.get("selector"):
+        return []
+    selector = selector_from_label_selector_object({"matchLabels": spec["selector"]})
+    publish = bool(spec.get("publishNotReadyAddresses"))
+    namespace = svc["metadata"]["namespace"]
+    return [
+        p
+        for p in pods
+        if p["metadata"]["namespace"] == namespace
+        and labels_match(selector, p["metadata"].get("labels"))
+        and (p.get("status") or {}).get("podIP")
+        and (p.get("status") or {}).get("phase") not in _TERMINAL
+        and (publish or _ready(p))
+    ]
+
+
 class ClusterResolver:
     """Answers from the store at query time, so a new pod or Service resolves as soon as it exists."""
 
@@ -74,7 +94,10 @@ class ClusterResolver:
         spec = svc.get("spec") or {}
         if spec.get("clusterIP") not in (None, "", "None"):
             return [spec["clusterIP"]]
-        return [p["status"]["podIP"] for p in self._endpoints(svc)]
+        return [
+            p["status"]["podIP"]
+            for p in endpoints(svc, self.store.list("pods", svc["metadata"]["namespace"])[0])
+        ]
 
     def _pod(self, hostname: str, subdomain: str, namespace: str) -> list[str] | None:
         svc = self.store.peek("services", namespace, subdomain)
@@ -82,28 +105,10 @@ class ClusterResolver:
             return None
         found = [
             p["status"]["podIP"]
-            for p in self._endpoints(svc)
+            for p in endpoints(svc, self.store.list("pods", svc["metadata"]["namespace"])[0])
             if p["spec"].get("hostname") == hostname and p["spec"].get("subdomain") == subdomain
         ]
         return found or None
-
-    def _endpoints(self, svc: Obj) -> list[Obj]:
-        """The pods a Service's endpoints list: selected, with an IP, not finished, Ready unless the
-        Service publishes not-ready addresses."""
-        spec = svc.get("spec") or {}
-        if not spec.get("selector"):
-            return []
-        selector = selector_from_label_selector_object({"matchLabels": spec["selector"]})
-        publish = bool(spec.get("publishNotReadyAddresses"))
-        pods = self.store.list("pods", svc["metadata"]["namespace"])[0]
-        return [
-            p
-            for p in pods
-            if labels_match(selector, p["metadata"].get("labels"))
-            and (p.get("status") or {}).get("podIP")
-            and (p.get("status") or {}).get("phase") not in _TERMINAL
-            and (publish or _ready(p))
-        ]
 
     def resolve(self, request: DNSRecord, handler: Any) -> DNSRecord:
         """dnslib's resolver interface: one reply per query; AAAA and other types of a known name get no

@@ -123,6 +123,9 @@ class PodNetwork:
         _run("ip", "addr", "add", f"{self.node_ip}/{subnet.prefixlen}", "dev", self.bridge)
         _run("ip", "link", "set", self.bridge, "up")
         _sysctl(f"net/ipv6/conf/{self.bridge}/disable_ipv6", "1")
+        # ClusterIP connections are DNATed to a pod on the same bridge: routed back out of it, no redirects.
+        _sysctl(f"net/ipv4/conf/{self.bridge}/forwarding", "1")
+        _sysctl(f"net/ipv4/conf/{self.bridge}/send_redirects", "0")
         # kubeadm's preflight demands it too: bridged pod-to-pod traffic passes the inet forward hook.
         if not _sysctl("net/bridge/bridge-nf-call-iptables", "1"):
             _run("modprobe", "br_netfilter", check=False)
@@ -154,6 +157,9 @@ table inet {self.table} {{
   chain pods {{
     ct state established,related accept
     accept
+  }}
+  chain services {{
+    type nat hook prerouting priority dstnat; policy accept;
   }}
 }}
 """
