@@ -29,6 +29,7 @@ from kubesim.procfs import process_identity
 log = logging.getLogger("kubesim.network")
 RUN_DIR = Path("/run/kubesim-net")
 POOL = ipaddress.ip_network("10.244.0.0/16")
+SERVICE_RANGE = "10.96.0.0/16"  # where kubesim.defaults allocates ClusterIPs
 HOST_NAME = "host.kubesim.internal"
 LOOPBACK = "127.0.0.1"
 
@@ -151,6 +152,7 @@ table inet {self.table} {{
   chain forward {{
     type filter hook forward priority -5; policy accept;
     ip saddr {net} ip daddr {net} jump pods
+    ip saddr {net} ip daddr {SERVICE_RANGE} reject with icmpx type port-unreachable
     ip saddr {net} drop
     ip daddr {net} drop
   }}
