@@ -10,6 +10,7 @@ this machine's loopback as before.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import ipaddress
@@ -80,6 +81,7 @@ class PodNetwork:
             try:
                 self._setup()
                 self.available, self.reason = True, f"bridge {self.bridge}, pods on {self.subnet}"
+                atexit.register(self.close)  # a kubesim never stopped still leaves nothing behind
             except OSError as exc:
                 self._teardown()
                 problem = f"network namespaces refused: {exc}"
@@ -209,11 +211,12 @@ table inet {self.table} {{
         self.exposed.add(port)
 
     def close(self) -> None:
-        """Remove every pod namespace, the bridge, the firewall and the record."""
+        """Remove every pod namespace, the bridge, the firewall and the record (once)."""
         for uid in list(self.pods):
             self.detach(uid)
         if self.available:
             self._teardown()
+            atexit.unregister(self.close)
         self.available = False
 
     def _teardown(self) -> None:

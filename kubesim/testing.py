@@ -51,7 +51,11 @@ class KubeSim:
         self.host = host
         self.options = cluster_options
         self.cluster = Cluster(self.state_dir, **cluster_options)
-        self.server = ApiHTTPServer((host, port), self.cluster)
+        try:
+            self.server = ApiHTTPServer((host, port), self.cluster)
+        except OSError:
+            self.cluster.stop()  # its pod network and DNS server too
+            raise
         self.port = self.server.server_address[1]
         self.cluster.port = self.port
         self.url = f"http://127.0.0.1:{self.port}"
