@@ -42,6 +42,7 @@ def handle(handler: Handler, method: str, path: str, params: Params) -> None:
             "nodeAddress": network.node_ip,
             "podCIDR": str(network.subnet) if network.available else None,
             "exposedPorts": sorted(network.exposed),
+            "networkPoliciesEnforced": network.available and network.bridge_filtered,
         }
         handler.send_json(200, status)
         return

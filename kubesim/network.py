@@ -68,6 +68,7 @@ class PodNetwork:
         self.available = False
         self.reason = "disabled (--no-network-isolation / network=False)"
         self.exposed: set[int] = set()
+        self.bridge_filtered = False
         self.pods: dict[str, PodNet] = {}
         self._free: list[str] = []
         self._counter = 0
@@ -133,6 +134,12 @@ class PodNetwork:
         if not _sysctl("net/bridge/bridge-nf-call-iptables", "1"):
             _run("modprobe", "br_netfilter", check=False)
             _sysctl("net/bridge/bridge-nf-call-iptables", "1")
+        self.bridge_filtered = _read_sysctl("net/bridge/bridge-nf-call-iptables") == "1"
+        if not self.bridge_filtered:
+            log.warning(
+                "br_netfilter is not available: traffic between pods bypasses the firewall, so "
+                "NetworkPolicies are NOT enforced and ClusterIPs do not answer (headless Services work)"
+            )
         _run("nft", "-f", "-", stdin=self._ruleset())
         self._free = [str(ip) for ip in list(subnet.hosts())[1:]]
 
@@ -311,3 +318,10 @@ def write_pod_files(folder: Path, pod: dict[str, Any], ip: str, node_ip: str) ->
     for path in (hosts, resolv):
         path.chmod(0o644)
     return {"/etc/hosts": str(hosts), "/etc/resolv.conf": str(resolv)}
+
+
+def _read_sysctl(name: str) -> str:
+    try:
+        return Path("/proc/sys", name).read_text().strip()
+    except OSError:
+        return ""

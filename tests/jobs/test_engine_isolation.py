@@ -61,6 +61,8 @@ def _listening(port: int) -> bool:
 def test_a_job_reaches_no_platform_service_and_no_other_tenants_pod(engine: KubeSim) -> None:
     if not engine.cluster.network.available:
         pytest.skip(f"kubesim runs pods without network isolation here: {engine.cluster.network.reason}")
+    if not engine.cluster.network.bridge_filtered:
+        pytest.skip("br_netfilter is missing here: kubesim enforces no NetworkPolicy")
     victim_tenant, attacker_tenant = make_tenant(), make_tenant()
     victim = job_submit(
         tenant=victim_tenant, user=member(victim_tenant), document=python_spec("victim", SERVE)
