@@ -38,6 +38,8 @@ tools: $(KUBECTL_1_20)
 # and falls back to plain processes that share this machine's filesystem.
 sandbox:
 	@test -x /usr/bin/bwrap || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap)
+	@test -x /usr/sbin/nft || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables)
+	@test -x /usr/sbin/ip || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2)
 
 # This machine's own SECRET_KEY and credentials key, made at the first run and kept (mode 0600); the local
 # settings read them, the environment still wins (docs/operations.md, "Secrets").

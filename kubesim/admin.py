@@ -4,7 +4,9 @@
 ``DELETE /kubesim/faults``; ``POST /kubesim/nodes/NAME/notready|ready|lose``;
 ``POST /kubesim/nodes`` ``{"name": "...", "gpus": 8}``; ``POST /kubesim/kubelet/pause|resume``;
 ``POST /kubesim/compact`` ``{"keep": 0}``; ``GET /kubesim/faults``;
-``POST /kubesim/imagepulls`` ``{"pattern": "regex", "message": "..."}``, ``GET``/``DELETE /kubesim/imagepulls``.
+``POST /kubesim/imagepulls`` ``{"pattern": "regex", "message": "..."}``, ``GET``/``DELETE /kubesim/imagepulls``;
+``GET /kubesim/network``: whether pods are network-isolated (and why not), the node address, pod CIDR and
+exposed host ports.
 """
 
 from __future__ import annotations
@@ -31,6 +33,18 @@ def handle(handler: Handler, method: str, path: str, params: Params) -> None:
         return
     if parts == ["imagepulls"]:
         _image_pulls(handler, method, body)
+        return
+    if parts == ["network"] and method == "GET":
+        network = handler.cluster.network
+        status = {
+            "isolated": network.available,
+            "reason": network.reason,
+            "nodeAddress": network.node_ip,
+            "podCIDR": str(network.subnet) if network.available else None,
+            "exposedPorts": sorted(network.exposed),
+            "networkPoliciesEnforced": network.available and network.bridge_filtered,
+        }
+        handler.send_json(200, status)
         return
     if method != "POST":
         raise ApiError(405, "MethodNotAllowed", "admin actions are POST requests")

@@ -55,6 +55,19 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run containers as plain local processes sharing this machine's filesystem (no bubblewrap)",
     )
+    serve.add_argument(
+        "--no-network-isolation",
+        action="store_true",
+        help="run pods on this machine's network (shared loopback) instead of a namespace each",
+    )
+    serve.add_argument(
+        "--expose-host-port",
+        type=int,
+        action="append",
+        default=[],
+        metavar="PORT",
+        help="let pods reach 127.0.0.1:PORT of this machine at host.kubesim.internal:PORT (repeatable)",
+    )
     serve.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -88,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         fresh=args.fresh,
         gpu_taints=args.gpu_taints,
         sandbox=not args.no_sandbox,
+        network=not args.no_network_isolation,
+        expose_host_ports=args.expose_host_port,
     )
     sim.start()
     logging.getLogger("kubesim").info("serving %s (kubeconfig %s)", sim.url, sim.kubeconfig_path)

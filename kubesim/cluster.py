@@ -22,10 +22,15 @@ from kubesim.disruption import (
     evict_pod,
     set_node_ready,
 )
+from kubesim.dns import ClusterDNS
 from kubesim.faults import Faults, ImagePullRule
+from kubesim.forward import Forwarder
 from kubesim.housekeeping import PodDirCollector
 from kubesim.kubelet import Kubelet
 from kubesim.meta import now_iso
+from kubesim.netpolicy import PolicyEnforcer
+from kubesim.network import HOST_NAME, LOOPBACK, PodNetwork
+from kubesim.proxy import ServiceProxy
 from kubesim.restart import reboot_node, recover_pods
 from kubesim.sandbox import Sandbox
 from kubesim.scheduler import Scheduler
@@ -134,6 +139,12 @@ def _node_status(name: str, resources_: dict[str, str]) -> Obj:
     }
 
 
+def _set_internal_ip(node: Obj, address: str) -> None:
+    for entry in node.setdefault("status", {}).setdefault("addresses", []):
+        if entry.get("type") == "InternalIP":
+            entry["address"] = address
+
+
 class Cluster:
     """Everything behind the API; ``start()`` runs the control loop in a thread, ``step()`` runs one pass."""
 
@@ -152,6 +163,8 @@ class Cluster:
         fresh: bool = False,
         gpu_taints: bool = False,
         sandbox: bool = True,
+        network: bool = True,
+        expose_host_ports: tuple[int, ...] | list[int] = (),
     ):
         self.log = logging.getLogger("kubesim")
         self.state_dir = Path(state_dir).resolve()  # pods run in their own folders: no relative paths
@@ -177,10 +190,19 @@ class Cluster:
         self.throttle = Throttle(enabled=True)
         self.kubelets: dict[str, Kubelet] = {}
         self.scheduler = Scheduler(self)
+        self.policies = PolicyEnforcer(self)
+        self.proxy = ServiceProxy(self)
         self.controllers = self._make_controllers(node_monitor_grace)
         self.loop_lock = threading.RLock()
         self.thread: threading.Thread | None = None
         self.sandbox = Sandbox(self.state_dir, enabled=sandbox)
+        self.network = PodNetwork(enabled=network)
+        self.dns: ClusterDNS | None = None
+        self.forwarders: dict[int, Forwarder] = {}
+        if self.network.available:
+            self.dns = ClusterDNS(self.store, self.network.node_ip, HOST_NAME)
+        for port in expose_host_ports:
+            self.expose_host_port(port)
         self._log_enforcement()
         self._bootstrap(
             gpu_nodes, gpus_per_node, local_gpus() if local_gpu_count is None else local_gpu_count
@@ -198,6 +220,8 @@ class Cluster:
             PodGarbageCollector(self),
             ClaimController(self),
             PodDirCollector(self),
+            self.policies,
+            self.proxy,
         ]
 
     def _log_enforcement(self) -> None:
@@ -209,6 +233,21 @@ class Cluster:
             self.log.warning(
                 "cpu cgroups not writable: cpu limits approximated by SIGSTOP/SIGCONT duty cycling"
             )
+
+    @property
+    def node_ip(self) -> str:
+        """Every node's InternalIP and the pods' hostIP: the bridge's address (127.0.0.1 without isolation)."""
+        return self.network.node_ip
+
+    def expose_host_port(self, port: int) -> None:
+        """Let pods reach ``127.0.0.1:port`` of this machine at ``<node address>:port`` (``host.kubesim.internal``),
+        as a cluster reaches an outside service: a forwarder listens there and the firewall lets pods in to
+        that port only. Without network isolation pods reach the port anyway, at 127.0.0.1."""
+        port = int(port)
+        if not self.network.available or port in self.forwarders:
+            return
+        self.forwarders[port] = Forwarder((self.network.node_ip, port), (LOOPBACK, port))
+        self.network.expose(port)
 
     @property
     def sandboxed(self) -> bool:
@@ -235,6 +274,7 @@ class Cluster:
         for node in list(self.store.list("nodes")[0]):
             name = node["metadata"]["name"]
             reboot_node(self, name, wanted.get(name))
+            self.api.mutate("nodes", "", name, lambda n: _set_internal_ip(n, self.node_ip))
         for name, body in wanted.items():
             if name not in self.kubelets:
                 self._register(body)
@@ -261,6 +301,7 @@ class Cluster:
         gpus = int(body["status"]["capacity"].get("nvidia.com/gpu", 0))
         runtime_version = "kubesim://bubblewrap" if self.sandboxed else "kubesim://local-processes"
         body["status"]["nodeInfo"]["containerRuntimeVersion"] = runtime_version
+        _set_internal_ip(body, self.node_ip)
         taints = body.setdefault("spec", {}).setdefault("taints", [])
         if gpus and self.gpu_taints and not any(t.get("key") == GPU_TAINT["key"] for t in taints):
             taints.append(dict(GPU_TAINT))
@@ -350,5 +391,10 @@ class Cluster:
         with self.loop_lock:
             for kubelet in list(self.kubelets.values()):
                 kubelet.shutdown()
+        for forwarder in self.forwarders.values():
+            forwarder.stop()
+        if self.dns is not None:
+            self.dns.stop()
+        self.network.close()
         self.cgroups.cleanup()
         self.store.close_disk()

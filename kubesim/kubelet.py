@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 from kubesim import runtime
 from kubesim.admission import TERMINAL
 from kubesim.housekeeping import pod_dir_name
+from kubesim.network import PodNet, write_pod_files
 from kubesim.nodeadmit import admit
 from kubesim.podenv import PodEnvironment
-from kubesim.podstatus import init_failure, mark_started, pod_phase, set_condition, terminated_state
+from kubesim.podstatus import POD_IP, init_failure, mark_started, pod_phase, set_condition, terminated_state
 from kubesim.quantity import parse_quantity
 from kubesim.runtime import ContainerProcess, now_rfc3339
 from kubesim.sandbox import non_root_problem
@@ -52,6 +53,9 @@ class PodRuntime:
     init_failed: str | None = None
     terminating_since: float | None = None
     done: bool = False
+    net: PodNet | None = None
+    ip: str = POD_IP
+    etc_files: dict[str, str] = field(default_factory=dict)
 
     def initialized(self, pod: Obj) -> bool:
         """Whether every init container has completed (trivially so without any)."""
@@ -158,6 +162,7 @@ class Kubelet:
         )
         free = [g for g in range(self.gpu_count) if g not in used]
         runtime_ = PodRuntime(meta["uid"], meta["namespace"], meta["name"], pod_dir, free[:want])
+        self._attach_network(runtime_, pod)
         for container in (pod["spec"].get("initContainers") or []) + (pod["spec"].get("containers") or []):
             image = container.get("image", "")
             if self.cluster.faults.image_pull_error(image) is None:
@@ -165,8 +170,26 @@ class Kubelet:
                     pod, "Normal", "Pulled", _IGNORED_IMAGE.format(image=image), "kubelet"
                 )
         inits = [c["name"] for c in pod["spec"].get("initContainers") or []]
-        self.cluster.api.mutate("pods", meta["namespace"], meta["name"], lambda p: mark_started(p, inits))
+        ips = (runtime_.ip, self.cluster.node_ip)
+        self.cluster.api.mutate(
+            "pods", meta["namespace"], meta["name"], lambda p: mark_started(p, inits, *ips)
+        )
+        if runtime_.net is not None:
+            self.cluster.policies.step()  # the pod's policies hold before its first container starts
         return runtime_
+
+    def _attach_network(self, rt: PodRuntime, pod: Obj) -> None:
+        """Give the pod its network sandbox: a namespace with its own IP on the node bridge, with its hosts
+        and resolv.conf (a ``hostNetwork`` pod gets the node's address and network)."""
+        network = self.cluster.network
+        if not network.available:
+            return
+        if pod["spec"].get("hostNetwork"):
+            rt.ip = network.node_ip
+            return
+        rt.net = network.attach(rt.uid)
+        rt.ip = rt.net.ip
+        rt.etc_files = write_pod_files(rt.dir / "etc", pod, rt.ip, network.node_ip)
 
     def _sync_pod(self, rt: PodRuntime, pod: Obj) -> None:
         if rt.done:
@@ -298,7 +321,7 @@ class Kubelet:
     def _launch(self, rt: PodRuntime, pod: Obj, container: Obj) -> ContainerProcess:
         restart = rt.restarts.get(container["name"], 0)
         log_path = rt.dir / "logs" / f"{container['name']}.{restart}.log"
-        launch = self.environment.command(rt.dir, rt.gpus, pod, container, restart)
+        launch = self.environment.command(rt.dir, rt.gpus, pod, container, restart, rt)
         if launch.problem is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             log_path.touch()
@@ -373,6 +396,7 @@ class Kubelet:
     def _release(self, rt: PodRuntime) -> None:
         for proc in rt.containers.values():
             self.cluster.cgroups.remove(proc.cgroup)
+        self.cluster.network.detach(rt.uid)
         rt.done = True
         self.pods.pop(rt.uid, None)
 

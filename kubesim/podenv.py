@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kubesim import runtime
+from kubesim.network import HOST_NAME, pod_hostname
 from kubesim.podstatus import POD_IP
 from kubesim.quantity import parse_quantity
 from kubesim.runtime import PathMap, expand, resolve_executable
@@ -21,6 +22,7 @@ from kubesim.volumes import claim_folder
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
+    from kubesim.kubelet import PodRuntime
 
 _SVC_HOST = re.compile(r"\b[a-z0-9]([-a-z0-9.]*[a-z0-9])?\.svc(\.cluster\.local)?\b")
 _FIELD = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
@@ -80,15 +82,27 @@ class PodEnvironment:
                 link.symlink_to(target)
         return mounts
 
-    def command(self, pod_dir: Path, gpus: list[int], pod: Obj, container: Obj, restart: int) -> Launch:
+    def command(
+        self,
+        pod_dir: Path,
+        gpus: list[int],
+        pod: Obj,
+        container: Obj,
+        restart: int,
+        rt: PodRuntime | None = None,
+    ) -> Launch:
         """The container's launch: in the sandbox (volumes at their mountPaths, a fresh root folder per
-        start) when there is one, else as a plain process with mount paths rewritten to their folders."""
+        start) when there is one, else as a plain process with mount paths rewritten to their folders; in
+        the pod's network namespace (``rt.net``) when it has one."""
         sandbox = self.cluster.sandbox
+        net = rt.net if rt is not None else None
+        pod_ip = rt.ip if rt is not None else POD_IP
         mounts = self.prepare_volumes(pod_dir, pod, container, links=not sandbox.available)
         user = identity(pod, container)
         paths = PathMap([] if sandbox.available else [(m.path, m.source) for m in mounts])
         home = user.home if sandbox.available else None
-        env = self.env(pod_dir, gpus, pod, container, paths, home=home)
+        env = self.env(pod_dir, gpus, pod, container, paths, home=home, pod_ip=pod_ip)
+        enter = ["/usr/bin/nsenter", f"--net={net.path}", "--"] if net is not None else []
         argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
         argv = resolve_executable([paths.rewrite(a) for a in argv])
         if not argv:
@@ -99,20 +113,22 @@ class PodEnvironment:
             if workdir and cwd == workdir:
                 cwd = str(pod_dir / "rootfs" / workdir.lstrip("/"))
                 os.makedirs(cwd, exist_ok=True)
-            return Launch(argv, env, cwd)
+            return Launch([*enter, *argv], env, cwd)
+        etc = [Mount(path, source, True) for path, source in (rt.etc_files if rt is not None else {}).items()]
         layout = Layout(
             pod_dir / "containers" / f"{container['name']}.{restart}",
-            mounts,
+            mounts + etc,
             workdir or "/",
             user,
             read_only_root=bool((container.get("securityContext") or {}).get("readOnlyRootFilesystem")),
             devices=gpu_devices(),
+            hostname=pod_hostname(pod) if net is not None else None,
         )
         problem = sandbox.problem(layout)
         if problem is not None:
             return Launch([], env, "", problem)
         sandbox.prepare(layout)
-        return Launch(sandbox.wrap(argv, layout), env, str(pod_dir))
+        return Launch([*enter, *sandbox.wrap(argv, layout)], env, str(pod_dir))
 
     def _claim_folder(self, pod_dir: Path, pod: Obj, claim_name: str) -> Path:
         claim = self.cluster.store.peek(PVCS, pod["metadata"]["namespace"], claim_name)
@@ -182,8 +198,10 @@ class PodEnvironment:
         container: Obj,
         paths: PathMap,
         home: str | None = None,
+        pod_ip: str = POD_IP,
     ) -> dict[str, str]:
-        """The container's environment, with service host names rewritten to the shared loopback; ``home``
+        """The container's environment (service host names rewritten to the shared loopback when pods have
+        no network of their own); ``home``
         (sandboxed containers) replaces this machine's HOME and TMPDIR, which the container cannot see."""
         meta = pod["metadata"]
         namespace = meta["namespace"]
@@ -197,7 +215,7 @@ class PodEnvironment:
         env.update(
             {
                 "HOSTNAME": meta["name"],
-                "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                "KUBERNETES_SERVICE_HOST": self.cluster.node_ip,
                 "KUBERNETES_SERVICE_PORT": str(self.cluster.port),
                 "KUBESIM_POD_DIR": str(pod_dir),
             }
@@ -205,14 +223,15 @@ class PodEnvironment:
         if self.gpu_count:
             env["CUDA_VISIBLE_DEVICES"] = env["NVIDIA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
         services = self.cluster.store.list("services", namespace)[0]
-        service_names = {s["metadata"]["name"] for s in services}
+        isolated = self.cluster.network.available
+        service_names = set() if isolated else {s["metadata"]["name"] for s in services}
         if pod["spec"].get("enableServiceLinks", True):
             for svc in services:
                 ports = (svc.get("spec") or {}).get("ports") or []
                 ip = (svc.get("spec") or {}).get("clusterIP")
                 if ports and ip and ip != "None":
                     prefix = svc["metadata"]["name"].upper().replace("-", "_")
-                    env[f"{prefix}_SERVICE_HOST"] = "127.0.0.1"
+                    env[f"{prefix}_SERVICE_HOST"] = ip if isolated else POD_IP
                     env[f"{prefix}_SERVICE_PORT"] = str(ports[0].get("port"))
         for source in container.get("envFrom") or []:
             ref = source.get("configMapRef") or source.get("secretRef") or {}
@@ -223,13 +242,13 @@ class PodEnvironment:
                 env[source.get("prefix", "") + key] = decoded
         for var in container.get("env") or []:
             if "valueFrom" in var:
-                value = self._value_from(pod, var["valueFrom"])
+                value = self._value_from(pod, var["valueFrom"], pod_ip)
             else:
                 value = expand(str(var.get("value", "")), env)
-            env[var["name"]] = paths.rewrite(localize_hosts(value, service_names))
+            env[var["name"]] = paths.rewrite(value if isolated else localize_hosts(value, service_names))
         return env
 
-    def _value_from(self, pod: Obj, source: Obj) -> str:
+    def _value_from(self, pod: Obj, source: Obj, pod_ip: str = POD_IP) -> str:
         meta = pod["metadata"]
         if "fieldRef" in source:
             path = source["fieldRef"].get("fieldPath", "")
@@ -239,8 +258,8 @@ class PodEnvironment:
                 "metadata.uid": meta["uid"],
                 "spec.nodeName": self.node_name,
                 "spec.serviceAccountName": pod["spec"].get("serviceAccountName", ""),
-                "status.podIP": POD_IP,
-                "status.hostIP": POD_IP,
+                "status.podIP": pod_ip,
+                "status.hostIP": self.cluster.node_ip,
             }
             if path in simple:
                 return simple[path]
@@ -272,7 +291,8 @@ def _read_only(volume: Obj, mount: Obj) -> bool:
 
 
 def localize_hosts(value: str, service_names: set[str]) -> str:
-    """Rewrite ``*.svc[.cluster.local]`` names (and a bare Service name) to the pods' shared loopback IP."""
+    """Rewrite ``*.svc[.cluster.local]`` names, a bare Service name and ``host.kubesim.internal`` to the pods'
+    shared loopback IP: the fallback where pods have no network namespace and no cluster DNS."""
     if value in service_names:
         return POD_IP
-    return _SVC_HOST.sub(POD_IP, value)
+    return _SVC_HOST.sub(POD_IP, value.replace(HOST_NAME, POD_IP))

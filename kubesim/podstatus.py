@@ -78,15 +78,17 @@ def init_failure(name: str, init_statuses: list[Obj]) -> tuple[str, str, str]:
     return "Failed", "InitContainerFailed", message
 
 
-def mark_started(pod: Obj, init_containers: list[str] | None = None) -> None:
-    """What the kubelet sets when it admits a pod: IPs, start time (kept when a restarted kubelet admits it
-    again), Initialized (False while init containers have yet to run)."""
+def mark_started(
+    pod: Obj, init_containers: list[str] | None = None, pod_ip: str = POD_IP, host_ip: str = POD_IP
+) -> None:
+    """What the kubelet sets when it admits a pod: IPs (its sandbox's and the node's), start time (kept when
+    a restarted kubelet admits it again), Initialized (False while init containers have yet to run)."""
     st = pod.setdefault("status", {})
     st.update(
-        hostIP=POD_IP,
-        hostIPs=[{"ip": POD_IP}],
-        podIP=POD_IP,
-        podIPs=[{"ip": POD_IP}],
+        hostIP=host_ip,
+        hostIPs=[{"ip": host_ip}],
+        podIP=pod_ip,
+        podIPs=[{"ip": pod_ip}],
         startTime=st.get("startTime") or now_rfc3339(),
     )
     if init_containers:

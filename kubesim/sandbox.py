@@ -2,8 +2,7 @@
 
 The container sees a private root folder (its writable layer), read-only system folders of this machine,
 kubesim's interpreter, and its pod's volumes at their ``mountPath``s; not other pods, the state directory
-or the checkout. Networking is still the shared loopback. This is a development cluster's isolation, not
-a security boundary between tenants.
+or the checkout. Its network is its pod's namespace (kubesim.network), entered before bwrap starts.
 """
 
 from __future__ import annotations
@@ -119,6 +118,7 @@ class Layout:
     user: Identity
     read_only_root: bool = False
     devices: list[str] = field(default_factory=list)
+    hostname: str | None = None
 
 
 class Sandbox:
@@ -197,6 +197,8 @@ class Sandbox:
     def wrap(self, argv: list[str], layout: Layout) -> list[str]:
         """The bwrap command line that runs ``argv`` in ``layout`` (call ``prepare`` first)."""
         args = [BWRAP, "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
+        if layout.hostname:
+            args += ["--unshare-uts", "--hostname", layout.hostname]
         for cap in CAPABILITIES:
             args += ["--cap-add", f"CAP_{cap}"]
         args += ["--bind", str(layout.root), "/"]

@@ -60,9 +60,13 @@ class KubeSim:
         self.host = host
         self.options = cluster_options
         self.cluster = Cluster(self.state_dir, **cluster_options)  # locks the state dir first
-        self.token = token or auth.load_or_create_token(self.state_dir)
-        self.tls = tls.serving_files(self.state_dir, advertise_host)
-        self.server = ApiHTTPServer((host, port), self.cluster, self.token, self.tls.server_context())
+        try:
+            self.token = token or auth.load_or_create_token(self.state_dir)
+            self.tls = tls.serving_files(self.state_dir, advertise_host)
+            self.server = ApiHTTPServer((host, port), self.cluster, self.token, self.tls.server_context())
+        except OSError:
+            self.cluster.stop()  # its pod network and DNS server too
+            raise
         self.port = self.server.server_address[1]
         self.cluster.port = self.port
         host_part = f"[{advertise_host}]" if ":" in advertise_host else advertise_host
@@ -149,6 +153,15 @@ class KubeSim:
     def auth_headers(self) -> dict[str, str]:
         """The ``Authorization`` header for raw HTTP requests to this server."""
         return {"Authorization": f"Bearer {self.token}"}
+
+    def expose_host_port(self, port: int) -> None:
+        """Let pods reach ``127.0.0.1:port`` of this machine at ``host.kubesim.internal:port``."""
+        self.cluster.expose_host_port(port)
+
+    @property
+    def node_ip(self) -> str:
+        """The node address pods see (127.0.0.1 when pods share this machine's network)."""
+        return self.cluster.node_ip
 
     def step(self, times: int = 1) -> None:
         """Run the scheduler, controllers and kubelets explicitly (deterministic mode, ``auto=False``)."""

@@ -9,6 +9,7 @@ moto checks no credentials; the demo's are fixed and public, so the examples sho
 from __future__ import annotations
 
 import io
+import os
 import random
 import socket
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ SECRET_NAME = "demo-s3"  # noqa: S105 (a name, not a value)
 ACCESS_KEY_ID = "trainyard-demo"
 SECRET_ACCESS_KEY = "trainyard-demo-secret"  # noqa: S105 (moto checks no credentials; these are public)
 REGION = "us-east-1"
+POD_HOST = "host.kubesim.internal"  # how pods on kubesim reach this machine (an exposed port)
 FEATURES = 8
 ROWS = 6000
 
@@ -70,11 +72,20 @@ def check_free(host: str, port: int) -> None:
             raise OSError(f"cannot listen on {host}:{port} ({exc.strerror}); set S3_DEMO_PORT") from exc
 
 
+def path_style_for(url: str) -> None:
+    """Tell moto that requests to ``url`` name their bucket in the path: pods reach the demo S3 at kubesim's
+    node name (``pod_host``), which moto would otherwise read as a virtual-hosted bucket ``host``."""
+    known = [e for e in os.environ.get("MOTO_S3_CUSTOM_ENDPOINTS", "").split(",") if e]
+    if url not in known:
+        os.environ["MOTO_S3_CUSTOM_ENDPOINTS"] = ",".join([*known, url])
+
+
 @contextmanager
-def demo_s3(host: str = "127.0.0.1", port: int = 9000) -> Iterator[str]:
+def demo_s3(host: str = "127.0.0.1", port: int = 9000, pod_host: str = POD_HOST) -> Iterator[str]:
     """moto's S3 server on `host:port` with the demo bucket filled; yields its URL and stops it on exit.
     Raises OSError when the address is taken."""
     check_free(host, port)
+    path_style_for(f"http://{pod_host}:{port}")
     server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
     server.start()
     try:

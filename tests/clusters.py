@@ -15,9 +15,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from kubesim.network import HOST_NAME
 from kubesim.testing import KubeSim, running_kubesim
 
 EXTERNAL_KUBECONFIG = os.environ.get("TRAINYARD_TEST_KUBECONFIG", "")
@@ -94,3 +96,21 @@ def cluster_for_tests(state_dir: Path, **kubesim_options: Any) -> Iterator[KubeS
         return
     with running_kubesim(state_dir, **kubesim_options) as sim:
         yield sim
+
+
+def pod_url(sim: KubeSim, url: str) -> str:
+    """``url`` of a server on this machine's loopback as pods reach it: kubesim exposes its port on the node
+    address and pods call it by the node's name (``host.kubesim.internal``); unchanged where pods share the
+    loopback or the cluster is an external one."""
+    parts = urlsplit(url)
+    if isinstance(sim, ExternalCluster) or parts.hostname not in ("127.0.0.1", "localhost") or not parts.port:
+        return url
+    sim.expose_host_port(parts.port)
+    if not sim.cluster.network.available:
+        return url
+    return urlunsplit(parts._replace(netloc=f"{HOST_NAME}:{parts.port}"))
+
+
+def pod_host(sim: KubeSim, port: int) -> str:
+    """The host name under which pods reach ``127.0.0.1:port`` of this machine (see `pod_url`)."""
+    return urlsplit(pod_url(sim, f"http://127.0.0.1:{port}")).hostname or "127.0.0.1"

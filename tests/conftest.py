@@ -14,6 +14,7 @@ import boto3
 import httpx
 import pytest
 
+from kubesim.network import HOST_NAME
 from kubesim.testing import KubeSim
 from tests.clusters import EXTERNAL_KUBECONFIG, KUBESIM_ONLY_REASON, cluster_for_tests
 
@@ -158,8 +159,13 @@ def s3_server(tmp_path: Path) -> Iterator[str]:
     `datasets` holding toy/points.csv (20 rows `x,2x+1`)."""
     port = _free_port()
     log = (tmp_path / "moto.log").open("wb")
+    # Pods reach it as http://host.kubesim.internal:PORT (tests.clusters.pod_url): buckets in the path.
+    env = {**os.environ, "MOTO_S3_CUSTOM_ENDPOINTS": f"http://{HOST_NAME}:{port}"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=log,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
     try:

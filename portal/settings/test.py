@@ -8,7 +8,7 @@ from .base import ARTIFACT_STORAGE, channel_layer_host, env
 
 SECRET_KEY = env("SECRET_KEY", default="test-key-not-secret")
 DEBUG = False
-ALLOWED_HOSTS = ["localhost", "127.0.0.1", "testserver"]
+ALLOWED_HOSTS = ["localhost", "127.0.0.1", "testserver", "host.kubesim.internal"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/15")
 CHANNEL_LAYERS = {

@@ -37,6 +37,7 @@ from tests.clusterio.conftest import (
     wait_file_code,
     wait_for,
 )
+from tests.clusters import pod_url
 
 
 @pytest.fixture
@@ -188,7 +189,7 @@ def test_a_learner_wrapped_by_the_launcher_uploads_its_results_on_kubesim(
         job_id,
         python(child),
         volumes=[VolumeSpec(name="results", kind="host", mount_path="/result", host_path=results)],
-        artifacts=ArtifactSpec(results_url=server.results_url),
+        artifacts=ArtifactSpec(results_url=pod_url(sim, server.results_url)),
     )
     (pod,) = cluster.launch(spec=spec, artifact_token=TOKEN)
     wait_for(lambda: pod_phase(cluster, ns, pod) == "Succeeded", timeout=30)

@@ -15,6 +15,7 @@ import hashlib
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -28,6 +29,7 @@ from jobs.models import Job, JobEvent, LogLine, ResultFile
 from jobs.services import job_submit
 from kubesim.testing import KubeSim
 from tenants.tokens import token_create
+from tests.clusters import pod_url
 from tests.factories import allow, make_tenant, member
 from tests.jobs.engine import describe, wait_status, wait_until
 from trainyard import cli, config
@@ -99,10 +101,11 @@ def test_code_from_disk_trains_on_s3_data_survives_a_lost_node_and_its_model_com
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings.ARTIFACTS_BASE_URL = live_server_url
+    settings.ARTIFACTS_BASE_URL = pod_url(engine, live_server_url)
     settings.ARTIFACT_FETCH_IMAGE = "trainyard:test"
     engine.add_gpu_node("artifact-0", gpus=1, labels={"nvidia.com/gpu.product": GPU})
-    tenant = allow(make_tenant(gpus=4), datastore_hosts=["127.0.0.1"])  # moto's server
+    s3_url = pod_url(engine, s3_server)
+    tenant = allow(make_tenant(gpus=4), datastore_hosts=[urlsplit(s3_url).hostname])  # moto's server
     user = member(tenant)
     _, token = token_create(user=user, name="e2e")
     monkeypatch.setenv(config.URL_ENV, live_server_url)
@@ -112,7 +115,7 @@ def test_code_from_disk_trains_on_s3_data_survives_a_lost_node_and_its_model_com
     code.mkdir()
     (code / "train.py").write_text(TRAIN)
     spec = tmp_path / "manifest.yml"
-    spec.write_text(manifest(s3_server))
+    spec.write_text(manifest(s3_url))
 
     submitted = CliRunner().invoke(cli.app, ["submit", str(spec), "--code", str(code), "--json"])
     assert submitted.exit_code == 0, submitted.output
@@ -176,11 +179,12 @@ def test_code_from_disk_trains_on_s3_data_survives_a_lost_node_and_its_model_com
 def test_a_missing_bucket_fails_the_job_with_the_fetch_error(
     engine: KubeSim, live_server_url: str, s3_server: str, settings: Any
 ) -> None:
-    settings.ARTIFACTS_BASE_URL = live_server_url
+    settings.ARTIFACTS_BASE_URL = pod_url(engine, live_server_url)
     settings.ARTIFACT_FETCH_IMAGE = "trainyard:test"
     engine.add_gpu_node("artifact-2", gpus=1, labels={"nvidia.com/gpu.product": GPU})
-    tenant = allow(make_tenant(gpus=4), datastore_hosts=["127.0.0.1"])  # moto's server
-    document = manifest(s3_server).replace("{container: datasets}", "{container: no-such-bucket}")
+    s3_url = pod_url(engine, s3_server)
+    tenant = allow(make_tenant(gpus=4), datastore_hosts=[urlsplit(s3_url).hostname])  # moto's server
+    document = manifest(s3_url).replace("{container: datasets}", "{container: no-such-bucket}")
     job = job_submit(
         tenant=tenant, user=member(tenant), document=document, code=zip_directory_bytes({"train.py": b""})
     )

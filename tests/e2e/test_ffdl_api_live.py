@@ -23,6 +23,7 @@ from jobs.artifacts.code import zip_directory_bytes
 from jobs.models import Job, MetricSample
 from kubesim.testing import KubeSim
 from tenants.tokens import token_create
+from tests.clusters import pod_url
 from tests.factories import make_tenant, member
 from tests.jobs.engine import describe, wait_until
 
@@ -64,10 +65,10 @@ VERSION = {"version": "2017-02-13"}
 
 
 @pytest.fixture
-def ffdl(live_server_url: str, settings: Any) -> Iterator[tuple[httpx.Client, Any]]:
+def ffdl(engine: KubeSim, live_server_url: str, settings: Any) -> Iterator[tuple[httpx.Client, Any]]:
     """An HTTP client set up as FfDL's CLI is with DLAAS_URL=<server>/ffdl, DLAAS_USERNAME=<tenant slug>
     and DLAAS_PASSWORD=<a Trainyard API token>."""
-    settings.ARTIFACTS_BASE_URL = live_server_url
+    settings.ARTIFACTS_BASE_URL = pod_url(engine, live_server_url)
     settings.ARTIFACT_FETCH_IMAGE = "trainyard:test"
     tenant = make_tenant()
     user = member(tenant)

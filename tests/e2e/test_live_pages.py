@@ -19,9 +19,10 @@ from playwright.sync_api import expect
 
 from jobs.models import Job
 from jobs.services import job_submit
+from kubesim.testing import KubeSim
 from tests.e2e.conftest import login
 from tests.factories import make_tenant, member
-from tests.jobs.engine import HOLD, python_spec
+from tests.jobs.engine import HOLD, gate_env, python_spec
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +65,7 @@ def _meter(page: Any, label: str) -> Any:
 
 
 def test_job_page_dashboard_and_list_follow_a_job_from_submit_to_its_end_without_reload(
-    live_page: Any, gate: socket.socket
+    live_page: Any, gate: socket.socket, engine: KubeSim
 ) -> None:
     tenant = make_tenant("vision", cpu_millis=4000, memory_mib=8192)
     alice = member(tenant, username="alice")
@@ -77,7 +78,7 @@ def test_job_page_dashboard_and_list_follow_a_job_from_submit_to_its_end_without
     capacity_before = capacity.inner_text()
 
     port = gate.getsockname()[1]
-    spec = python_spec("held", HOLD, cpu="1", memory="256Mi", env={"GATE_PORT": str(port)})
+    spec = python_spec("held", HOLD, cpu="1", memory="256Mi", env=gate_env(engine, port))
     job: Job = _in_thread(lambda: job_submit(tenant=tenant, user=alice, document=spec))
     job_page = _open(context, f"/jobs/{job.pk}/", "#job-status[data-live=live]")
 

@@ -24,13 +24,15 @@ from jobs.artifacts.code import zip_directory_bytes
 from jobs.core.states import TERMINAL
 from jobs.forms import TEMPLATES
 from jobs.models import Job, LogLine
+from kubesim.testing import KubeSim
 from portal import demo_s3
+from tests.clusters import pod_url
 from tests.e2e.conftest import ROOT, login
 from tests.jobs.engine import describe, wait_until
 
 pytestmark = pytest.mark.slow
 
-DEMO_ENDPOINT = "http://127.0.0.1:9000"
+DEMO_ENDPOINT = "http://host.kubesim.internal:9000"
 JOB_URL = re.compile(r"/jobs/[a-z0-9]+/$")
 # What each job prints when it is done (the learners' last lines), by job name.
 DONE = {
@@ -57,9 +59,9 @@ def embedded_s3() -> Iterator[str]:
 
 
 @pytest.fixture
-def demo(live_page: Any, settings: Any, live_server_url: str) -> None:
+def demo(live_page: Any, settings: Any, live_server_url: str, engine: KubeSim) -> None:
     """seed_demo's logins, tenant, policy and secret; the pods fetch code from the live server."""
-    settings.ARTIFACTS_BASE_URL = live_server_url
+    settings.ARTIFACTS_BASE_URL = pod_url(engine, live_server_url)
     with override_settings(LOCAL_SETUP=True):
         call_command("seed_demo", stdout=io.StringIO())
 
@@ -84,9 +86,10 @@ def _submit(page: Any, text: str, s3_url: str, *, template: str = "", code: byte
 
 
 def test_each_template_and_example_submitted_from_the_page_succeeds(
-    live_page: Any, demo: None, embedded_s3: str
+    live_page: Any, demo: None, embedded_s3: str, engine: KubeSim
 ) -> None:
     page = live_page
+    s3_url = pod_url(engine, embedded_s3)
     login(page, "demo", "demo")
     jobs: list[Job] = []
     for template in TEMPLATES:
@@ -96,13 +99,13 @@ def test_each_template_and_example_submitted_from_the_page_succeeds(
             expect(note).to_contain_text("examples/train")
         else:
             expect(note).to_be_hidden()
-        jobs.append(_submit(page, "", embedded_s3, template=template.key))
+        jobs.append(_submit(page, "", s3_url, template=template.key))
     single = (ROOT / "examples/specs/pytorch-single.yaml").read_text()
-    jobs.append(_submit(page, single, embedded_s3))
+    jobs.append(_submit(page, single, s3_url))
     model = ROOT / "examples/model"
     code = zip_directory_bytes({p.name: p.read_bytes() for p in model.glob("*.py")})
     with_code = (ROOT / "examples/specs/with-code.yaml").read_text()
-    jobs.append(_submit(page, with_code, embedded_s3, code=code))
+    jobs.append(_submit(page, with_code, s3_url, code=code))
     assert sorted(j.name for j in jobs) == sorted(DONE)
     assert Job.objects.get(name="train-cpu").code is not None  # the template's code, attached by the page
 

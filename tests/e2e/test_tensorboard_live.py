@@ -20,6 +20,7 @@ from playwright.sync_api import expect
 from jobs.models import EventFile, Job, MetricSample
 from jobs.services import job_submit
 from kubesim.testing import KubeSim
+from tests.clusters import pod_url
 from tests.e2e.conftest import RECORD_PLOTS, _new_page, login, screenshot
 from tests.factories import make_tenant, member
 from tests.jobs.engine import describe, python_spec, wait_status
@@ -50,7 +51,7 @@ POINTS = """(name) => {
 def test_summary_writer_scalars_become_metrics_charted_live_and_tensorboard_opens_for_the_tenant_only(
     engine: KubeSim, live_server_url: str, browser: Any, settings: Any
 ) -> None:
-    settings.ARTIFACTS_BASE_URL = live_server_url
+    settings.ARTIFACTS_BASE_URL = pod_url(engine, live_server_url)
     settings.TENSORBOARD_SYNC_SECONDS = 0.5
     tenant = make_tenant()
     user = member(tenant, username="tb-owner")

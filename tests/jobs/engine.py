@@ -9,6 +9,8 @@ from typing import Any
 
 from jobs.core.states import TERMINAL
 from jobs.models import Job, LogLine
+from kubesim.testing import KubeSim
+from tests.clusters import pod_host
 
 # A learner that checkpoints each step atomically (a kill between truncate and write must not leave an
 # empty checkpoint), resumes from the last one and says where it resumed: for requeue-and-resume tests.
@@ -85,11 +87,18 @@ def python_spec(name: str, script: str, *, cpu: str = "250m", memory: str = "128
 
 HOLD = """
 import os, socket
-with socket.create_connection(("127.0.0.1", int(os.environ["GATE_PORT"])), timeout=120) as s:
+gate = (os.environ.get("GATE_HOST", "127.0.0.1"), int(os.environ["GATE_PORT"]))
+with socket.create_connection(gate, timeout=120) as s:
     print("holding", flush=True)
     s.recv(1)
 print("released", flush=True)
 """
 """A job script that runs until the test lets it go: it connects to the test's listening socket (port in
-GATE_PORT; kubesim pods share the machine's loopback) and ends when a byte arrives, so a test holds a job
+GATE_PORT, host in GATE_HOST: see `gate_env`) and ends when a byte arrives, so a test holds a job
 running as long as it needs without depending on timing."""
+
+
+def gate_env(sim: KubeSim, port: int) -> dict[str, str]:
+    """The env a HOLD job needs to reach the test's gate socket on ``127.0.0.1:port``: kubesim exposes the port
+    to pods at the node's name (tests.clusters.pod_host)."""
+    return {"GATE_HOST": pod_host(sim, port), "GATE_PORT": str(port)}

@@ -9,6 +9,7 @@ import base64
 import hashlib
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -23,6 +24,7 @@ from jobs.credentials import seal, unseal
 from jobs.models import Job, JobCredentials, LogLine
 from jobs.services import JobRejected, job_retry, job_submit
 from kubesim.testing import KubeSim
+from tests.clusters import pod_url
 from tests.factories import allow, make_tenant, member
 from tests.jobs.engine import wait_status, wait_until
 
@@ -89,9 +91,10 @@ def test_credentials_that_collide_as_env_names_are_refused_and_nothing_stored() 
 def test_ffdl_credentials_reach_the_learner_through_a_secret_and_nowhere_else(
     engine: KubeSim, s3_server: str
 ) -> None:
-    tenant = allow(make_tenant(), datastore_hosts=["127.0.0.1"])  # moto's server, on this machine
+    s3_url = pod_url(engine, s3_server)  # moto's server, on this machine
+    tenant = allow(make_tenant(), datastore_hosts=[urlsplit(s3_url).hostname])
     user = member(tenant)
-    job = job_submit(tenant=tenant, user=user, document=TEMPLATE.replace("S3_URL", s3_server))
+    job = job_submit(tenant=tenant, user=user, document=TEMPLATE.replace("S3_URL", s3_url))
     row = JobCredentials.objects.get(job=job)
     assert PASSWORD not in row.sealed and row.stores == ["cos"]
     assert PASSWORD not in json.dumps(job.spec)

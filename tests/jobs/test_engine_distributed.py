@@ -1,8 +1,8 @@
 """A distributed job end to end on kubesim: two learner pods rendezvous through the env the platform sets
 (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE) and run a real torch.distributed all-reduce over gloo.
 
-Every kubesim pod has IP 127.0.0.1 and the kubelet rewrites the `*.svc` MASTER_ADDR to it, so the two
-learners meet on the loopback at the job's MASTER_PORT.
+Each kubesim pod has its own network namespace and IP; MASTER_ADDR (`<pod>.<svc>.<ns>.svc`) resolves
+through kubesim's cluster DNS to learner 0's address, as on a cluster.
 """
 
 from __future__ import annotations
@@ -84,8 +84,9 @@ else:
 
 
 def test_two_distributed_jobs_running_at_once_each_rendezvous_on_their_own_port(engine: KubeSim) -> None:
-    """All kubesim pods share 127.0.0.1: with one fixed MASTER_PORT for every job, the second job's
-    learner 0 cannot listen (EADDRINUSE) and its learner 1 joins the other job's rendezvous."""
+    """Two two-learner jobs at once: each learner 1 meets its own job's learner 0 (on a shared loopback, one
+    fixed MASTER_PORT for every job made the second learner 0 fail to listen and its learner 1 join the
+    other job's rendezvous)."""
     jobs = [submit(spec(f"rendezvous-{n}", RENDEZVOUS, cpu="250m", memory="128Mi", learners=2)) for n in "ab"]
     for job in jobs:
         job = wait_status(job, "succeeded", timeout=60, logs=True)

@@ -21,7 +21,7 @@ from jobs.telemetry import telemetry_record_running
 from kubesim.testing import KubeSim
 from tests.clusterio.test_gpumetrics import exporter_output
 from tests.factories import make_job, make_tenant, member
-from tests.jobs.engine import HOLD, python_spec, wait_status
+from tests.jobs.engine import HOLD, gate_env, python_spec, wait_status
 from tests.local_http import serving
 
 
@@ -34,7 +34,7 @@ def test_a_gpu_jobs_utilisation_is_read_from_the_dcgm_exporter_and_shown(
     alice = member(tenant, username="alice")
     with socket.create_server(("127.0.0.1", 0)) as gate:
         gate.settimeout(120)
-        document = json.loads(python_spec("gpu-held", HOLD, env={"GATE_PORT": str(gate.getsockname()[1])}))
+        document = json.loads(python_spec("gpu-held", HOLD, env=gate_env(engine, gate.getsockname()[1])))
         document["resources"]["gpus"] = 1
         job = job_submit(tenant=tenant, user=alice, document=document)
         conn, _ = gate.accept()

@@ -27,7 +27,7 @@ from jobs.telemetry import telemetry_record_running
 from kubesim.testing import KubeSim
 from tenants.models import Policy
 from tests.factories import make_tenant, member
-from tests.jobs.engine import HOLD, python_spec, wait_status
+from tests.jobs.engine import HOLD, gate_env, python_spec, wait_status
 from tests.local_http import serving
 
 SERIES = json.loads((Path(__file__).parent / "data" / "dcgm_idle_gpu_series.json").read_text())
@@ -48,7 +48,7 @@ def test_an_idle_gpu_job_is_flagged_notified_and_halted_by_its_tenants_policy(
     )
     with socket.create_server(("127.0.0.1", 0)) as gate:
         gate.settimeout(120)
-        document = json.loads(python_spec("gpu-idle", HOLD, env={"GATE_PORT": str(gate.getsockname()[1])}))
+        document = json.loads(python_spec("gpu-idle", HOLD, env=gate_env(engine, gate.getsockname()[1])))
         document["resources"]["gpus"] = 1
         job = job_submit(tenant=tenant, user=alice, document=document)
         conn, _ = gate.accept()

@@ -17,23 +17,28 @@ from jobs import cluster
 from jobs.models import Job, LogLine
 from jobs.services import job_submit
 from kubesim.testing import KubeSim
+from tests.clusters import pod_host
 from tests.factories import make_tenant, member
 from tests.jobs.engine import describe, python_spec, wait_status, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.kubesim_only, pytest.mark.django_db(transaction=True)]
 
-# A learner that prints numbered lines until its gate opens (a TCP port on the shared loopback starts
-# listening: pods in kubesim share the host's loopback), then 20 more, says how many and exits with `code`.
+# A learner that prints numbered lines until its gate opens (a TCP port on this machine's loopback starts
+# listening; pods reach it through the port kubesim exposes, whose forwarder closes a connection at once
+# while nothing listens behind it), then 20 more, says how many and exits with `code`.
 # The test decides when each learner ends without a clock.
 GATED = """
 import socket, sys, time
 
 def gate_open():
     try:
-        socket.create_connection(("127.0.0.1", {port}), timeout=1).close()
+        with socket.create_connection(("{host}", {port}), timeout=1) as conn:
+            conn.settimeout(0.5)
+            return conn.recv(1) != b""
+    except TimeoutError:
+        return True
     except OSError:
         return False
-    return True
 
 i = 0
 while not gate_open():
@@ -62,9 +67,10 @@ def gates() -> Iterator[list[socket.socket]]:
         sock.close()
 
 
-def gated(name: str, gate: socket.socket, code: int) -> Job:
+def gated(sim: KubeSim, name: str, gate: socket.socket, code: int) -> Job:
     tenant = make_tenant()
-    script = GATED.format(port=gate.getsockname()[1], code=code)
+    port = gate.getsockname()[1]
+    script = GATED.format(host=pod_host(sim, port), port=port, code=code)
     return job_submit(tenant=tenant, user=member(tenant), document=python_spec(name, script))
 
 
@@ -95,9 +101,9 @@ def test_api_server_restart_and_database_sessions_killed_while_jobs_stream_lose_
     engine: KubeSim, gates: list[socket.socket]
 ) -> None:
     during, after = gates
-    finishes_during = gated("ends-in-outage", during, 0)
-    succeeds = gated("streams-through", after, 0)
-    fails = gated("fails-after", after, 3)
+    finishes_during = gated(engine, "ends-in-outage", during, 0)
+    succeeds = gated(engine, "streams-through", after, 0)
+    fails = gated(engine, "fails-after", after, 3)
     jobs = (finishes_during, succeeds, fails)
     for job in jobs:
         wait_status(job, "running")

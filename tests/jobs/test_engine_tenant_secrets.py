@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from kubernetes.client import ApiClient
@@ -21,6 +22,7 @@ from jobs.services import job_cancel, job_retry, job_submit
 from kubesim.testing import KubeSim
 from tenants.models import DataStoreSecret
 from tenants.secrets import MissingSecret, datastore_secret_create, datastore_secret_rotate
+from tests.clusters import pod_url
 from tests.factories import allow, make_tenant, member
 from tests.jobs.engine import describe, python_spec, wait_status, wait_until
 from tests.jobs.test_engine_datastores import _read_secret
@@ -61,11 +63,12 @@ def spec(s3_url: str) -> dict[str, Any]:
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_tenant_secret_reaches_the_pod_secret_and_the_s3_fetch(engine: KubeSim, s3_server: str) -> None:
-    tenant = allow(make_tenant(), datastore_hosts=["127.0.0.1"])  # moto's server, on this machine
+    s3_url = pod_url(engine, s3_server)  # moto's server, on this machine
+    tenant = allow(make_tenant(), datastore_hosts=[urlsplit(s3_url).hostname])
     owner = member(tenant, "owner")
     values = {"access_key_id": KEY_ID, "secret_access_key": SECRET}
     datastore_secret_create(tenant=tenant, user=owner, name="team-data", values=values)
-    job = job_submit(tenant=tenant, user=member(tenant), document=spec(s3_server))
+    job = job_submit(tenant=tenant, user=member(tenant), document=spec(s3_url))
     assert not JobCredentials.objects.filter(job=job).exists()  # nothing copied: opened at launch
 
     wait_status(job, "starting", "running", "succeeded")

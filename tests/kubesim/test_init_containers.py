@@ -67,7 +67,7 @@ def test_init_containers_run_in_order_and_leave_files_for_the_main_container(
 def test_pod_stays_pending_while_an_init_container_runs_and_deletion_stops_it(
     api_client: client.ApiClient, sim: KubeSim, core: client.CoreV1Api, ns: str
 ) -> None:
-    waiter = "trap 'echo stopped > /shared/term; exit 0' TERM; while true; do sleep 0.05; done"
+    waiter = "trap 'echo stopped > /shared/term; exit 0' TERM; touch /shared/trapped; while true; do sleep 0.05; done"
     core.create_namespaced_pod(ns, _pod("slow-init", [["true"], ["sh", "-c", waiter]], ["true"]))
 
     def second_running() -> client.V1Pod | None:
@@ -82,6 +82,7 @@ def test_pod_stays_pending_while_an_init_container_runs_and_deletion_stops_it(
     assert "init-1" in initialized.message and "init-0" not in initialized.message
     assert pod.status.container_statuses[0].state.waiting.reason == "PodInitializing"
     assert _status_column(api_client, sim, ns, "slow-init") == "Init:1/2"
+    wait_for(lambda: (sim.state_dir / "hostpath" / "slow-init" / "trapped").exists())  # its handler is set
     core.delete_namespaced_pod("slow-init", ns)
     wait_for(lambda: not core.list_namespaced_pod(ns).items)
     assert (sim.state_dir / "hostpath" / "slow-init" / "term").read_text() == "stopped\n"

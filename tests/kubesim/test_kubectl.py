@@ -72,7 +72,7 @@ def test_kubectl_get_prints_table_columns_and_describe_works(
     header, rows = _header_and_rows(_kubectl(sim, "get", "pods", "-A", "-o", "wide"))
     assert header == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
     pod = core.read_namespaced_pod("table-pod", ns)
-    assert rows[ns][1] == "table-pod" and rows[ns][6:] == ["127.0.0.1", pod.spec.node_name]
+    assert rows[ns][1] == "table-pod" and rows[ns][6:] == [pod.status.pod_ip, pod.spec.node_name]
     header, rows = _header_and_rows(_kubectl(sim, "get", "serviceaccounts", "-n", ns))
     assert header == ["NAME", "AGE"] and "default" in rows
     described = _kubectl(sim, "describe", "pod", "-n", ns, "table-pod")

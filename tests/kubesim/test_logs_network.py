@@ -71,7 +71,7 @@ def _free_port() -> int:
 
 _SERVER = """
 import os, socket
-srv = socket.create_server((os.environ["BIND_HOST"], int(os.environ["PORT"])))
+srv = socket.create_server(("0.0.0.0", int(os.environ["PORT"])))
 conn, _ = srv.accept()
 print("a got", conn.recv(100).decode(), flush=True)
 conn.sendall(b"welcome")
@@ -89,7 +89,7 @@ while True:
             raise
         time.sleep(0.1)
 conn.sendall(b"hello")
-print("b got", conn.recv(100).decode(), "via", os.environ["MASTER_ADDR"], flush=True)
+print("b got", conn.recv(100).decode(), "via", conn.getpeername()[0], flush=True)
 """
 
 
@@ -116,13 +116,12 @@ def test_two_pods_meet_through_a_headless_service_name(core: client.CoreV1Api, n
             spec=client.V1PodSpec(restart_policy="Never", containers=[container]),
         )
 
-    core.create_namespaced_pod(
-        ns, pod("a", {"role": "rdv-a"}, _SERVER, {"BIND_HOST": host, "PORT": str(port)})
-    )
+    core.create_namespaced_pod(ns, pod("a", {"role": "rdv-a"}, _SERVER, {"PORT": str(port)}))
     core.create_namespaced_pod(ns, pod("b", {}, _CLIENT, {"MASTER_ADDR": host, "MASTER_PORT": str(port)}))
     for name in ("a", "b"):
         assert wait_phase(core, ns, name, ("Succeeded", "Failed")).status.phase == "Succeeded", (
             core.read_namespaced_pod_log(name, ns)
         )
     assert core.read_namespaced_pod_log("a", ns) == "a got hello\n"
-    assert core.read_namespaced_pod_log("b", ns) == "b got welcome via 127.0.0.1\n"
+    server_ip = core.read_namespaced_pod("a", ns).status.pod_ip
+    assert core.read_namespaced_pod_log("b", ns) == f"b got welcome via {server_ip}\n"

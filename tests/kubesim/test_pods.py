@@ -14,13 +14,20 @@ from kubesim.testing import KubeSim
 from tests.kubesim.conftest import error_body, follow_log, make_pod, wait_for, wait_phase
 
 
+def sim_node_ip(core: client.CoreV1Api, node_name: str) -> str:
+    """The InternalIP the pod's node reports."""
+    addresses = core.read_node(node_name).status.addresses
+    return next(a.address for a in addresses if a.type == "InternalIP")
+
+
 def test_python_print_pod_succeeds_with_log(core: client.CoreV1Api, ns: str) -> None:
     core.create_namespaced_pod(ns, make_pod("hello", ["python", "-c", "print(1)"]))
     pod = wait_phase(core, ns, "hello", ("Succeeded", "Failed"))
     assert pod.status.phase == "Succeeded"
     terminated = pod.status.container_statuses[0].state.terminated
     assert (terminated.exit_code, terminated.reason) == (0, "Completed")
-    assert pod.status.pod_ip == "127.0.0.1" and pod.spec.node_name
+    assert pod.status.pod_ip and pod.status.pod_ip == pod.status.pod_ips[0].ip and pod.spec.node_name
+    assert pod.status.host_ip == sim_node_ip(core, pod.spec.node_name)
     assert core.read_namespaced_pod_log("hello", ns) == "1\n"
 
 
@@ -82,8 +89,9 @@ def test_env_expansion_and_downward_api(core: client.CoreV1Api, ns: str) -> None
     ]
     command = ["sh", "-c", 'echo "$GREETING $MY_NAME $MY_NS $MY_IP $MASTER_ADDR $(BASE)"']
     core.create_namespaced_pod(ns, make_pod("envy", command, env=env))
-    wait_phase(core, ns, "envy", ("Succeeded",))
-    assert core.read_namespaced_pod_log("envy", ns) == f"hi-there envy {ns} 127.0.0.1 127.0.0.1 hi\n"
+    ip = wait_phase(core, ns, "envy", ("Succeeded",)).status.pod_ip
+    master = "job-0.workers.default.svc.cluster.local"  # resolved by the pod's DNS, not rewritten
+    assert core.read_namespaced_pod_log("envy", ns) == f"hi-there envy {ns} {ip} {master} hi\n"
 
 
 def test_volume_mount_paths_reach_the_container(sim: KubeSim, core: client.CoreV1Api, ns: str) -> None:

@@ -132,6 +132,7 @@ def test_deleted_claim_stays_terminating_while_a_pod_uses_it(
     folder = _folder(sim, _bound(core, ns, "busy"))
     core.create_namespaced_pod(ns, _claim_pod("user", "busy", ["sh", "-c", "touch /ckpt/x; sleep 60"]))
     wait_phase(core, ns, "user", ("Running",))
+    wait_for(lambda: (folder / "x").exists())
     core.delete_namespaced_persistent_volume_claim("busy", ns)
     claim = core.read_namespaced_persistent_volume_claim("busy", ns)
     assert claim.metadata.deletion_timestamp is not None and claim.metadata.finalizers == [PROTECTION]

@@ -62,7 +62,7 @@ def test_seed_demo_gives_the_demo_tenant_the_embedded_s3_secret_and_endpoint() -
     call_command("seed_demo")
     call_command("seed_demo")
     tenant = Tenant.objects.get(slug="demo")
-    assert policy_of(tenant).datastore_hosts == ["127.0.0.1"]
+    assert policy_of(tenant).datastore_hosts == ["host.kubesim.internal"]
     assert DataStoreSecret.objects.get(tenant=tenant).name == demo_s3.SECRET_NAME
     assert datastore_credentials(tenant=tenant, names=[demo_s3.SECRET_NAME])[demo_s3.SECRET_NAME] == {
         "access_key_id": demo_s3.ACCESS_KEY_ID,

@@ -49,8 +49,8 @@ class Command(BaseCommand):
         """The embedded S3 (`manage.py s3_demo`) for the demo tenant: its endpoint allowed, and the data-store
         secret the example specs name (`volumes[].secret: demo-s3`)."""
         hosts = list(policy_of(tenant).datastore_hosts)
-        if settings.S3_DEMO_HOST not in hosts:
-            policy_set.nested(tenant=tenant, datastore_hosts=[*hosts, settings.S3_DEMO_HOST])
+        if settings.S3_DEMO_POD_HOST not in hosts:
+            policy_set.nested(tenant=tenant, datastore_hosts=[*hosts, settings.S3_DEMO_POD_HOST])
         if not DataStoreSecret.objects.filter(tenant=tenant, name=demo_s3.SECRET_NAME).exists():
             values = {
                 "access_key_id": demo_s3.ACCESS_KEY_ID,
