@@ -13,6 +13,7 @@ from clusterio.client import Cluster
 from kubesim.testing import KubeSim
 from tests.clusterio.artifact_server import TOKEN, ArtifactServer
 from tests.clusterio.conftest import job_spec, pod_phase, python, wait_for
+from tests.clusters import pod_url
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 PROBE = f"""
@@ -77,7 +78,9 @@ def test_the_users_command_cannot_read_the_attempts_artifact_token(
     environment, nor /proc/<launcher>/environ or its memory (the launcher is not dumpable)."""
     if not sim.cluster.sandbox.available:
         pytest.skip(f"kubesim's sandbox is off ({sim.cluster.sandbox.reason}): pods run as kubesim's user")
-    spec = job_spec(ns, job_id, python(HUNT), artifacts=ArtifactSpec(results_url=server.results_url))
+    spec = job_spec(
+        ns, job_id, python(HUNT), artifacts=ArtifactSpec(results_url=pod_url(sim, server.results_url))
+    )
     (pod,) = cluster.launch(spec=spec, artifact_token=TOKEN)
     wait_for(lambda: pod_phase(cluster, ns, pod) == "Succeeded", timeout=60)
     first = cluster.pod_log_tail(namespace=ns, pod=pod)[0]
