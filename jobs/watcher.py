@@ -31,7 +31,7 @@ from jobs.services.lifecycle import (
     learner_node_unready,
     learner_update,
 )
-from jobs.services.logs import logs_append
+from jobs.services.logs import LogIngest, logs_append, logs_ingest
 
 log = logging.getLogger(__name__)
 DRAIN_TIMEOUT = 15.0
@@ -167,7 +167,8 @@ class Watcher:
     ) -> None:
         """Store a learner's log until its pod ends. A failure (the database went away mid-batch) does not
         end the follower: it backs off and resumes from the last stored cursor, so no line is lost or
-        stored twice."""
+        stored twice. A follower whose learner is gone (its job was deleted) ends."""
+        ingest: LogIngest | None = None
 
         def store(records: list[LogRecord], cursor: LogCursor) -> None:
             logs_append(
@@ -176,12 +177,14 @@ class Watcher:
                 learner=index,
                 records=[(r.ts, r.text) for r in records],
                 cursor=(cursor.ts, cursor.seen_at_ts),
+                ingest=ingest,
             )
 
         backoff = FOLLOWER_BACKOFF
         try:
             while not self.stop_event.is_set():
                 try:
+                    ingest = logs_ingest(job_id=job_id, attempt=attempt, learner=index)
                     learner.refresh_from_db(fields=["log_cursor_ts", "log_cursor_seen"])
                     start = LogCursor(ts=learner.log_cursor_ts, seen_at_ts=learner.log_cursor_seen)
                     follower = LogFollower(
@@ -196,9 +199,16 @@ class Watcher:
                             records=[],
                             cursor=(end.ts, end.seen_at_ts),
                             done=True,
+                            ingest=ingest,
                         )
                     return
                 except Exception:
+                    connection.close()
+                    if learner_gone(job_id, attempt, index):
+                        log.info(
+                            "log follower for %s/%s learner %s ends: its job is gone", job_id, attempt, index
+                        )
+                        return
                     log.exception(
                         "log follower for %s/%s learner %s failed; resuming in %.0f s",
                         job_id,
@@ -206,7 +216,6 @@ class Watcher:
                         index,
                         backoff,
                     )
-                    connection.close()
                     self.stop_event.wait(backoff)
                     backoff = min(backoff * 2, FOLLOWER_BACKOFF_MAX)
         finally:
@@ -236,6 +245,15 @@ def _with_claims(verdict: Verdict, pods: list[dict[str, Any]]) -> Verdict:
     if not problems:
         return verdict
     return dataclasses.replace(verdict, message=f"{verdict.message} [{'; '.join(problems)}]")
+
+
+def learner_gone(job_id: str, attempt: int, index: int) -> bool:
+    """Whether a learner's row no longer exists (its job was deleted); False while the database cannot say."""
+    try:
+        return not Learner.objects.filter(job_id=job_id, attempt=attempt, index=index).exists()
+    except Exception:
+        connection.close()
+        return False
 
 
 def log_tail(job_id: str, learner: int, lines: int = TAIL_LINES) -> list[str]:

@@ -55,6 +55,10 @@ class PolicyForm(forms.ModelForm):
             "pod_security",
             "preempt_lower_priority",
             "idle_gpu_halt_after_seconds",
+            "log_max_lines_per_second",
+            "log_max_bytes_per_second",
+            "log_max_lines",
+            "log_max_bytes",
         ]
 
     def clean(self) -> dict[str, Any]:

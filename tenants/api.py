@@ -165,6 +165,18 @@ class PolicySerializer(serializers.Serializer):
         allow_null=True,
         help_text="Halt a job this many seconds after its GPUs were flagged idle; null: never (only flag).",
     )
+    log_max_lines_per_second = serializers.IntegerField(
+        allow_null=True, help_text="Log lines a learner may store per second; null: the platform's default."
+    )
+    log_max_bytes_per_second = serializers.IntegerField(
+        allow_null=True, help_text="Log bytes a learner may store per second; null: the platform's default."
+    )
+    log_max_lines = serializers.IntegerField(
+        allow_null=True, help_text="Log lines a learner may store per attempt; null: the platform's default."
+    )
+    log_max_bytes = serializers.IntegerField(
+        allow_null=True, help_text="Log bytes a learner may store per attempt; null: the platform's default."
+    )
 
 
 POLICY_FIELDS = (
@@ -176,6 +188,10 @@ POLICY_FIELDS = (
     "pod_security",
     "preempt_lower_priority",
     "idle_gpu_halt_after_seconds",
+    "log_max_lines_per_second",
+    "log_max_bytes_per_second",
+    "log_max_lines",
+    "log_max_bytes",
 )
 
 

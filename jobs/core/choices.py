@@ -57,6 +57,7 @@ class EventKind(StrEnum):
     TENSORBOARD = "tensorboard"  # a learner's TensorBoard event file could not be read
     LABELS = "labels"  # a person changed its experiment or tags
     GPU = "gpu"  # its GPUs went idle, or busy again (jobs/services/idlegpu.py)
+    LOGS = "logs"  # a learner's log hit a cap and was truncated (jobs/services/logs.py)
 
 
 class VerdictState(StrEnum):
@@ -105,6 +106,7 @@ class Reason(StrEnum):
     IDLE_GPU = "IdleGpu"
     GPU_BUSY = "GpuBusy"
     IDLE_GPU_HALTED = "IdleGpuHalted"
+    LOGS_TRUNCATED = "LogsTruncated"
     # people
     CANCELLED = "Cancelled"
     CANCELLED_BY_USER = "CancelledByUser"
