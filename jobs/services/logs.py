@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 MAX_LOG_LINE = 8192
+SAVE_DROPPED_EVERY = 1.0  # seconds: how often a follower whose every line is dropped saves its position
 
 
 class LogPositionMoved(Exception):
@@ -47,14 +49,20 @@ class LogPositionMoved(Exception):
 
 @dataclass
 class LogIngest:
-    """What a follower keeps between batches: the caps and counters of its learner's attempt (the rate
-    window lives only here) and the job's compiled metric patterns. Built by `logs_ingest`."""
+    """What a follower keeps between batches (built by `logs_ingest` from the stored row): the learner's
+    stored position (`log_seq`, the guard of the next write, and `top`, the last sequence of any attempt),
+    the caps and counters of its attempt (the rate window lives only here), and the job's compiled metric
+    patterns."""
 
     job_id: str
     attempt: int
     learner: int
+    learner_pk: int
+    log_seq: int
+    top: int
     meter: LogMeter
     extractors: tuple[Extractor, ...] = field(default=())
+    saved_at: float = 0.0
 
 
 def log_caps(*, tenant: Any) -> LogCaps:
@@ -83,16 +91,22 @@ def logs_ingest(*, job_id: str, attempt: int, learner: int) -> LogIngest:
         dropped=row.log_dropped,
         truncated=row.log_truncated,
     )
-    extractors = extractors_for(job.spec.get("evaluation_metrics"))
-    return LogIngest(job_id=job_id, attempt=attempt, learner=learner, meter=meter, extractors=extractors)
+    return LogIngest(
+        job_id=job_id,
+        attempt=attempt,
+        learner=learner,
+        learner_pk=row.pk,
+        log_seq=row.log_seq,
+        top=row.log_seq or _last_seq(job_id, learner),
+        meter=meter,
+        extractors=extractors_for(job.spec.get("evaluation_metrics")),
+    )
 
 
 @dataclass
 class _Batch:
     """One batch made ready outside any transaction."""
 
-    learner_pk: int
-    base: int
     lines: list[LogLine]
     samples: list[MetricSample]
     meter: LogMeter
@@ -138,10 +152,15 @@ def _logs_append(
     `ingest` carries the follower's state between batches (a fresh one when None)."""
     state = ingest or logs_ingest(job_id=job_id, attempt=attempt, learner=learner)
     batch = _prepare(state, records)
+    now = time.monotonic()
+    if not batch.lines and not done and records and now - state.saved_at < SAVE_DROPPED_EVERY:
+        state.meter = batch.meter  # all dropped: the position and counters are saved with a later batch
+        return []
     with transaction.atomic(durable=durable):
         _store(state, batch, cursor, done)
-    state.meter = batch.meter
+    state.meter, state.saved_at = batch.meter, now
     if batch.lines:
+        state.log_seq = state.top = batch.lines[-1].seq
         metrics_count("log_lines", len(batch.lines))
     return batch.lines
 
@@ -151,14 +170,8 @@ logs_append = _PreparedService(_logs_append)
 
 def _prepare(state: LogIngest, records: Sequence[tuple[datetime | None, str]]) -> _Batch:
     """Number, cap and parse a batch: reads only, no lock, no transaction of its own."""
-    row = Learner.objects.only("pk", "log_seq", "log_lines", "log_bytes", "log_dropped", "log_truncated").get(
-        job_id=state.job_id, attempt=state.attempt, index=state.learner
-    )
-    base = row.log_seq or _last_seq(state.job_id, state.learner)
     meter = state.meter.copy()
-    meter.lines, meter.bytes = row.log_lines, row.log_bytes
-    meter.dropped, meter.truncated = row.log_dropped, row.log_truncated
-    seq = base
+    seq = state.top
     lines: list[LogLine] = []
     samples: list[MetricSample] = []
     truncated_now = None
@@ -195,7 +208,7 @@ def _prepare(state: LogIngest, records: Sequence[tuple[datetime | None, str]]) -
                     log_seq=seq,
                 )
             )
-    return _Batch(row.pk, row.log_seq, lines, samples, meter, truncated_now, checkpoint)
+    return _Batch(lines, samples, meter, truncated_now, checkpoint)
 
 
 def _line(state: LogIngest, seq: int, ts: datetime | None, text: str) -> LogLine:
@@ -229,7 +242,7 @@ def _store(state: LogIngest, batch: _Batch, cursor: tuple[datetime | None, int],
             },
         )
     fields: dict[str, Any] = {
-        "log_seq": batch.lines[-1].seq if batch.lines else batch.base,
+        "log_seq": batch.lines[-1].seq if batch.lines else state.log_seq,
         "log_cursor_ts": cursor[0],
         "log_cursor_seen": cursor[1],
         "log_lines": meter.lines,
@@ -242,7 +255,7 @@ def _store(state: LogIngest, batch: _Batch, cursor: tuple[datetime | None, int],
         fields["checkpoint_at"], fields["checkpoint_step"] = batch.checkpoint
     if done:
         fields["log_done"] = True
-    if not Learner.objects.filter(pk=batch.learner_pk, log_seq=batch.base).update(**fields):
+    if not Learner.objects.filter(pk=state.learner_pk, log_seq=state.log_seq).update(**fields):
         raise LogPositionMoved(f"learner {state.learner} of {state.job_id}/{state.attempt} moved on")
     if batch.lines:
         send_after_commit(
