@@ -176,8 +176,8 @@ def _send_whole(handler: Handler, body: bytes, limit: int | None) -> None:
 
 def _follow(handler: Handler, handle: BinaryIO, pod: Obj, query: _LogQuery, sent: int) -> None:
     """Stream lines as the kubelet appends them, until the container run ends and its file is drained,
-    the pod is gone or replaced (as a kubelet's stream ends when the container is removed, unread lines
-    and all), the server stops, or ``limitBytes`` have been sent.
+    the pod is gone or replaced, the server stops, or ``limitBytes`` have been sent. The file is read a
+    chunk at a time, so a flood's backlog is streamed, never held in memory whole.
 
     A partial line is held back until its newline arrives, so every chunk holds whole lines.
     """
@@ -186,9 +186,6 @@ def _follow(handler: Handler, handle: BinaryIO, pod: Obj, query: _LogQuery, sent
     pending = b""
     while not cluster.stopping.is_set() and (query.limit is None or sent < query.limit):
         data = handle.read(_FOLLOW_CHUNK)
-        current = cluster.store.peek("pods", namespace, name)
-        if current is None or current["metadata"]["uid"] != uid:
-            break  # a deleted pod's containers and their logs are gone, however much was left unread
         if data:
             pending += data
             *full, pending = pending.split(b"\n")
@@ -199,6 +196,9 @@ def _follow(handler: Handler, handle: BinaryIO, pod: Obj, query: _LogQuery, sent
                 handler.send_chunk(out)
                 sent += len(out)
             continue
+        current = cluster.store.peek("pods", namespace, name)
+        if current is None or current["metadata"]["uid"] != uid:
+            break
         if _run_over(_container_status(current, query.container), query.restart):
             if not handle.read(1):
                 break

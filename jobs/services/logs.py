@@ -123,16 +123,19 @@ class _PreparedService(Generic[P, R]):
         self._work = work
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        blocks = connection.atomic_blocks
-        if blocks and not getattr(
-            blocks[-1], "_from_testcase", False
-        ):  # as Django's own durable check, before any work
+        if _inside_callers_transaction():
             raise RuntimeError("a durable service cannot run inside another atomic block")
         return self._work(True, *args, **kwargs)
 
     def nested(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """The same work inside the caller's transaction (a savepoint)."""
         return self._work(False, *args, **kwargs)
+
+
+def _inside_callers_transaction() -> bool:
+    """Django's own test for a durable block, made before any work (a test case's wrapping block is none)."""
+    blocks = connection.atomic_blocks
+    return bool(blocks) and not getattr(blocks[-1], "_from_testcase", False)
 
 
 def _logs_append(
@@ -169,7 +172,7 @@ logs_append = _PreparedService(_logs_append)
 
 
 def _prepare(state: LogIngest, records: Sequence[tuple[datetime | None, str]]) -> _Batch:
-    """Number, cap and parse a batch: reads only, no lock, no transaction of its own."""
+    """Number, cap and parse a batch, from the follower's state alone: no database access at all."""
     meter = state.meter.copy()
     seq = state.top
     lines: list[LogLine] = []

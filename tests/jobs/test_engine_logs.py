@@ -8,12 +8,13 @@ client); every assertion is about the order of events, never about how long some
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 from django.db import IntegrityError
 from django.test import Client
 
-from jobs import cluster
+from jobs import cluster, watcher
 from jobs.core.choices import Reason
 from jobs.core.logcaps import MARKER_PREFIX
 from jobs.models import Job, Learner, LogLine
@@ -131,3 +132,42 @@ def test_a_log_flood_with_catastrophic_patterns_slows_no_other_tenant(engine: Ku
         if flood.status not in ("succeeded", "failed", "cancelled"):
             job_cancel(job=flood, user=flooder)
     wait_status(flood, "cancelled", timeout=120)
+
+
+def test_a_job_whose_log_is_still_being_stored_holds_up_no_other_job(
+    engine: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job is declared finished only once its log is stored to the end; while its follower is still at it
+    (a flood's backlog, here a batch held back), the watch loop goes on with everyone else's events."""
+    slow_tenant, other_tenant = make_tenant(), make_tenant()
+    slow = job_submit(
+        tenant=slow_tenant, user=member(slow_tenant), document=python_spec("slow", "print('last')")
+    )
+    gate = threading.Event()
+    store = watcher.logs_append
+
+    def held(**batch: Any) -> Any:
+        if batch["job_id"] == slow.pk:
+            gate.wait(120)
+        return store(**batch)
+
+    monkeypatch.setattr(watcher, "logs_append", held)
+    monkeypatch.setattr(watcher, "DRAIN_TIMEOUT", 120.0)
+    try:
+        learner = wait_until(lambda: Learner.objects.filter(job=slow).exclude(pod_name="").first(), 90)
+        namespace = cluster.namespace_for(slow.tenant)
+
+        def pod_ended() -> bool:
+            pod = cluster.cluster().core.read_namespaced_pod(learner.pod_name, namespace)
+            return pod.status.phase == "Succeeded"
+
+        wait_until(pod_ended, 90, "the slow job's pod to end")
+        other = member(other_tenant)
+        quick = job_submit(tenant=other_tenant, user=other, document=python_spec("quick", "print('hello')"))
+        wait_status(quick, "succeeded", timeout=90)
+        slow.refresh_from_db()
+        assert slow.status == "running" and not texts(slow), describe(slow)
+    finally:
+        gate.set()
+    slow = wait_status(slow, "succeeded", timeout=60)
+    assert texts(slow) == ["last"]
