@@ -226,6 +226,15 @@ class Learner(models.Model):
         null=True, blank=True, help_text='When it last printed a checkpoint line ({"checkpoint": step}).'
     )
     checkpoint_step = models.BigIntegerField(null=True, blank=True, help_text="The step of that checkpoint.")
+    # What this attempt's log stored and dropped, against its caps (jobs/core/logcaps.py).
+    log_lines = models.BigIntegerField(default=0, help_text="Lines stored in this attempt (the marker too).")
+    log_bytes = models.BigIntegerField(
+        default=0, help_text="UTF-8 bytes of the lines stored in this attempt."
+    )
+    log_dropped = models.BigIntegerField(default=0, help_text="Lines dropped for being over a log cap.")
+    log_truncated = models.BooleanField(
+        default=False, help_text="A cap was hit: the marker line and the LogsTruncated event are stored."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

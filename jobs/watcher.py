@@ -3,7 +3,8 @@ follower per learner stores its lines. Runs as its own process (`manage.py watch
 
 Pod events are cached per pod; each event re-judges the whole attempt of its job (jobs/core/podstate.py) and
 hands the verdict to jobs/services/lifecycle.py, which ignores anything stale. A job is only declared finished
-after its learners' followers have drained their logs, so a finished job always has its full log.
+after its learners' followers have drained their logs (bounded by DRAIN_TIMEOUT), so a finished job has its
+full log; that wait happens in a drainer thread, never in the watch loop, so no job's log holds up another's.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from collections import defaultdict
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -23,7 +24,7 @@ from jobs import cluster as jobs_cluster
 from jobs.cluster import Cluster, LogCursor, LogFollower, LogRecord, PodReflector
 from jobs.core.choices import Reason, VerdictState
 from jobs.core.podstate import Verdict, judge, view_from_pod
-from jobs.core.states import ACTIVE, STOPPING, JobStatus
+from jobs.core.states import ACTIVE, STOPPING, TERMINAL, JobStatus
 from jobs.models import Job, Learner, LogLine
 from jobs.services.lifecycle import (
     job_apply_verdict,
@@ -31,12 +32,13 @@ from jobs.services.lifecycle import (
     learner_node_unready,
     learner_update,
 )
-from jobs.services.logs import logs_append
+from jobs.services.logs import LogIngest, logs_append, logs_ingest
 
 log = logging.getLogger(__name__)
 DRAIN_TIMEOUT = 15.0
 FOLLOWER_BACKOFF = 1.0
 FOLLOWER_BACKOFF_MAX = 30.0
+FOLLOWER_CHECK_SECONDS = 1.0  # how often a follower asks whether its job has ended
 TAIL_LINES = 20
 Key = tuple[str, int]
 
@@ -52,6 +54,10 @@ class Watcher:
         # pod missing from the cache is lost only if it was there before, not while a launch creates it.
         self.seen: dict[Key, set[int]] = defaultdict(set)
         self.followers: dict[tuple[str, int, int], threading.Thread] = {}
+        # Attempts whose pods have ended while their followers still store the log's last lines: a drainer
+        # thread waits for those (bounded) and judges the attempt again, so the watch loop never waits.
+        self.draining: dict[Key, threading.Thread] = {}
+        self.drained: set[Key] = set()
         self.stop_event = threading.Event()
         self.lock = threading.RLock()
         self.reflector = PodReflector(
@@ -67,7 +73,7 @@ class Watcher:
         try:
             self.reflector.run(self.stop_event)
         finally:
-            for thread in list(self.followers.values()):
+            for thread in [*self.followers.values(), *self.draining.values()]:
                 thread.join(timeout=5)
 
     def stop(self) -> None:
@@ -114,6 +120,7 @@ class Watcher:
         if job is None or job.attempt != attempt or job.status not in ACTIVE:
             with self.lock:
                 self.seen.pop(key, None)
+                self.drained.discard(key)
             return
         with self.lock:
             pods = list(self.pods.get(key, {}).values())
@@ -140,7 +147,8 @@ class Watcher:
             verdict = _with_claims(verdict, pods)
         tail: list[str] = []
         if verdict.state in (VerdictState.SUCCEEDED, VerdictState.FAILED):
-            self._drain(job_id, attempt)
+            if not self._drained(key):
+                return
             if verdict.state == VerdictState.FAILED and verdict.learner is not None:
                 tail = log_tail(job_id, verdict.learner)
         job_apply_verdict(job_id=job_id, attempt=attempt, verdict=verdict, log_tail=tail)
@@ -167,21 +175,31 @@ class Watcher:
     ) -> None:
         """Store a learner's log until its pod ends. A failure (the database went away mid-batch) does not
         end the follower: it backs off and resumes from the last stored cursor, so no line is lost or
-        stored twice."""
+        stored twice. A follower whose learner is gone (its job was deleted) ends, and so does one still
+        reading (a flood's backlog) once its job has ended: a finished job waited for its log already."""
+        ingest: LogIngest | None = None
+        checked = time.monotonic()
 
         def store(records: list[LogRecord], cursor: LogCursor) -> None:
+            nonlocal checked
+            if time.monotonic() - checked >= FOLLOWER_CHECK_SECONDS:
+                checked = time.monotonic()
+                if job_over(job_id):
+                    raise FollowerDone
             logs_append(
                 job_id=job_id,
                 attempt=attempt,
                 learner=index,
                 records=[(r.ts, r.text) for r in records],
                 cursor=(cursor.ts, cursor.seen_at_ts),
+                ingest=ingest,
             )
 
         backoff = FOLLOWER_BACKOFF
         try:
             while not self.stop_event.is_set():
                 try:
+                    ingest = logs_ingest(job_id=job_id, attempt=attempt, learner=index)
                     learner.refresh_from_db(fields=["log_cursor_ts", "log_cursor_seen"])
                     start = LogCursor(ts=learner.log_cursor_ts, seen_at_ts=learner.log_cursor_seen)
                     follower = LogFollower(
@@ -196,9 +214,21 @@ class Watcher:
                             records=[],
                             cursor=(end.ts, end.seen_at_ts),
                             done=True,
+                            ingest=ingest,
                         )
                     return
+                except FollowerDone:
+                    log.info(
+                        "log follower for %s/%s learner %s ends: its job has ended", job_id, attempt, index
+                    )
+                    return
                 except Exception:
+                    connection.close()
+                    if learner_gone(job_id, attempt, index):
+                        log.info(
+                            "log follower for %s/%s learner %s ends: its job is gone", job_id, attempt, index
+                        )
+                        return
                     log.exception(
                         "log follower for %s/%s learner %s failed; resuming in %.0f s",
                         job_id,
@@ -206,24 +236,51 @@ class Watcher:
                         index,
                         backoff,
                     )
-                    connection.close()
                     self.stop_event.wait(backoff)
                     backoff = min(backoff * 2, FOLLOWER_BACKOFF_MAX)
         finally:
             connection.close()
 
-    def _drain(self, job_id: str, attempt: int) -> None:
-        """Wait (bounded) for the attempt's followers to reach the end of their logs."""
+    def _drained(self, key: Key) -> bool:
+        """Whether the attempt's followers have stored their logs to the end (or had DRAIN_TIMEOUT to); if
+        not, a drainer thread (one per attempt) waits for them and then judges the attempt again, so that a
+        job whose log is still being read, a flood's backlog say, holds up no other job's events."""
         with self.lock:
-            threads = [t for (j, a, _), t in self.followers.items() if (j, a) == (job_id, attempt)]
-        deadline = datetime.now().timestamp() + DRAIN_TIMEOUT
+            if key in self.drained:
+                return True
+            threads = [t for (j, a, _), t in self.followers.items() if (j, a) == key and t.is_alive()]
+            if not threads:
+                for done in [k for k in self.followers if k[:2] == key]:
+                    del self.followers[done]
+                return True
+            if key not in self.draining:
+                drainer = threading.Thread(
+                    target=self._drain_then_judge,
+                    args=(key, threads),
+                    name=f"drain-{key[0]}-{key[1]}",
+                    daemon=True,
+                )
+                self.draining[key] = drainer
+                drainer.start()
+        return False
+
+    def _drain_then_judge(self, key: Key, threads: list[threading.Thread]) -> None:
+        deadline = time.monotonic() + DRAIN_TIMEOUT
         for thread in threads:
-            thread.join(timeout=max(0.0, deadline - datetime.now().timestamp()))
+            while thread.is_alive() and time.monotonic() < deadline and not self.stop_event.is_set():
+                thread.join(timeout=0.1)
         with self.lock:
-            for key in [
-                k for k, t in self.followers.items() if k[:2] == (job_id, attempt) and not t.is_alive()
-            ]:
-                del self.followers[key]
+            self.drained.add(key)
+            self.draining.pop(key, None)
+        if self.stop_event.is_set():
+            return
+        try:
+            close_old_connections()
+            self._evaluate(key)
+        except Exception:
+            log.exception("judging %s/%s after its logs were drained failed; the next relist does it", *key)
+        finally:
+            connection.close()
 
 
 def _with_claims(verdict: Verdict, pods: list[dict[str, Any]]) -> Verdict:
@@ -236,6 +293,29 @@ def _with_claims(verdict: Verdict, pods: list[dict[str, Any]]) -> Verdict:
     if not problems:
         return verdict
     return dataclasses.replace(verdict, message=f"{verdict.message} [{'; '.join(problems)}]")
+
+
+class FollowerDone(Exception):
+    """Raised from a follower's batch callback to end it: its job has ended."""
+
+
+def job_over(job_id: str) -> bool:
+    """Whether a job has ended or no longer exists; False while the database cannot say."""
+    try:
+        status = Job.objects.filter(pk=job_id).values_list("status", flat=True).first()
+    except Exception:
+        connection.close()
+        return False
+    return status is None or status in TERMINAL
+
+
+def learner_gone(job_id: str, attempt: int, index: int) -> bool:
+    """Whether a learner's row no longer exists (its job was deleted); False while the database cannot say."""
+    try:
+        return not Learner.objects.filter(job_id=job_id, attempt=attempt, index=index).exists()
+    except Exception:
+        connection.close()
+        return False
 
 
 def log_tail(job_id: str, learner: int, lines: int = TAIL_LINES) -> list[str]:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from kubesim.server import Handler, Params
 
 _FOLLOW_POLL = 0.05
+_FOLLOW_CHUNK = 1 << 20  # bytes read from the log file at once: a flood is streamed, not slurped
 
 
 # How the kubelet words a container that cannot start for its image (validateContainerLogStatus).
@@ -175,7 +176,8 @@ def _send_whole(handler: Handler, body: bytes, limit: int | None) -> None:
 
 def _follow(handler: Handler, handle: BinaryIO, pod: Obj, query: _LogQuery, sent: int) -> None:
     """Stream lines as the kubelet appends them, until the container run ends and its file is drained,
-    the pod is gone or replaced, the server stops, or ``limitBytes`` have been sent.
+    the pod is gone or replaced, the server stops, or ``limitBytes`` have been sent. The file is read a
+    chunk at a time, so a flood's backlog is streamed, never held in memory whole.
 
     A partial line is held back until its newline arrives, so every chunk holds whole lines.
     """
@@ -183,7 +185,7 @@ def _follow(handler: Handler, handle: BinaryIO, pod: Obj, query: _LogQuery, sent
     namespace, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
     pending = b""
     while not cluster.stopping.is_set() and (query.limit is None or sent < query.limit):
-        data = handle.read()
+        data = handle.read(_FOLLOW_CHUNK)
         if data:
             pending += data
             *full, pending = pending.split(b"\n")

@@ -66,6 +66,10 @@ class PolicyForm(forms.ModelForm):
             "idle_gpu_halt_after_seconds",
             "job_claims",
             *WRITE_CAP_FIELDS,
+            "log_max_lines_per_second",
+            "log_max_bytes_per_second",
+            "log_max_lines",
+            "log_max_bytes",
         ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

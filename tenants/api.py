@@ -204,6 +204,18 @@ class PolicySerializer(serializers.Serializer):
     tensorboard_max_rows = serializers.IntegerField(
         allow_null=True, help_text="Metric rows kept from one attempt's TensorBoard files."
     )
+    log_max_lines_per_second = serializers.IntegerField(
+        allow_null=True, help_text="Log lines a learner may store per second; null: the platform's default."
+    )
+    log_max_bytes_per_second = serializers.IntegerField(
+        allow_null=True, help_text="Log bytes a learner may store per second; null: the platform's default."
+    )
+    log_max_lines = serializers.IntegerField(
+        allow_null=True, help_text="Log lines a learner may store per attempt; null: the platform's default."
+    )
+    log_max_bytes = serializers.IntegerField(
+        allow_null=True, help_text="Log bytes a learner may store per attempt; null: the platform's default."
+    )
 
 
 POLICY_FIELDS = (
@@ -217,6 +229,10 @@ POLICY_FIELDS = (
     "idle_gpu_halt_after_seconds",
     "job_claims",
     *WRITE_CAP_FIELDS,
+    "log_max_lines_per_second",
+    "log_max_bytes_per_second",
+    "log_max_lines",
+    "log_max_bytes",
 )
 
 

@@ -257,6 +257,23 @@ class Policy(models.Model):
         blank=True,
         help_text="Metric rows kept from one attempt's TensorBoard files; empty: TENSORBOARD_MAX_ROWS.",
     )
+    # Log caps (jobs/core/logcaps.py), per learner and attempt; empty: the platform's default (settings).
+    log_max_lines_per_second = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Log lines a learner may store per second; empty: LOG_MAX_LINES_PER_SECOND.",
+    )
+    log_max_bytes_per_second = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Log bytes a learner may store per second; empty: LOG_MAX_BYTES_PER_SECOND.",
+    )
+    log_max_lines = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Log lines a learner may store per attempt; empty: LOG_MAX_LINES."
+    )
+    log_max_bytes = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Log bytes a learner may store per attempt; empty: LOG_MAX_BYTES."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

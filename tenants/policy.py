@@ -158,6 +158,7 @@ def policy_clean(data: dict[str, Any]) -> dict[str, Any]:
         else:
             clean["job_claims"] = data["job_claims"]
     _clean_write_caps(data, clean, errors)
+    _clean_log_caps(data, clean, errors)
     if "pod_security" in data:
         if data["pod_security"] not in PodSecurity.values:
             errors["pod_security"] = [f"must be one of {', '.join(PodSecurity.values)}"]
@@ -166,6 +167,25 @@ def policy_clean(data: dict[str, Any]) -> dict[str, Any]:
     if errors:
         raise ValidationError(errors)
     return clean
+
+
+LOG_CAP_FIELDS = ("log_max_lines_per_second", "log_max_bytes_per_second", "log_max_lines", "log_max_bytes")
+MAX_LOG_CAP = 2**40
+"""The largest value a log cap may be given (about a terabyte or a trillion lines: no cap in practice)."""
+
+
+def _clean_log_caps(data: dict[str, Any], clean: dict[str, Any], errors: dict[str, list[str]]) -> None:
+    """The log caps among `data`: whole numbers from 1 up, or null for the platform's default."""
+    for name in LOG_CAP_FIELDS:
+        if name not in data:
+            continue
+        value = data[name]
+        if value in (None, ""):
+            clean[name] = None
+        elif isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LOG_CAP:
+            errors[name] = [f"a whole number from 1 to {MAX_LOG_CAP}, or null for the platform's default"]
+        else:
+            clean[name] = value
 
 
 @durable_service

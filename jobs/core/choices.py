@@ -58,6 +58,7 @@ class EventKind(StrEnum):
     LABELS = "labels"  # a person changed its experiment or tags
     GPU = "gpu"  # its GPUs went idle, or busy again (jobs/services/idlegpu.py)
     CAPS = "caps"  # an attempt reached a cap on what it writes (jobs/services/caps.py)
+    LOGS = "logs"  # a learner's log hit a cap and was truncated (jobs/services/logs.py)
 
 
 class VerdictState(StrEnum):
@@ -113,6 +114,7 @@ class Reason(StrEnum):
     IDLE_GPU = "IdleGpu"
     GPU_BUSY = "GpuBusy"
     IDLE_GPU_HALTED = "IdleGpuHalted"
+    LOGS_TRUNCATED = "LogsTruncated"
     # people
     CANCELLED = "Cancelled"
     CANCELLED_BY_USER = "CancelledByUser"

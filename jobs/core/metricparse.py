@@ -9,8 +9,8 @@ Two formats are recognised without configuration, one line each:
 
 A job whose logs look different declares FfDL-style `regex_extractor` groups in its spec's
 `evaluation_metrics` (jobs/core/spec/metrics.py): each group's named captures become metrics, one of them
-optionally the step. Such patterns come from users, so each runs under a time limit per line
-(`REGEX_TIMEOUT`); a pattern that times out is skipped for that line, never stalls the log follower.
+optionally the step. Such patterns come from users, so they run on RE2 (jobs/core/userregex.py), whose
+time is linear in the line whatever the pattern: no pattern can stall the log ingest.
 
 A checkpoint is reported the same way: ``{"checkpoint": 120}`` (or ``checkpoint=120``) once the state of
 step 120 is saved to CHECKPOINT_DIR. It becomes the metric ``checkpoint`` (value and step: the step), and
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import regex
+from jobs.core.userregex import UserPatternError, compile_user_pattern
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,6 @@ KV_LINE = re.compile(
 STEP_KEYS = ("step", "iteration", "iter", "global_step")
 CHECKPOINT = "checkpoint"
 MAX_LINE = 4096
-REGEX_TIMEOUT = 0.005  # seconds a user pattern may spend on one line
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,7 @@ class Extractor:
     """One compiled `regex_extractor` group: which captures are metrics, and which is the step."""
 
     name: str
-    pattern: Any  # a compiled `regex` pattern
+    pattern: Any  # a compiled RE2 pattern (jobs/core/userregex.py)
     values: tuple[str, ...]
     step: str | None
 
@@ -85,11 +84,7 @@ def parse_metric_line(line: str, extractors: Sequence[Extractor] = ()) -> list[M
 
 
 def _extract(extractor: Extractor, text: str) -> list[MetricPoint]:
-    try:
-        found = extractor.pattern.search(text, timeout=REGEX_TIMEOUT)
-    except TimeoutError:
-        log.warning("metric pattern %r timed out on a %d-character line", extractor.name, len(text))
-        return []
+    found = extractor.pattern.search(text)
     if found is None:
         return []
     step = _step(_float(found.group(extractor.step))) if extractor.step else None
@@ -119,15 +114,22 @@ def extractors_for(evaluation_metrics: Mapping[str, Any] | None) -> tuple[Extrac
 @lru_cache(maxsize=256)
 def _compiled(groups_json: str) -> tuple[Extractor, ...]:
     groups: dict[str, dict[str, Any]] = json.loads(groups_json)
-    return tuple(
-        Extractor(
-            name=name,
-            pattern=regex.compile(group["regex"]),
-            values=tuple(group["values"]),
-            step=(group.get("meta") or {}).get("time"),
+    extractors = []
+    for name, group in groups.items():
+        try:
+            pattern = compile_user_pattern(group["regex"])
+        except UserPatternError as exc:  # stored before RE2 checked it at submit: that group is skipped
+            log.warning("metric pattern %r cannot run: %s", name, exc)
+            continue
+        extractors.append(
+            Extractor(
+                name=name,
+                pattern=pattern,
+                values=tuple(group["values"]),
+                step=(group.get("meta") or {}).get("time"),
+            )
         )
-        for name, group in groups.items()
-    )
+    return tuple(extractors)
 
 
 def _from_json(text: str) -> list[MetricPoint]:

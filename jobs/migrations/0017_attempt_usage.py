@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0014_job_labels'),
+        ('jobs', '0016_learner_log_caps'),
     ]
 
     operations = [

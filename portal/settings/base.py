@@ -442,6 +442,12 @@ RECONCILE_INTERVAL_SECONDS = env.float("RECONCILE_INTERVAL_SECONDS", default=30.
 # The watcher lists every managed pod afresh this often (and after any failure), re-judging every active
 # job, so nothing a dropped event or a stalled watch hid stays wrong for longer.
 WATCHER_RELIST_SECONDS = env.float("WATCHER_RELIST_SECONDS", default=300.0)
+# Log caps per learner and attempt (jobs/core/logcaps.py, docs/operations.md "Log caps"); a tenant's policy
+# may override each. Lines over a cap are dropped with one marker line and one LogsTruncated event.
+LOG_MAX_LINES_PER_SECOND = env.int("LOG_MAX_LINES_PER_SECOND", default=1000)
+LOG_MAX_BYTES_PER_SECOND = env.int("LOG_MAX_BYTES_PER_SECOND", default=1024 * 1024)
+LOG_MAX_LINES = env.int("LOG_MAX_LINES", default=1_000_000)
+LOG_MAX_BYTES = env.int("LOG_MAX_BYTES", default=256 * 1024 * 1024)
 # Telemetry and the tuner (docs/tuning.md): how often running jobs are sampled and the tuner runs, how
 # long a window of samples it judges, how steady the speed must be (coefficient of variation) to call a
 # job stable, how many looks of a new attempt are its warm-up (never judged), how many changes one job may

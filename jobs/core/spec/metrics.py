@@ -14,24 +14,25 @@ expressions whose named captures become metrics:
 
 `type: tensorboard` with `in: <folder>` has the learners send the TensorBoard event files under that
 folder, whose scalars become metrics (docs/jobs.md). Other keys FfDL knew (`line_lookahead`, `eventTypes`)
-are accepted and not used. Patterns run with a time limit per line (jobs/core/metricparse.py).
+are accepted and not used. Patterns run on RE2 (jobs/core/userregex.py): linear time, no backreferences or
+lookaround, bounded in size; one that RE2 cannot run is refused here, at submit.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-import regex
-
 from jobs.core.spec import schema
 from jobs.core.spec.values import Errors, check_keys, show, type_name
+from jobs.core.userregex import UserPatternError, compile_user_pattern
 
 MAX_GROUPS = schema.MAX_METRIC_GROUPS
 MAX_PATTERN = schema.MAX_METRIC_PATTERN
 _KEYS = schema.keys("evaluation_metrics")
 _GROUP_KEYS = schema.keys("evaluation_metrics.groups.*")
-_GROUP_NAME = regex.compile(schema.GROUP_NAME)
+_GROUP_NAME = re.compile(schema.GROUP_NAME)
 
 
 def validate_evaluation_metrics(value: Any, errors: Errors) -> dict[str, Any] | None:
@@ -107,9 +108,9 @@ def _group(group: Mapping[str, Any], where: str, errors: Errors) -> dict[str, An
         errors.add(f"{where}.regex", f"must be a regular expression of at most {MAX_PATTERN} characters")
         return None
     try:
-        captures = set(regex.compile(pattern).groupindex)
-    except regex.error as exc:
-        errors.add(f"{where}.regex", f"is not a valid regular expression: {exc}")
+        captures = set(compile_user_pattern(pattern).groupindex)
+    except UserPatternError as exc:
+        errors.add(f"{where}.regex", str(exc))
         return None
     if not captures:
         errors.add(f"{where}.regex", "needs named captures, like (?P<loss>[0-9.]+)")

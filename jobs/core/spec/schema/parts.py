@@ -242,7 +242,8 @@ METRIC_GROUP = Field(
             "regex",
             ("string",),
             "A regular expression with named captures (`(?P<loss>[0-9.]+)`), matched against every line "
-            "of the learners' standard output with a time limit per line.",
+            "of the learners' standard output. Runs on RE2 (linear time): no backreferences or lookaround, and "
+            "a pattern too large once compiled is refused.",
             example=r"Iteration (?P<iteration>\d+), loss = (?P<loss>[0-9.]+)",
             required=True,
             max_length=MAX_METRIC_PATTERN,

@@ -1,0 +1,173 @@
+"""Log ingest on kubesim: a job's log caps, a log flood with catastrophic metric patterns that slows no one
+else, and log followers that end with their job.
+
+Real parts throughout (PostgreSQL, the Celery worker on Redis, kubesim over HTTP through the official
+client); every assertion is about the order of events, never about how long something took.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import IntegrityError
+from django.test import Client
+
+from jobs import cluster, watcher
+from jobs.core.choices import Reason
+from jobs.core.logcaps import MARKER_PREFIX
+from jobs.models import Job, Learner, LogLine
+from jobs.services import job_cancel, job_submit
+from kubesim.testing import KubeSim
+from tests.factories import allow, make_tenant, member
+from tests.jobs.engine import describe, python_spec, wait_status, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+# The issue's attack: eight groups of a pattern that backtracks exponentially on a line of 'a's, and a job
+# printing such lines as fast as it can for a minute (the issue's flood lasted 40 s and delayed another
+# tenant's job by about 100 s: the other job must now be done, and deleted, while the flood still runs).
+NASTY_METRICS = {
+    "type": "regex_extractor",
+    "groups": {f"g{i}": {"regex": r"(?P<loss>(.*a){12}b)", "values": ["loss"]} for i in range(8)},
+}
+FLOOD = """
+import sys, time
+chunk = ("a" * 60 + "\\n") * 100
+end = time.time() + 60
+while time.time() < end:
+    sys.stdout.write(chunk)
+    sys.stdout.flush()
+"""
+
+
+def texts(job: Job) -> list[str]:
+    return list(LogLine.objects.filter(job=job).order_by("seq").values_list("text", flat=True))
+
+
+def stored_seq(job: Job) -> int:
+    return Learner.objects.filter(job=job).values_list("log_seq", flat=True).first() or 0
+
+
+def test_a_job_writing_past_its_log_cap_keeps_running_and_succeeds_with_one_marker(engine: KubeSim) -> None:
+    tenant = allow(make_tenant(), log_max_lines=20)
+    user = member(tenant)
+    script = (
+        "import time\nfor i in range(200):\n    print(f'line {i}')\ntime.sleep(1)\nprint('past the cap')\n"
+    )
+    job = job_submit(tenant=tenant, user=user, document=python_spec("chatty", script))
+    job = wait_status(job, "succeeded", timeout=120, logs=True)
+    lines = texts(job)
+    assert lines[:20] == [f"line {i}" for i in range(20)], describe(job, logs=True)
+    assert len(lines) == 21 and lines[20].startswith(MARKER_PREFIX), lines[18:]
+    assert "more than 20 lines in this attempt" in lines[20]
+    [truncated] = job.events.filter(reason=Reason.LOGS_TRUNCATED)
+    finished = job.events.get(to_status="succeeded")
+    assert truncated.pk < finished.pk, "the cap was hit while the job ran on"
+    assert truncated.data["exceeded"] == "more than 20 lines in this attempt"
+    client = Client()
+    client.force_login(user)
+    page = client.get(f"/api/v1/jobs/{job.pk}/logs/?learner=0").json()
+    assert page["lines"][-1]["text"] == lines[20]
+
+
+def test_the_log_follower_of_a_job_deleted_mid_ingest_ends(engine: KubeSim) -> None:
+    tenant = make_tenant()
+    script = "import time\nfor i in range(1200):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.05)\n"
+    job = job_submit(tenant=tenant, user=member(tenant), document=python_spec("ticker", script))
+    wait_until(lambda: LogLine.objects.filter(job=job).count() >= 5, 90, "the first lines to be stored")
+    job.refresh_from_db()
+    name = f"logs-{job.pk}-{job.attempt}-0"
+    follower = wait_until(lambda: next((t for t in threading.enumerate() if t.name == name), None))
+    learner = Learner.objects.get(job=job, attempt=job.attempt)
+    namespace = cluster.namespace_for(job.tenant)
+
+    def delete() -> bool:
+        try:  # a delete that races a batch being committed loses at its commit: try again, as a user would
+            Job.objects.filter(pk=job.pk).delete()
+        except IntegrityError:
+            return False
+        return True
+
+    try:
+        wait_until(delete, 30, "the job's rows to be deleted")
+        wait_until(lambda: not follower.is_alive(), 30, "the deleted job's log follower to end")
+    finally:
+        cluster.cluster().core.delete_namespaced_pod(learner.pod_name, namespace, grace_period_seconds=0)
+
+
+def test_a_log_flood_with_catastrophic_patterns_slows_no_other_tenant(engine: KubeSim) -> None:
+    flooder_tenant, other_tenant = make_tenant(), make_tenant()
+    flooder, other = member(flooder_tenant), member(other_tenant)
+    spec = python_spec("flood", FLOOD, cpu="500m", evaluation_metrics=NASTY_METRICS)
+    flood = job_submit(tenant=flooder_tenant, user=flooder, document=spec)
+    try:
+        wait_status(flood, "running", timeout=120)
+        wait_until(lambda: stored_seq(flood) > 500, 120, "the flood to be ingested")
+
+        learner = Learner.objects.get(job=flood)
+        namespace = cluster.namespace_for(flood.tenant)
+
+        def flooding() -> None:
+            pod = cluster.cluster().core.read_namespaced_pod(learner.pod_name, namespace)
+            assert pod.status.phase == "Running", f"the flood ended first: {describe(flood)}"
+
+        quick = job_submit(tenant=other_tenant, user=other, document=python_spec("quick", "print('hello')"))
+        quick = wait_status(quick, "succeeded", timeout=120, poll=flooding)
+        assert texts(quick) == ["hello"]
+        at_success = stored_seq(flood)
+
+        client = Client()
+        client.force_login(other)
+        assert client.delete(f"/api/v1/jobs/{quick.pk}/").status_code == 204
+        assert not Job.objects.filter(pk=quick.pk).exists()
+        flooding()
+        wait_until(lambda: stored_seq(flood) > at_success, 60, "the flood's ingest to go on")
+        flooding()
+        truncated = flood.events.filter(reason=Reason.LOGS_TRUNCATED)
+        assert truncated.count() == 1 and "in one second" in truncated.get().data["exceeded"]
+    finally:
+        flood.refresh_from_db()
+        if flood.status not in ("succeeded", "failed", "cancelled"):
+            job_cancel(job=flood, user=flooder)
+    wait_status(flood, "cancelled", timeout=120)
+
+
+def test_a_job_whose_log_is_still_being_stored_holds_up_no_other_job(
+    engine: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job is declared finished only once its log is stored to the end; while its follower is still at it
+    (a flood's backlog, here a batch held back), the watch loop goes on with everyone else's events."""
+    slow_tenant, other_tenant = make_tenant(), make_tenant()
+    slow = job_submit(
+        tenant=slow_tenant, user=member(slow_tenant), document=python_spec("slow", "print('last')")
+    )
+    gate = threading.Event()
+    store = watcher.logs_append
+
+    def held(**batch: Any) -> Any:
+        if batch["job_id"] == slow.pk:
+            gate.wait(120)
+        return store(**batch)
+
+    monkeypatch.setattr(watcher, "logs_append", held)
+    monkeypatch.setattr(watcher, "DRAIN_TIMEOUT", 120.0)
+    try:
+        learner = wait_until(lambda: Learner.objects.filter(job=slow).exclude(pod_name="").first(), 90)
+        namespace = cluster.namespace_for(slow.tenant)
+
+        def pod_ended() -> bool:
+            pod = cluster.cluster().core.read_namespaced_pod(learner.pod_name, namespace)
+            return pod.status.phase == "Succeeded"
+
+        wait_until(pod_ended, 90, "the slow job's pod to end")
+        other = member(other_tenant)
+        quick = job_submit(tenant=other_tenant, user=other, document=python_spec("quick", "print('hello')"))
+        wait_status(quick, "succeeded", timeout=90)
+        slow.refresh_from_db()
+        assert slow.status == "running" and not texts(slow), describe(slow)
+    finally:
+        gate.set()
+    slow = wait_status(slow, "succeeded", timeout=60)
+    assert texts(slow) == ["last"]
