@@ -139,10 +139,14 @@ METRICS_TOKEN = env("METRICS_TOKEN", default="")
 
 # Login throttling (django-axes) on /login/ and /admin/login/: after LOGIN_FAILURE_LIMIT wrong passwords for
 # one username from one address, that pair is refused for LOGIN_LOCKOUT_MINUTES (a 429 page saying so);
-# a successful login clears the count. Attempts are kept in the database.
+# after LOGIN_ADDRESS_FAILURE_LIMIT wrong passwords from one address across any usernames (password
+# spraying), the whole address is. A successful login clears its own username's count at that address only
+# (portal.login_throttle). Attempts are kept in the database.
 AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)
+LOGIN_ADDRESS_FAILURE_LIMIT = env.int("LOGIN_ADDRESS_FAILURE_LIMIT", default=50)
 AXES_COOLOFF_TIME = timedelta(minutes=env.float("LOGIN_LOCKOUT_MINUTES", default=15))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "portal.login_throttle.AddressAwareAxesHandler"
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "portal/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "portal.middleware.client_ip"
