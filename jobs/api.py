@@ -26,7 +26,7 @@ from rest_framework.response import Response
 
 from common.api import ApiView, ServiceUnavailable, api_user, errors
 from common.pagination import PageSerializer, paginate
-from common.parsers import BoundedJSONParser
+from common.parsers import BoundedJSONParser, read_bounded
 from jobs import cluster
 from jobs.cluster import ClusterError
 from jobs.comparison import metric_summaries
@@ -63,7 +63,7 @@ class TextParser(BaseParser):
     media_type = "*/*"
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        raw = stream.read() if stream is not None else b""
+        raw = read_bounded(stream)
         try:
             return str(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
