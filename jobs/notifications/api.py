@@ -192,7 +192,8 @@ class SubscriptionTestView(ApiView):
 
     @extend_schema(request=None, responses={202: DeliverySerializer, **errors(401, 404, 429)})
     def post(self, request: Request, subscription_id: int) -> Response:
-        notification = subscription_test(subscription=_subscription(request, subscription_id))
+        subscription = _subscription(request, subscription_id)
+        notification = subscription_test(subscription=subscription, user=api_user(request))
         return Response(DeliverySerializer(notification).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -98,8 +98,12 @@ def notification_toggle(request: HttpRequest, subscription_id: int) -> HttpRespo
 @login_required
 def notification_test(request: HttpRequest, subscription_id: int) -> HttpResponse:
     sub = _subscription(request, subscription_id)
-    subscription_test(subscription=sub)
-    messages.success(request, f"A test notification is on its way to {sub.target}; see the delivery log.")
+    try:
+        subscription_test(subscription=sub, user=page_user(request))
+    except Refused as exc:
+        messages.error(request, "Not sent: " + "; ".join(m for ms in exc.errors.values() for m in ms))
+    else:
+        messages.success(request, f"A test notification is on its way to {sub.target}; see the delivery log.")
     return redirect("notification-detail", sub.pk)
 
 

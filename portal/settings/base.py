@@ -481,6 +481,15 @@ NOTIFY_TIMEOUT_SECONDS = env.float("NOTIFY_TIMEOUT_SECONDS", default=10.0)
 NOTIFY_ALLOW_PRIVATE_TARGETS = env.bool("NOTIFY_ALLOW_PRIVATE_TARGETS", default=False)
 NOTIFY_BASE_URL = env("NOTIFY_BASE_URL", default="")
 NOTIFY_SWEEP_SECONDS = env.float("NOTIFY_SWEEP_SECONDS", default=30.0)
+# "Send a test" (page and API): at most NOTIFY_TEST_PER_TARGET tests to one address or URL and
+# NOTIFY_TEST_PER_USER by one user per NOTIFY_TEST_WINDOW_SECONDS; past that a 429 saying when to retry.
+NOTIFY_TEST_PER_TARGET = env.int("NOTIFY_TEST_PER_TARGET", default=5)
+NOTIFY_TEST_PER_USER = env.int("NOTIFY_TEST_PER_USER", default=20)
+NOTIFY_TEST_WINDOW_SECONDS = env.int("NOTIFY_TEST_WINDOW_SECONDS", default=3600)
+# E-mail targets: a link valid NOTIFY_VERIFY_MAX_AGE_SECONDS verifies the address before anything is sent
+# there; a new link at most every NOTIFY_VERIFY_RESEND_SECONDS.
+NOTIFY_VERIFY_MAX_AGE_SECONDS = env.int("NOTIFY_VERIFY_MAX_AGE_SECONDS", default=3 * 24 * 3600)
+NOTIFY_VERIFY_RESEND_SECONDS = env.int("NOTIFY_VERIFY_RESEND_SECONDS", default=60)
 CELERY_BEAT_SCHEDULE["notifications"] = {"task": "jobs.notifications.sweep", "schedule": NOTIFY_SWEEP_SECONDS}
 # E-mail notifications go through Django's mail backend: EMAIL_URL like smtp+tls://user:pass@host:587
 # (django-environ's form; consolemail:// prints them), from DEFAULT_FROM_EMAIL.
