@@ -31,6 +31,7 @@ from jobs.notifications.models import DeliveryAttempt, Notification, Subscriptio
 from jobs.notifications.payloads import job_payload, test_payload
 from jobs.notifications.signing import new_secret
 from jobs.notifications.targets import TargetRefused, check_url
+from jobs.notifications.verification import verification_queue
 from tenants.models import Tenant
 from tenants.scoping import Perm, has_perm
 
@@ -137,7 +138,8 @@ class Created:
 
 def subscription_create(*, user: User, tenant: Tenant, scope: str = Scope.USER, **fields: Any) -> Created:
     """Subscribe `user` (scope user: their own jobs in `tenant`) or the tenant (scope tenant: every job;
-    owners only) to events; webhooks get a fresh signing secret. Refused (400/403/404) with field errors.
+    owners only) to events; webhooks get a fresh signing secret, an e-mail address its verification
+    e-mail. Refused (400/403/404) with field errors.
     Checked before the write's transaction opens: the URL check resolves the host, which may be slow."""
     if scope not in Scope.values:
         raise Refused({"scope": [f"choose {' or '.join(Scope.values)}"]})
@@ -170,6 +172,8 @@ def subscription_create(*, user: User, tenant: Tenant, scope: str = Scope.USER, 
         secret_sealed=seal({"webhook": {"secret": secret}}) if secret else "",
         **clean,
     )
+    if subscription.channel == Channel.EMAIL:
+        subscription = verification_queue(subscription=subscription, force=True)
     return Created(subscription, secret)
 
 

@@ -56,6 +56,7 @@ API_ROUTES = {
     "/api/v1/notifications/",
     "/api/v1/notifications/{subscription_id}/",
     "/api/v1/notifications/{subscription_id}/test/",
+    "/api/v1/notifications/{subscription_id}/verify/",
     "/api/v1/notifications/{subscription_id}/deliveries/",
 }
 FUZZED = [
