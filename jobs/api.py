@@ -53,7 +53,7 @@ from jobs.serializers import (
 )
 from jobs.services import job_cancel, job_delete, job_halt, job_relabel, job_resume, job_retry, job_submit
 from jobs.telemetry import telemetry_list
-from tenants.models import Tenant
+from tenants.models import Tenant, TokenScope
 from tenants.scoping import Perm, tenants_for
 
 
@@ -180,6 +180,7 @@ class JobListView(ApiView):
     """GET: the jobs you may see (filters: tenant, status, owner, search). POST: submit a job."""
 
     parser_classes = [BoundedJSONParser, MultiPartParser, TextParser]
+    token_scopes = {"POST": TokenScope.SUBMIT}  # submitting is a job write
 
     @extend_schema(
         operation_id="jobs_list",
@@ -311,6 +312,7 @@ class JobLabelsSerializer(serializers.Serializer):
 
 class JobDetailView(ApiView):
     parser_classes = [BoundedJSONParser]
+    token_scopes = {"PATCH": TokenScope.SUBMIT, "DELETE": TokenScope.SUBMIT}  # labels and deletion
 
     @extend_schema(parameters=[JOB_ID], responses={200: JobDetailSerializer, **errors(401, 404, 429)})
     def get(self, request: Request, job_id: str) -> Response:
@@ -348,6 +350,8 @@ class JobDetailView(ApiView):
 
 
 class JobCancelView(ApiView):
+    token_scopes = {"POST": TokenScope.SUBMIT}  # a job write: submit tokens may
+
     @extend_schema(
         parameters=[JOB_ID],
         request=None,
@@ -359,6 +363,8 @@ class JobCancelView(ApiView):
 
 
 class JobHaltView(ApiView):
+    token_scopes = {"POST": TokenScope.SUBMIT}  # a job write: submit tokens may
+
     @extend_schema(
         parameters=[JOB_ID],
         request=None,
@@ -374,6 +380,8 @@ class JobHaltView(ApiView):
 
 
 class JobResumeView(ApiView):
+    token_scopes = {"POST": TokenScope.SUBMIT}  # a job write: submit tokens may
+
     @extend_schema(
         parameters=[JOB_ID],
         request=None,
@@ -386,6 +394,8 @@ class JobResumeView(ApiView):
 
 
 class JobRetryView(ApiView):
+    token_scopes = {"POST": TokenScope.SUBMIT}  # a job write: submit tokens may
+
     @extend_schema(
         parameters=[JOB_ID],
         request=None,

@@ -30,6 +30,7 @@ from jobs.core.spec.json_schema import json_schema
 from jobs.core.spec.locate import error_lines
 from jobs.core.spec.reference import FFDL_MAPPING, Row, rows
 from jobs.core.spec.schema import SPEC
+from tenants.models import TokenScope
 from tenants.pages import render_page
 
 _CODE = re.compile(r"`([^`]+)`")
@@ -81,6 +82,8 @@ class SpecValidateSerializer(serializers.Serializer):
 
 class SpecValidateView(ApiView):
     """Check a spec without submitting it (the editor calls this as the user types)."""
+
+    token_scopes = {"POST": TokenScope.READ}  # checks a spec, stores nothing
 
     parser_classes = [BoundedJSONParser, TextParser]
 

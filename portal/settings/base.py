@@ -133,6 +133,11 @@ ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row, nobody anonymous 
 # every subscription); once revoked, logged out or deactivated, the socket closes with 4401.
 LIVE_AUTH_RECHECK_SECONDS = env.float("LIVE_AUTH_RECHECK_SECONDS", default=30.0)
 
+# API tokens (tenants/tokens.py): a new token expires API_TOKEN_DEFAULT_DAYS after its creation unless its
+# owner picks another expiry, at most API_TOKEN_MAX_DAYS ahead (0: no default expiry / no maximum).
+API_TOKEN_DEFAULT_DAYS = env.int("API_TOKEN_DEFAULT_DAYS", default=90)
+API_TOKEN_MAX_DAYS = env.int("API_TOKEN_MAX_DAYS", default=365)
+
 # /metrics: with a token, only `Authorization: Bearer <METRICS_TOKEN>` may scrape, and sees per-tenant queue
 # series; without one anyone who reaches it may, and no tenant name appears (totals only).
 METRICS_TOKEN = env("METRICS_TOKEN", default="")
@@ -217,7 +222,10 @@ REST_FRAMEWORK = {
         "anon": env("API_THROTTLE_ANON", default="600/hour"),
         "user": env("API_THROTTLE_USER", default="6000/hour"),
     },
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "tenants.tokens.TokenScopePermission",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -238,10 +246,16 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Two choice sets share the field name `scope`: a subscription's (user/tenant, named as before) and a token's.
+    "ENUM_NAME_OVERRIDES": {
+        "ScopeEnum": ["user", "tenant"],
+        "TokenScopeEnum": "tenants.models.TokenScope",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "common.api.nullable_objects",
         "common.api.body_too_large",
+        "common.api.scope_refusals",
     ],
 }
 
