@@ -5,12 +5,14 @@ way to resend the link."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.apps import apps as django_apps
 from django.core import mail
 from django.test import Client, override_settings
 from django.utils import timezone
@@ -168,3 +170,14 @@ def test_webhooks_need_no_verification() -> None:
     ).subscription
     assert sub.verified and not mail.outbox
     assert Notification.objects.count() == 0
+
+
+def test_the_migration_marks_existing_email_subscriptions_verified() -> None:
+    migration = importlib.import_module("jobs.migrations.0018_email_verification")
+    tenant = make_tenant()
+    owner = member(tenant)
+    sub = subscription_create(user=owner, tenant=tenant, **MAIL).subscription
+    Subscription.objects.filter(pk=sub.pk).update(email_verified_at=None)
+    migration.existing_addresses_verified(django_apps, None)
+    sub.refresh_from_db()
+    assert sub.verified and sub.email_verified_at == sub.created_at
