@@ -27,7 +27,7 @@ from tests.factories import make_tenant, member
 
 pytestmark = pytest.mark.django_db
 
-MAIL = {"name": "mail", "channel": "email", "email": "ml@example.com", "events": ["failed"]}
+MAIL: dict[str, Any] = {"name": "mail", "channel": "email", "email": "ml@example.com", "events": ["failed"]}
 
 
 @pytest.fixture(autouse=True)
