@@ -5,6 +5,7 @@ most the platform's maximum), and an expired token is a 401 that says so. Sessio
 
 from __future__ import annotations
 
+import base64
 import importlib
 import json
 from datetime import timedelta
@@ -108,6 +109,11 @@ def test_an_expired_token_is_a_401_that_says_it_expired(path: str) -> None:
     response = Client(HTTP_AUTHORIZATION=f"Bearer {secret}").get(path)
     assert response.status_code == 401
     assert "this token expired at" in response.content.decode()
+    basic = base64.b64encode(f"team:{secret}".encode()).decode()
+    ffdl = Client(HTTP_AUTHORIZATION=f"Basic {basic}").get("/ffdl/v1/models")
+    assert ffdl.status_code == 401 and "this token expired at" in ffdl.content.decode(), (
+        "FfDL's basic auth too"
+    )
 
 
 def test_new_tokens_are_submit_and_expire_after_the_default_unless_their_owner_picks_an_expiry(
