@@ -1,5 +1,5 @@
-"""The API's JSON parser: DRF's, with the nesting depth bounded before parsing; and a bounded read of a raw
-body for parsers that take the stream as it comes."""
+"""The API's parsers: DRF's JSON parser with the nesting depth bounded before parsing, and a text parser
+(YAML job specs); both read at most DATA_UPLOAD_MAX_MEMORY_SIZE of a body."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from rest_framework.exceptions import ParseError
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import BaseParser, JSONParser
 
 MAX_JSON_DEPTH = 64
 
@@ -64,3 +64,17 @@ class BoundedJSONParser(JSONParser):
             return super().parse(io.BytesIO(raw), media_type, parser_context)
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply") from None
+
+
+class TextParser(BaseParser):
+    """Any other body as UTF-8 text, untouched (a YAML job spec for the spec parser), read with the same
+    size limit as every other body."""
+
+    media_type = "*/*"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        raw = read_bounded(stream)
+        try:
+            return str(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ParseError("the body is not UTF-8 text") from exc

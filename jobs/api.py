@@ -19,14 +19,14 @@ from drf_spectacular.utils import (
     extend_schema_field,
 )
 from rest_framework import serializers, status
-from rest_framework.exceptions import ParseError, ValidationError
-from rest_framework.parsers import BaseParser, MultiPartParser
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common.api import ApiView, ServiceUnavailable, api_user, errors
 from common.pagination import PageSerializer, paginate
-from common.parsers import BoundedJSONParser, read_bounded
+from common.parsers import BoundedJSONParser, TextParser
 from jobs import cluster
 from jobs.cluster import ClusterError
 from jobs.comparison import metric_summaries
@@ -55,19 +55,6 @@ from jobs.services import job_cancel, job_delete, job_halt, job_relabel, job_res
 from jobs.telemetry import telemetry_list
 from tenants.models import Tenant, TokenScope
 from tenants.scoping import Perm, tenants_for
-
-
-class TextParser(BaseParser):
-    """Hands a YAML (or plain text) body to the spec parser untouched."""
-
-    media_type = "*/*"
-
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        raw = read_bounded(stream)
-        try:
-            return str(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise ParseError("the body is not UTF-8 text") from exc
 
 
 def _job(request: Request, job_id: str) -> Job:

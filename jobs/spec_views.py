@@ -22,8 +22,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common.api import ApiView, errors
-from common.parsers import BoundedJSONParser
-from jobs.api import SpecField, TextParser
+from common.parsers import BoundedJSONParser, TextParser
+from jobs.api import SpecField
 from jobs.core.ffdl import FRAMEWORK_IMAGES
 from jobs.core.spec import SpecError, parse_spec
 from jobs.core.spec.json_schema import json_schema
