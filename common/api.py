@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
+from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.http import HttpRequest, JsonResponse
+from django.views.defaults import bad_request
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse
@@ -28,11 +32,27 @@ def api_user(request: Request) -> User:
     return user
 
 
+def body_refusal(exc: Exception) -> tuple[int, str] | None:
+    """The status and message for Django's refusal of a request body (too large, too many fields or files),
+    or None for any other exception: Django raises these while reading the body, so no parser sees them."""
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return 413, f"the request body is larger than the {limit}-byte limit"
+    if isinstance(exc, TooManyFieldsSent):
+        return 400, f"the request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields"
+    if isinstance(exc, TooManyFilesSent):
+        return 400, f"the request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES} files"
+    return None
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler, with every error in one shape: `{"detail": "...", "errors": {field: [msgs]}}`."""
     if isinstance(exc, Refused):
         message = "; ".join(m for msgs in exc.errors.values() for m in msgs)
         return Response(_error(message, exc.errors), status=exc.status)
+    refusal = body_refusal(exc)
+    if refusal is not None:
+        return Response(_error(refusal[1], {"": [refusal[1]]}), status=refusal[0])
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -50,6 +70,16 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 def _error(detail: str, errors: dict[str, list[str]]) -> dict[str, Any]:
     return dict(ErrorSerializer({"detail": detail, "errors": errors}).data)
+
+
+def api_bad_request(request: HttpRequest, exception: Exception) -> Any:
+    """Django's handler400: under /api/ an error in the API's shape (413 for a body over the size limit), so
+    plain Django views there (the ones learner pods call) answer like the rest of the API; pages keep
+    Django's HTML page."""
+    if not request.path.startswith("/api/"):
+        return bad_request(request, exception)
+    code, message = body_refusal(exception) or (400, "bad request")
+    return JsonResponse(_error(message, {"": [message]}), status=code)
 
 
 class ServiceUnavailable(APIException):
@@ -152,12 +182,38 @@ def nullable_objects(result: dict[str, Any], **_: Any) -> dict[str, Any]:
     return result
 
 
+def body_too_large(result: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """A drf-spectacular postprocessing hook: every operation that takes a body documents the 413 it answers
+    when the body is over DATA_UPLOAD_MAX_MEMORY_SIZE (common.api.body_refusal)."""
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            if isinstance(operation, dict) and "requestBody" in operation:
+                operation["responses"].setdefault(
+                    "413", {"description": "The request body is too large.", "content": error}
+                )
+    return result
+
+
+def scope_refusals(result: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """A drf-spectacular postprocessing hook: every write documents the 403 an API token too narrow for it
+    gets (tenants.tokens.TokenScopePermission), whether or not its role checks answer 403 too."""
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for operations in result.get("paths", {}).values():
+        for method, operation in operations.items():
+            if method in ("post", "put", "patch", "delete") and isinstance(operation, dict):
+                operation["responses"].setdefault(
+                    "403", {"description": "Not allowed: your role, or your token's scope.", "content": error}
+                )
+    return result
+
+
 def errors(*codes: int) -> dict[int, OpenApiResponse]:
     """Schema responses in the error shape for these status codes."""
     described = {
         400: "Invalid request: field errors.",
         401: "Not authenticated, or the bearer token is invalid, expired or revoked.",
-        403: "Not allowed (role), or a session request without its CSRF token.",
+        403: "Not allowed (role, or the API token's scope), or a session request without its CSRF token.",
         404: "Not found, or not visible to you (another tenant's).",
         409: "The object's state does not allow this.",
         429: "Too many requests, or the tenant's queue is full.",

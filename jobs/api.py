@@ -19,14 +19,14 @@ from drf_spectacular.utils import (
     extend_schema_field,
 )
 from rest_framework import serializers, status
-from rest_framework.exceptions import ParseError, ValidationError
-from rest_framework.parsers import BaseParser, MultiPartParser
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common.api import ApiView, ServiceUnavailable, api_user, errors
 from common.pagination import PageSerializer, paginate
-from common.parsers import BoundedJSONParser
+from common.parsers import BoundedJSONParser, TextParser
 from jobs import cluster
 from jobs.cluster import ClusterError
 from jobs.comparison import metric_summaries
@@ -53,21 +53,8 @@ from jobs.serializers import (
 )
 from jobs.services import job_cancel, job_delete, job_halt, job_relabel, job_resume, job_retry, job_submit
 from jobs.telemetry import telemetry_list
-from tenants.models import Tenant
+from tenants.models import Tenant, TokenScope
 from tenants.scoping import Perm, tenants_for
-
-
-class TextParser(BaseParser):
-    """Hands a YAML (or plain text) body to the spec parser untouched."""
-
-    media_type = "*/*"
-
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        raw = stream.read() if stream is not None else b""
-        try:
-            return str(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise ParseError("the body is not UTF-8 text") from exc
 
 
 def _job(request: Request, job_id: str) -> Job:
@@ -180,6 +167,7 @@ class JobListView(ApiView):
     """GET: the jobs you may see (filters: tenant, status, owner, search). POST: submit a job."""
 
     parser_classes = [BoundedJSONParser, MultiPartParser, TextParser]
+    token_scopes = {"POST": TokenScope.SUBMIT}  # submitting is a job write
 
     @extend_schema(
         operation_id="jobs_list",
@@ -311,6 +299,7 @@ class JobLabelsSerializer(serializers.Serializer):
 
 class JobDetailView(ApiView):
     parser_classes = [BoundedJSONParser]
+    token_scopes = {"PATCH": TokenScope.SUBMIT, "DELETE": TokenScope.SUBMIT}  # labels and deletion
 
     @extend_schema(parameters=[JOB_ID], responses={200: JobDetailSerializer, **errors(401, 404, 429)})
     def get(self, request: Request, job_id: str) -> Response:
@@ -348,6 +337,8 @@ class JobDetailView(ApiView):
 
 
 class JobCancelView(ApiView):
+    token_scopes = {"POST": TokenScope.SUBMIT}  # a job write: submit tokens may
+
     @extend_schema(
         parameters=[JOB_ID],
         request=None,
@@ -359,6 +350,8 @@ class JobCancelView(ApiView):
 
 
 class JobHaltView(ApiView):
+    token_scopes = {"POST": TokenScope.SUBMIT}  # a job write: submit tokens may
+
     @extend_schema(
         parameters=[JOB_ID],
         request=None,
@@ -374,6 +367,8 @@ class JobHaltView(ApiView):
 
 
 class JobResumeView(ApiView):
+    token_scopes = {"POST": TokenScope.SUBMIT}  # a job write: submit tokens may
+
     @extend_schema(
         parameters=[JOB_ID],
         request=None,
@@ -386,6 +381,8 @@ class JobResumeView(ApiView):
 
 
 class JobRetryView(ApiView):
+    token_scopes = {"POST": TokenScope.SUBMIT}  # a job write: submit tokens may
+
     @extend_schema(
         parameters=[JOB_ID],
         request=None,

@@ -22,14 +22,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common.api import ApiView, errors
-from common.parsers import BoundedJSONParser
-from jobs.api import SpecField, TextParser
+from common.parsers import BoundedJSONParser, TextParser
+from jobs.api import SpecField
 from jobs.core.ffdl import FRAMEWORK_IMAGES
 from jobs.core.spec import SpecError, parse_spec
 from jobs.core.spec.json_schema import json_schema
 from jobs.core.spec.locate import error_lines
 from jobs.core.spec.reference import FFDL_MAPPING, Row, rows
 from jobs.core.spec.schema import SPEC
+from tenants.models import TokenScope
 from tenants.pages import render_page
 
 _CODE = re.compile(r"`([^`]+)`")
@@ -81,6 +82,8 @@ class SpecValidateSerializer(serializers.Serializer):
 
 class SpecValidateView(ApiView):
     """Check a spec without submitting it (the editor calls this as the user types)."""
+
+    token_scopes = {"POST": TokenScope.READ}  # checks a spec, stores nothing
 
     parser_classes = [BoundedJSONParser, TextParser]
 

@@ -12,6 +12,8 @@ from portal import views
 from tenants import pages as tenant_pages
 from tenants import secret_pages
 
+handler400 = "common.api.api_bad_request"
+
 urlpatterns = [
     path("", views.dashboard, name="home"),
     path(

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common.api import ApiView, ResourcesSerializer, api_user, errors
-from tenants.models import ApiToken, JobClaims, Membership, PodSecurity, Role, Tenant
+from tenants.models import ApiToken, JobClaims, Membership, PodSecurity, Role, Tenant, TokenScope
 from tenants.policy import WRITE_CAP_FIELDS, policy_of, policy_set
 from tenants.scoping import Perm, has_perm, tenants_for
 from tenants.services import QUOTA_FIELDS, quota_set
@@ -299,12 +299,23 @@ class TokenSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at"]
+        fields = ["id", "name", "scope", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at"]
 
 
 class TokenCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
-    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+    scope = serializers.ChoiceField(
+        choices=TokenScope.choices,
+        default=TokenScope.SUBMIT,
+        help_text="read: safe methods only; submit: also job writes (submit, cancel, halt, resume, retry, "
+        "labels, delete); admin: everything your role allows. No wider than the token this request uses.",
+    )
+    expires_at = serializers.DateTimeField(
+        required=False,
+        allow_null=True,
+        help_text="When it stops working; absent or null: API_TOKEN_DEFAULT_DAYS (90) from now. At most "
+        "API_TOKEN_MAX_DAYS (365) ahead, and no later than the token this request uses.",
+    )
 
 
 class TokenWithSecretSerializer(TokenSerializer):
@@ -323,7 +334,8 @@ class TokenWithSecretSerializer(TokenSerializer):
 
 
 class TokenListView(ApiView):
-    """GET: your tokens (never their secrets). POST {"name"}: a new token, its secret shown this once."""
+    """GET: your tokens (never their secrets). POST {"name", "scope", "expires_at"}: a new token, its secret
+    shown this once (an admin-scoped token, or a session, may make one)."""
 
     @extend_schema(responses={200: TokenSerializer(many=True), **errors(401, 429)})
     def get(self, request: Request) -> Response:

@@ -283,11 +283,24 @@ class Policy(models.Model):
         return f"policy of {self.tenant}"
 
 
+class TokenScope(models.TextChoices):
+    """What an API token may do, each scope including the one before: within it, the user's role decides."""
+
+    READ = "read", "read: safe methods only (GET, HEAD, OPTIONS)"
+    SUBMIT = "submit", "submit: read, and job writes (submit, cancel, halt, resume, retry, labels, delete)"
+    ADMIN = (
+        "admin",
+        "admin: everything the user's role allows (tenant settings, secrets, notifications, tokens)",
+    )
+
+
 class ApiToken(models.Model):
-    """A personal API token: shown once at creation, stored only as a SHA-256 digest, revocable."""
+    """A personal API token: shown once at creation, stored only as a SHA-256 digest, revocable, limited to
+    a scope and (by default) expiring."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100)
+    scope = models.CharField(max_length=8, choices=TokenScope.choices, default=TokenScope.SUBMIT)
     prefix = models.CharField(max_length=12, help_text="The first characters, to tell tokens apart.")
     digest = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)

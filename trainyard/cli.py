@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -60,6 +61,14 @@ class Output(StrEnum):
     table = "table"
     json = "json"
     yaml = "yaml"
+
+
+class TokenScope(StrEnum):
+    """What a new API token may do (docs/operations.md)."""
+
+    read = "read"
+    submit = "submit"
+    admin = "admin"
 
 
 class LogOutput(StrEnum):
@@ -537,14 +546,27 @@ def tokens_list(ctx: typer.Context, output: OutputOpt = None, as_json: JsonOpt =
 def tokens_create(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="What the token is for, e.g. laptop or ci.")],
+    scope: Annotated[
+        TokenScope,
+        typer.Option(help="read: only reads; submit: also job writes; admin: all your role allows."),
+    ] = TokenScope.submit,
+    expires_in_days: Annotated[
+        int | None, typer.Option(min=1, help="Days until it stops working (default: the server's, 90).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Create an API token; its secret is printed this once."""
-    token = client(ctx).token_create(name)
+    """Create an API token (logged in with an admin-scoped token); its secret is printed this once."""
+    expires_at = None
+    if expires_in_days is not None:
+        expires_at = (datetime.now(UTC) + timedelta(days=expires_in_days)).isoformat()
+    token = client(ctx).token_create(name, scope=scope.value, expires_at=expires_at)
     if as_json:
         emit_json(token)
         return
-    typer.echo(f"created token {token['id']} ({token['name']}); copy the secret now, it is not shown again:")
+    typer.echo(
+        f"created token {token['id']} ({token['name']}, scope {token.get('scope')}, expires "
+        f"{token.get('expires_at') or 'never'}); copy the secret now, it is not shown again:"
+    )
     typer.echo(token["token"])
 
 

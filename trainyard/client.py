@@ -186,9 +186,13 @@ class Client:
         """Your API tokens (never their secrets)."""
         return cast(list[dict[str, Any]], self.request("GET", "tokens/"))
 
-    def token_create(self, name: str) -> dict[str, Any]:
-        """A new token; its secret is in `token`, shown this once."""
-        return cast(dict[str, Any], self.request("POST", "tokens/", json={"name": name}))
+    def token_create(self, name: str, scope: str = "submit", expires_at: str | None = None) -> dict[str, Any]:
+        """A new token of `scope` (read, submit or admin) expiring at `expires_at` (ISO 8601; None: the
+        server's default); its secret is in `token`, shown this once."""
+        body: dict[str, Any] = {"name": name, "scope": scope}
+        if expires_at is not None:
+            body["expires_at"] = expires_at
+        return cast(dict[str, Any], self.request("POST", "tokens/", json=body))
 
     def token_revoke(self, token_id: int) -> None:
         """Revoke one of your tokens."""

@@ -263,11 +263,12 @@ def nodes_table(nodes: Iterable[dict[str, Any]]) -> Table:
 
 def tokens_table(tokens: Iterable[dict[str, Any]]) -> Table:
     """A row per API token (prefix only, never the secret)."""
-    grid = table("ID", "NAME", "PREFIX", "CREATED", "LAST USED", "EXPIRES", "STATE")
+    grid = table("ID", "NAME", "SCOPE", "PREFIX", "CREATED", "LAST USED", "EXPIRES", "STATE")
     for t in tokens:
         state = "revoked" if t["revoked_at"] else "expired" if expired(t["expires_at"]) else "active"
         grid.add_row(
-            str(t["id"]), t["name"], t["prefix"] + "...", when(t["created_at"]), when(t["last_used_at"]),
+            str(t["id"]), t["name"], t.get("scope", ""), t["prefix"] + "...", when(t["created_at"]),
+            when(t["last_used_at"]),
             when(t["expires_at"]), state,
         )  # fmt: skip
     return grid

@@ -8,6 +8,7 @@ what a launch would refuse (`spec_problems`), so an accepted spec can run. Part 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import zlib
 from collections.abc import Iterable
@@ -106,7 +107,21 @@ def spec_problems(*, tenant: Tenant, spec: dict[str, Any], credentials: Credenti
     )
     errors: dict[str, list[str]] = {}
     pods = pods_spec(job, credentials)
-    taken = platform_mounts(pods)
+    # The checkpoint mount is measured against the platform's others apart (on one of them it would make the
+    # pod builder itself refuse), and with the code folder always counted: whether a job carries code
+    # depends on the installation (ARTIFACTS_BASE_URL), and a spec must not be fine on one and not another.
+    probe = dataclasses.replace(
+        pods, checkpoint_dir=_PROBE_CHECKPOINT_DIR, artifacts=pods.artifacts or ArtifactSpec()
+    )
+    taken = platform_mounts(probe)
+    checkpoint_owner = taken.pop(pods.checkpoint_dir.rstrip("/") or "/", None)
+    if checkpoint_owner is not None:
+        errors["checkpoint_dir"] = [
+            f"{pods.checkpoint_dir} is where the platform mounts "
+            f"{_MOUNT_NAMES.get(checkpoint_owner, checkpoint_owner)}; choose another folder"
+        ]
+    taken.pop(_PROBE_CHECKPOINT_DIR, None)
+    taken[pods.checkpoint_dir.rstrip("/") or "/"] = "checkpoint"
     for i, volume in enumerate(spec.get("volumes", [])):
         owner = taken.get(volume["mount_path"].rstrip("/") or "/")
         if owner is not None:
@@ -128,6 +143,7 @@ def spec_problems(*, tenant: Tenant, spec: dict[str, Any], credentials: Credenti
     return errors
 
 
+_PROBE_CHECKPOINT_DIR = "/.trainyard-checkpoint-probe"
 _MOUNT_NAMES = {
     "scratch": "the learner's scratch space (TRAINYARD_SCRATCH_DIR)",
     "dshm": "shared memory",

@@ -17,7 +17,7 @@ from rest_framework.request import Request
 
 from tenants.models import ApiToken, Tenant
 from tenants.scoping import Perm, has_perm, tenants_for
-from tenants.tokens import token_live
+from tenants.tokens import token_lookup, token_refusal, token_touch
 
 TENANT_HEADER = "X-Trainyard-Tenant"
 """The header that names the tenant (its slug) when the basic user name does not."""
@@ -50,9 +50,16 @@ class BasicTokenAuthentication(authentication.BaseAuthentication):
         credentials = basic_credentials(request)
         if credentials is None:
             return None
-        token = token_live(credentials[1].strip()) if credentials[1].strip() else None
-        if token is None:
-            raise exceptions.AuthenticationFailed("the password must be a live Trainyard API token")
+        secret = credentials[1].strip()
+        token = token_lookup(secret) if secret else None
+        refusal = token_refusal(token) if token is not None else None
+        if token is None or refusal is not None:
+            raise exceptions.AuthenticationFailed(
+                f"the password must be a live Trainyard API token ({refusal})"
+                if refusal
+                else "the password must be a live Trainyard API token"
+            )
+        token_touch(token)
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

@@ -37,6 +37,7 @@ from jobs.ffdl_api.render import API_PREFIX, ffdl_error, millis, model
 from jobs.models import Job
 from jobs.selectors import job_list, job_log_rows, job_log_slice, job_metrics, job_results
 from jobs.services import job_cancel, job_delete, job_halt, job_resume, job_submit
+from tenants.models import TokenScope
 from tenants.scoping import Perm
 from tenants.tokens import BearerTokenAuthentication
 
@@ -69,6 +70,8 @@ class FfdlView(ApiView):
     authentication_classes = [BearerTokenAuthentication, BasicTokenAuthentication]
     parser_classes = [BoundedJSONParser]
     schema = None
+    # FfDL's writes are all job writes: submit a model (a job), halt or resume it, delete it.
+    token_scopes = {"POST": TokenScope.SUBMIT, "PATCH": TokenScope.SUBMIT, "DELETE": TokenScope.SUBMIT}
 
     def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
         return ffdl_exception_handler

@@ -1,6 +1,7 @@
 """REST API for notifications (`/api/v1/notifications/`): your subscriptions and your tenants' (owners),
 creating one (a webhook's signing secret is in the answer this once), changing, testing and deleting it,
-and its delivery log. Another user's or tenant's subscription is a 404, as one that does not exist."""
+resending an e-mail address's verification link, and its delivery log. Another user's or tenant's
+subscription is a 404, as one that does not exist."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from jobs.notifications.services import (
     subscription_test,
     subscription_update,
 )
+from jobs.notifications.verification import verification_queue
 from tenants.scoping import tenants_for
 
 DELIVERIES_SHOWN = 100
@@ -47,12 +49,17 @@ class SubscriptionSerializer(serializers.ModelSerializer):
         read_only=True, help_text="Where it sends (a Slack URL shows its host only)."
     )
     events = serializers.ListField(child=serializers.ChoiceField(choices=SUBSCRIBABLE))
+    verified = serializers.BooleanField(
+        read_only=True,
+        help_text="False for an e-mail address whose verification link was not opened yet: nothing is sent "
+        "there until it is (POST .../verify/ sends a new link).",
+    )
 
     class Meta:
         model = Subscription
         fields = [
             "id", "tenant", "scope", "owner", "name", "channel", "target", "events", "queued_minutes",
-            "enabled", "created_at",
+            "enabled", "verified", "created_at",
         ]  # fmt: skip
 
 
@@ -192,8 +199,18 @@ class SubscriptionTestView(ApiView):
 
     @extend_schema(request=None, responses={202: DeliverySerializer, **errors(401, 404, 429)})
     def post(self, request: Request, subscription_id: int) -> Response:
-        notification = subscription_test(subscription=_subscription(request, subscription_id))
+        subscription = _subscription(request, subscription_id)
+        notification = subscription_test(subscription=subscription, user=api_user(request))
         return Response(DeliverySerializer(notification).data, status=status.HTTP_202_ACCEPTED)
+
+
+class SubscriptionVerifyView(ApiView):
+    """POST: send an unverified e-mail subscription's address a new verification link."""
+
+    @extend_schema(request=None, responses={202: SubscriptionSerializer, **errors(400, 401, 404, 429)})
+    def post(self, request: Request, subscription_id: int) -> Response:
+        subscription = verification_queue(subscription=_subscription(request, subscription_id))
+        return Response(SubscriptionSerializer(subscription).data, status=status.HTTP_202_ACCEPTED)
 
 
 class SubscriptionDeliveriesView(ApiView):

@@ -9,6 +9,9 @@ urlpatterns = [
     path("<int:subscription_id>/", api.SubscriptionDetailView.as_view(), name="api-notification"),
     path("<int:subscription_id>/test/", api.SubscriptionTestView.as_view(), name="api-notification-test"),
     path(
+        "<int:subscription_id>/verify/", api.SubscriptionVerifyView.as_view(), name="api-notification-verify"
+    ),
+    path(
         "<int:subscription_id>/deliveries/",
         api.SubscriptionDeliveriesView.as_view(),
         name="api-notification-deliveries",

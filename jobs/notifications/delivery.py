@@ -82,14 +82,17 @@ def send(notification: Notification) -> Outcome:
 
 
 def deliver(notification_id: int) -> Outcome | None:
-    """Claim the notification, attempt it (unless its subscription was disabled meanwhile: skipped) and
-    record the attempt; None when it was not due (delivered, taken by another worker, or not yet)."""
+    """Claim the notification, attempt it (unless its subscription was disabled meanwhile, or its e-mail
+    address is not verified: skipped) and record the attempt; None when it was not due (delivered, taken
+    by another worker, or not yet)."""
     notification = notification_claim(notification_id)
     if notification is None:
         return None
     sub = notification.subscription
     if not sub.enabled and notification.event != "test":
         outcome = Outcome(error="the subscription was disabled", skipped=True)
+    elif not sub.verified:
+        outcome = Outcome(error=f"{sub.email} is not verified yet: nothing is sent to it", skipped=True)
     else:
         outcome = send(notification)
     notification_record(notification_id=notification_id, outcome=outcome)

@@ -43,6 +43,15 @@ class Subscription(models.Model):
     )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
+    email_verified_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When its manager opened the link sent to the e-mail address; until then nothing is sent "
+        "there (jobs/notifications/verification.py).",
+    )
+    verification_sent_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the last verification e-mail was queued (resends are spaced)."
+    )
 
     class Meta:
         ordering = ["tenant", "-created_at"]
@@ -53,6 +62,11 @@ class Subscription(models.Model):
     @property
     def scope(self) -> str:
         return "user" if self.user_id else "tenant"
+
+    @property
+    def verified(self) -> bool:
+        """Whether it may send: webhooks and Slack always, an e-mail address once verified."""
+        return self.channel != Channel.EMAIL or self.email_verified_at is not None
 
     @property
     def target(self) -> str:
@@ -90,6 +104,14 @@ class Notification(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True, default=timezone.now)
     created_at = models.DateTimeField(default=timezone.now)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who asked for it (a test); test sends are limited per user and per target.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

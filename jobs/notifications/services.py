@@ -31,6 +31,7 @@ from jobs.notifications.models import DeliveryAttempt, Notification, Subscriptio
 from jobs.notifications.payloads import job_payload, test_payload
 from jobs.notifications.signing import new_secret
 from jobs.notifications.targets import TargetRefused, check_url
+from jobs.notifications.verification import verification_queue
 from tenants.models import Tenant
 from tenants.scoping import Perm, has_perm
 
@@ -137,7 +138,8 @@ class Created:
 
 def subscription_create(*, user: User, tenant: Tenant, scope: str = Scope.USER, **fields: Any) -> Created:
     """Subscribe `user` (scope user: their own jobs in `tenant`) or the tenant (scope tenant: every job;
-    owners only) to events; webhooks get a fresh signing secret. Refused (400/403/404) with field errors.
+    owners only) to events; webhooks get a fresh signing secret, an e-mail address its verification
+    e-mail. Refused (400/403/404) with field errors.
     Checked before the write's transaction opens: the URL check resolves the host, which may be slow."""
     if scope not in Scope.values:
         raise Refused({"scope": [f"choose {' or '.join(Scope.values)}"]})
@@ -170,6 +172,8 @@ def subscription_create(*, user: User, tenant: Tenant, scope: str = Scope.USER, 
         secret_sealed=seal({"webhook": {"secret": secret}}) if secret else "",
         **clean,
     )
+    if subscription.channel == Channel.EMAIL:
+        subscription = verification_queue(subscription=subscription, force=True)
     return Created(subscription, secret)
 
 
@@ -207,13 +211,46 @@ def subscription_delete(*, subscription: Subscription) -> None:
     Subscription.objects.filter(pk=subscription.pk).delete()
 
 
+def _test_limit_problem(*, subscription: Subscription, user: User, now: datetime) -> str | None:
+    """Why another test send is refused now, or None: at most NOTIFY_TEST_PER_TARGET tests to one target
+    (whichever subscriptions name it) and NOTIFY_TEST_PER_USER by one user in NOTIFY_TEST_WINDOW_SECONDS.
+    Counted from the stored test notifications, so every web process sees the same counts."""
+    window = timedelta(seconds=settings.NOTIFY_TEST_WINDOW_SECONDS)
+    recent = Notification.objects.filter(event=TEST_EVENT, created_at__gt=now - window)
+    same_target = (
+        Q(subscription__email=subscription.email)
+        if subscription.email
+        else Q(subscription__url=subscription.url)
+    )
+    checks = (
+        (recent.filter(same_target), settings.NOTIFY_TEST_PER_TARGET, f"to {subscription.target}"),
+        (recent.filter(requested_by=user), settings.NOTIFY_TEST_PER_USER, "from you"),
+    )
+    for rows, limit, whom in checks:
+        times = list(rows.order_by("-created_at").values_list("created_at", flat=True)[:limit])
+        if len(times) >= limit:
+            wait = int((times[-1] + window - now).total_seconds()) + 1
+            minutes = int(window.total_seconds() // 60)
+            return f"at most {limit} test notifications {whom} every {minutes} minutes; try again in {wait} s"
+    return None
+
+
 @durable_service
-def subscription_test(*, subscription: Subscription) -> Notification:
-    """Queue a test notification (event `test`, no job) to the subscription's target, even if disabled."""
+def subscription_test(*, subscription: Subscription, user: User) -> Notification:
+    """Queue a test notification (event `test`, no job) to the subscription's target, even if disabled;
+    Refused (429) past the per-target and per-user limits, so the button cannot flood someone's inbox."""
     now = timezone.now()
+    Subscription.objects.select_for_update().filter(pk=subscription.pk).first()  # one count at a time
+    problem = _test_limit_problem(subscription=subscription, user=user, now=now)
+    if problem:
+        raise Refused({"": [problem]}, status=429)
     payload = test_payload(tenant=subscription.tenant.slug, name=subscription.name, occurred_at=now)
     notification = Notification.objects.create(
-        subscription=subscription, event=TEST_EVENT, key=f"test:{now.timestamp()}", payload=payload
+        subscription=subscription,
+        event=TEST_EVENT,
+        key=f"test:{now.timestamp()}",
+        payload=payload,
+        requested_by=user,
     )
     _enqueue([notification.pk])
     return notification

@@ -1,6 +1,7 @@
 """The notifications pages: your subscriptions (and, for owners, your tenants') with a form to create one,
-and a subscription's page (its settings, enable/disable, send a test, delete, and the delivery log). Thin
-views over the selectors and services; anyone else's subscription answers 404."""
+and a subscription's page (its settings, enable/disable, send a test, delete, and the delivery log), and the
+e-mail verification link with its resend button. Thin views over the selectors and services; anyone else's
+subscription answers 404."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from jobs.notifications.services import (
     subscription_test,
     subscription_update,
 )
+from jobs.notifications.verification import subscription_verify, verification_queue
 from tenants.pages import current_tenant, forbidden, page_user, render_page
 from tenants.scoping import Perm, tenants_for
 
@@ -98,8 +100,12 @@ def notification_toggle(request: HttpRequest, subscription_id: int) -> HttpRespo
 @login_required
 def notification_test(request: HttpRequest, subscription_id: int) -> HttpResponse:
     sub = _subscription(request, subscription_id)
-    subscription_test(subscription=sub)
-    messages.success(request, f"A test notification is on its way to {sub.target}; see the delivery log.")
+    try:
+        subscription_test(subscription=sub, user=page_user(request))
+    except Refused as exc:
+        messages.error(request, "Not sent: " + _problems(exc))
+    else:
+        messages.success(request, f"A test notification is on its way to {sub.target}; see the delivery log.")
     return redirect("notification-detail", sub.pk)
 
 
@@ -110,3 +116,35 @@ def notification_delete(request: HttpRequest, subscription_id: int) -> HttpRespo
     subscription_delete(subscription=sub)
     messages.success(request, f"Deleted {sub.name}.")
     return redirect("notifications")
+
+
+def _problems(exc: Refused) -> str:
+    return "; ".join(m for ms in exc.errors.values() for m in ms)
+
+
+@login_required
+def notification_verify(request: HttpRequest, subscription_id: int, token: str) -> HttpResponse:
+    """The link of the verification e-mail: verifies the address for someone who manages the subscription
+    (anyone else gets 404); an expired or wrong link says so and offers a new one."""
+    sub = _subscription(request, subscription_id)
+    try:
+        sub = subscription_verify(subscription=sub, token=token)
+    except Refused as exc:
+        messages.error(request, _problems(exc))
+        return _detail(request, sub, status=400)
+    messages.success(request, f"{sub.email} is verified: notifications of {sub.name} go there now.")
+    return redirect("notification-detail", sub.pk)
+
+
+@require_POST
+@login_required
+def notification_verify_resend(request: HttpRequest, subscription_id: int) -> HttpResponse:
+    """Send the e-mail address a new verification link."""
+    sub = _subscription(request, subscription_id)
+    try:
+        verification_queue(subscription=sub)
+    except Refused as exc:
+        messages.error(request, _problems(exc))
+    else:
+        messages.success(request, f"A new verification link is on its way to {sub.email}.")
+    return redirect("notification-detail", sub.pk)

@@ -133,16 +133,25 @@ ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row, nobody anonymous 
 # every subscription); once revoked, logged out or deactivated, the socket closes with 4401.
 LIVE_AUTH_RECHECK_SECONDS = env.float("LIVE_AUTH_RECHECK_SECONDS", default=30.0)
 
+# API tokens (tenants/tokens.py): a new token expires API_TOKEN_DEFAULT_DAYS after its creation unless its
+# owner picks another expiry, at most API_TOKEN_MAX_DAYS ahead (0: no default expiry / no maximum).
+API_TOKEN_DEFAULT_DAYS = env.int("API_TOKEN_DEFAULT_DAYS", default=90)
+API_TOKEN_MAX_DAYS = env.int("API_TOKEN_MAX_DAYS", default=365)
+
 # /metrics: with a token, only `Authorization: Bearer <METRICS_TOKEN>` may scrape, and sees per-tenant queue
 # series; without one anyone who reaches it may, and no tenant name appears (totals only).
 METRICS_TOKEN = env("METRICS_TOKEN", default="")
 
 # Login throttling (django-axes) on /login/ and /admin/login/: after LOGIN_FAILURE_LIMIT wrong passwords for
 # one username from one address, that pair is refused for LOGIN_LOCKOUT_MINUTES (a 429 page saying so);
-# a successful login clears the count. Attempts are kept in the database.
+# after LOGIN_ADDRESS_FAILURE_LIMIT wrong passwords from one address across any usernames (password
+# spraying), the whole address is. A successful login clears its own username's count at that address only
+# (portal.login_throttle). Attempts are kept in the database.
 AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)
+LOGIN_ADDRESS_FAILURE_LIMIT = env.int("LOGIN_ADDRESS_FAILURE_LIMIT", default=50)
 AXES_COOLOFF_TIME = timedelta(minutes=env.float("LOGIN_LOCKOUT_MINUTES", default=15))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "portal.login_throttle.AddressAwareAxesHandler"
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "portal/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "portal.middleware.client_ip"
@@ -213,7 +222,10 @@ REST_FRAMEWORK = {
         "anon": env("API_THROTTLE_ANON", default="600/hour"),
         "user": env("API_THROTTLE_USER", default="6000/hour"),
     },
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "tenants.tokens.TokenScopePermission",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -234,7 +246,17 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "common.api.nullable_objects"],
+    # Two choice sets share the field name `scope`: a subscription's (user/tenant, named as before) and a token's.
+    "ENUM_NAME_OVERRIDES": {
+        "ScopeEnum": ["user", "tenant"],
+        "TokenScopeEnum": "tenants.models.TokenScope",
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "common.api.nullable_objects",
+        "common.api.body_too_large",
+        "common.api.scope_refusals",
+    ],
 }
 
 # Celery: JSON only, late acks so a killed worker's task runs again, hard limits on every task.
@@ -497,6 +519,15 @@ NOTIFY_TIMEOUT_SECONDS = env.float("NOTIFY_TIMEOUT_SECONDS", default=10.0)
 NOTIFY_ALLOW_PRIVATE_TARGETS = env.bool("NOTIFY_ALLOW_PRIVATE_TARGETS", default=False)
 NOTIFY_BASE_URL = env("NOTIFY_BASE_URL", default="")
 NOTIFY_SWEEP_SECONDS = env.float("NOTIFY_SWEEP_SECONDS", default=30.0)
+# "Send a test" (page and API): at most NOTIFY_TEST_PER_TARGET tests to one address or URL and
+# NOTIFY_TEST_PER_USER by one user per NOTIFY_TEST_WINDOW_SECONDS; past that a 429 saying when to retry.
+NOTIFY_TEST_PER_TARGET = env.int("NOTIFY_TEST_PER_TARGET", default=5)
+NOTIFY_TEST_PER_USER = env.int("NOTIFY_TEST_PER_USER", default=20)
+NOTIFY_TEST_WINDOW_SECONDS = env.int("NOTIFY_TEST_WINDOW_SECONDS", default=3600)
+# E-mail targets: a link valid NOTIFY_VERIFY_MAX_AGE_SECONDS verifies the address before anything is sent
+# there; a new link at most every NOTIFY_VERIFY_RESEND_SECONDS.
+NOTIFY_VERIFY_MAX_AGE_SECONDS = env.int("NOTIFY_VERIFY_MAX_AGE_SECONDS", default=3 * 24 * 3600)
+NOTIFY_VERIFY_RESEND_SECONDS = env.int("NOTIFY_VERIFY_RESEND_SECONDS", default=60)
 CELERY_BEAT_SCHEDULE["notifications"] = {"task": "jobs.notifications.sweep", "schedule": NOTIFY_SWEEP_SECONDS}
 # TensorBoard pieces whose parse task was lost (Redis holds only what can be lost) are queued again.
 TENSORBOARD_SWEEP_SECONDS = env.float("TENSORBOARD_SWEEP_SECONDS", default=60.0)

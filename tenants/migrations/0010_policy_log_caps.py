@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tenants', '0008_quota_storage'),
+        ('tenants', '0009_token_scopes'),
     ]
 
     operations = [

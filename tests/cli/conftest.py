@@ -40,7 +40,7 @@ def account(live_server: Any, home: Path, monkeypatch: pytest.MonkeyPatch) -> Ac
     """A user and tenant on the live server; the CLI finds them through TRAINYARD_URL/TRAINYARD_TOKEN."""
     tenant = make_tenant()
     user = member(tenant)
-    _, secret = token_create(user=user, name="cli-tests")
+    _, secret = token_create(user=user, name="cli-tests", scope="admin")  # every command, secrets included
     monkeypatch.setenv(config.URL_ENV, live_server.url)
     monkeypatch.setenv(config.TOKEN_ENV, secret)
     return Account(url=live_server.url, tenant=tenant, user=user, token=secret)

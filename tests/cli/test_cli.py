@@ -362,6 +362,18 @@ def test_tokens_create_list_revoke(account: Account) -> None:
     assert run("tokens", "revoke", "999999").exit_code == 1
 
 
+def test_tokens_create_takes_a_scope_and_an_expiry_and_a_read_token_cannot_submit(account: Account) -> None:
+    created = run("tokens", "create", "reader", "--scope", "read", "--expires-in-days", "7")
+    assert created.exit_code == 0 and "scope read" in created.stdout
+    secret = created.stdout.splitlines()[-1]
+    token = ApiToken.objects.get(name="reader")
+    assert token.scope == "read" and token.expires_at is not None
+    assert abs(token.expires_at - timezone.now() - timedelta(days=7)) < timedelta(minutes=1)
+    assert "reader" in run("tokens", "list").stdout and "read" in run("tokens", "list").stdout
+    refused = run("--token", secret, "tokens", "create", "more")
+    assert refused.exit_code == 1 and "needs a token with scope admin" in refused.stderr
+
+
 def test_cluster_shows_the_nodes(account: Account, kubesim_cluster: KubeSim, settings: Any) -> None:
     settings.KUBECONFIG = str(kubesim_cluster.kubeconfig_path)
     result = run("cluster")

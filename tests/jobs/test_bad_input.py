@@ -127,3 +127,85 @@ def test_a_completion_report_with_numbers_out_of_range_is_refused_and_stores_not
     job.refresh_from_db()
     assert job.checkpoint_bytes is None or job.checkpoint_bytes >= 0
     assert not JobEvent.objects.filter(job=job, kind="results").exists()
+
+
+@pytest.mark.parametrize("artifacts_base_url", ["", "http://127.0.0.1:8000"])
+@pytest.mark.parametrize(
+    ("folder", "owner"), [("/scratch", "scratch space"), ("/trainyard/model", "code (MODEL_DIR)")]
+)
+def test_a_checkpoint_dir_on_a_platform_mount_is_a_field_error_naming_it(
+    settings: Any, artifacts_base_url: str, folder: str, owner: str
+) -> None:
+    settings.ARTIFACTS_BASE_URL = artifacts_base_url
+    code, body = submit({"spec": json.dumps(spec_with(checkpoint_dir=folder))})
+    assert code == 400, body
+    [message] = body["errors"]["checkpoint_dir"]
+    assert message.startswith(f"{folder} is where the platform mounts") and owner in message, message
+    assert not Job.objects.exists()
+
+
+def test_a_checkpoint_dir_below_a_platform_mount_is_accepted() -> None:
+    code, body = submit({"spec": json.dumps(spec_with(checkpoint_dir="/scratch/ckpt"))})
+    assert code == 201, body
+
+
+@pytest.mark.parametrize("button", ["dry_run", "submit"])
+def test_the_submit_page_shows_a_checkpoint_dir_on_a_platform_mount_as_a_field_error(button: str) -> None:
+    tenant = make_tenant()
+    form = {"tenant": tenant.slug, "spec": json.dumps(spec_with(checkpoint_dir="/scratch")), button: "1"}
+    response = api(member(tenant)).post("/jobs/new/", form)
+    assert response.status_code == 400
+    assert "/scratch is where the platform mounts" in response.content.decode()
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json", "application/x-www-form-urlencoded", "text/yaml"]
+)
+def test_a_body_over_the_upload_limit_is_a_json_413_in_the_api_error_shape(content_type: str) -> None:
+    tenant = make_tenant()
+    big = "x" * (3 * 1024 * 1024)
+    data = {"application/json": json.dumps({"spec": big}), "text/yaml": f"name: {big}\n"}.get(
+        content_type, f"spec={big}"
+    )
+    response = api(member(tenant)).post(
+        f"/api/v1/jobs/?tenant={tenant.slug}", data, content_type=content_type
+    )
+    assert response.status_code == 413, response.content[:300]
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert "larger than the 2621440-byte limit" in body["detail"] and list(body["errors"]) == [""]
+    assert not Job.objects.exists()
+
+
+def test_a_form_body_over_the_upload_limit_is_a_json_413_on_other_api_routes_too(settings: Any) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    form = "name=" + "x" * 2000
+    client = api(member(make_tenant()))
+    response = client.post("/api/v1/tokens/", form, content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 413 and "larger than the 1000-byte limit" in response.json()["detail"]
+
+
+def test_a_pod_report_over_the_upload_limit_is_a_json_413_too(settings: Any) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    tenant = make_tenant()
+    job = job_submit(
+        tenant=tenant, user=member(tenant), document="name: x\nimage: python:3.11\ncommand: [python]\n"
+    )
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.RUNNING, attempt=1)
+    client = Client(headers={HEADER: mint_token(job_id=job.pk, attempt=1)})
+    response = client.post(
+        f"/api/v1/artifacts/{job.pk}/1/0/results/complete",
+        json.dumps({"files": 1, "pad": "x" * 2000}),
+        content_type="application/json",
+    )
+    assert response.status_code == 413 and response["Content-Type"] == "application/json"
+    assert "larger than the 1000-byte limit" in response.json()["detail"]
+
+
+def test_a_page_given_a_body_over_the_upload_limit_keeps_an_html_error(settings: Any) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    tenant = make_tenant()
+    response = api(member(tenant)).post("/jobs/new/", {"tenant": tenant.slug, "spec": "x" * 2000})
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("text/html")

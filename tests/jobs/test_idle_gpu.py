@@ -25,6 +25,7 @@ from jobs.notifications.choices import Event
 from jobs.notifications.delivery import deliver
 from jobs.notifications.models import Notification
 from jobs.notifications.services import subscription_create
+from jobs.notifications.verification import subscription_verify, verification_token
 from jobs.services.idlegpu import idle_gpu_check_running, job_idle_gpu_check
 from jobs.services.lifecycle import job_pods_gone, transition
 from tenants.models import Policy, Tenant
@@ -103,7 +104,8 @@ def test_an_idle_job_is_flagged_on_its_page_and_to_its_owner_and_never_halted_wi
     tenant = make_tenant()
     owner, colleague = member(tenant), member(tenant)
     mail_to: dict[str, Any] = {"channel": "email", "email": "me@example.com", "events": ["idle_gpu"]}
-    subscription_create(user=owner, tenant=tenant, name="idle", **mail_to)
+    mine = subscription_create(user=owner, tenant=tenant, name="idle", **mail_to).subscription
+    subscription_verify(subscription=mine, token=verification_token(mine))  # the owner opened the link
     subscription_create(user=colleague, tenant=tenant, name="theirs", **mail_to)  # hears of their own jobs
     job = running_gpu_job(tenant, owner)
     start = timezone.now() - timedelta(hours=1)

@@ -162,3 +162,35 @@ def test_slack_urls_are_shown_by_host_only() -> None:
     body = {**HOOK, "channel": "slack", "url": "http://127.0.0.1:9/services/T000/B000/XXXXSECRET"}
     created = post(member(tenant), {"tenant": tenant.slug, **body}).json()
     assert created["target"] == "http://127.0.0.1:9/…" and created["secret"] is None
+
+
+@override_settings(NOTIFY_TEST_PER_TARGET=2, NOTIFY_TEST_PER_USER=3, NOTIFY_TEST_WINDOW_SECONDS=600)
+def test_test_sends_are_limited_per_target_with_a_clear_429() -> None:
+    tenant = make_tenant()
+    user, colleague = member(tenant), member(tenant)
+    mine = post(user, {"tenant": tenant.slug, **HOOK}).json()["id"]
+    theirs = post(colleague, {"tenant": tenant.slug, **HOOK, "name": "same url"}).json()["id"]
+    assert [api(user).post(f"/api/v1/notifications/{mine}/test/").status_code for _ in range(2)] == [202, 202]
+    refused = api(colleague).post(f"/api/v1/notifications/{theirs}/test/")
+    assert refused.status_code == 429, "another subscription to the same URL shares the target's limit"
+    detail = refused.json()["detail"]
+    assert detail.startswith(f"at most 2 test notifications to {HOOK['url']} every 10 minutes; try again in")
+    assert Notification.objects.filter(event="test").count() == 2
+
+
+@override_settings(NOTIFY_TEST_PER_TARGET=5, NOTIFY_TEST_PER_USER=3, NOTIFY_TEST_WINDOW_SECONDS=600)
+def test_test_sends_are_limited_per_user_across_targets() -> None:
+    tenant = make_tenant()
+    user, colleague = member(tenant), member(tenant)
+    ids = [
+        post(user, {"tenant": tenant.slug, **HOOK, "url": f"http://127.0.0.1:9/hook{n}"}).json()["id"]
+        for n in range(4)
+    ]
+    codes = [api(user).post(f"/api/v1/notifications/{pk}/test/").status_code for pk in ids]
+    assert codes == [202, 202, 202, 429]
+    assert (
+        "test notifications from you"
+        in api(user).post(f"/api/v1/notifications/{ids[0]}/test/").json()["detail"]
+    )
+    other = post(colleague, {"tenant": tenant.slug, **HOOK, "url": "http://127.0.0.1:9/other"}).json()["id"]
+    assert api(colleague).post(f"/api/v1/notifications/{other}/test/").status_code == 202, "others unaffected"

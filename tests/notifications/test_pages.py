@@ -113,6 +113,20 @@ def test_the_admin_console_lists_subscriptions_and_notifications_without_secrets
         assert page.status_code == 200 and "ci" in page.content.decode()
         assert str(created.secret) not in page.content.decode()
         assert created.subscription.secret_sealed not in page.content.decode()
-    sent = subscription_test(subscription=created.subscription)
+    sent = subscription_test(subscription=created.subscription, user=user)
     assert client.get("/admin/jobs/notification/").status_code == 200
     assert client.get(f"/admin/jobs/notification/{sent.pk}/change/").status_code == 200
+
+
+@override_settings(NOTIFY_TEST_PER_TARGET=1)
+def test_the_page_says_why_a_test_past_the_limit_was_not_sent() -> None:
+    tenant = make_tenant()
+    user = member(tenant)
+    sub = subscription_create(
+        user=user, tenant=tenant, **{k: v for k, v in FORM.items() if k != "scope"}
+    ).subscription
+    client = browser(user)
+    client.post(f"/notifications/{sub.pk}/test/")
+    page = client.post(f"/notifications/{sub.pk}/test/", follow=True).content.decode()
+    assert "Not sent: at most 1 test notifications to" in page
+    assert Notification.objects.filter(event="test").count() == 1

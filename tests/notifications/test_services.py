@@ -29,6 +29,7 @@ from jobs.notifications.services import (
     subscription_update,
 )
 from jobs.notifications.signing import verify
+from jobs.notifications.verification import subscription_verify, verification_token
 from jobs.services.lifecycle import transition
 from tenants.services import membership_remove, membership_set
 from tests.factories import make_job, make_tenant, member
@@ -285,9 +286,11 @@ def test_slack_gets_a_text_payload_with_the_job_link() -> None:
 def test_email_goes_through_djangos_mail_backend() -> None:
     tenant = make_tenant()
     owner = member(tenant)
-    subscription_create(
+    created = subscription_create(
         user=owner, tenant=tenant, name="mail", channel="email", email="ml@example.com", events=["failed"]
     )
+    sub = created.subscription
+    subscription_verify(subscription=sub, token=verification_token(sub))
     job = move(make_job(tenant, owner, name="gpt"), "starting", "running")
     move(job, "failed", reason="OOMKilled")
     outcome = deliver(Notification.objects.get().pk)

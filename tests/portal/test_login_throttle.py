@@ -1,5 +1,6 @@
 """Login throttling (django-axes) on both login pages: too many wrong passwords for one username from one
-address are refused for a while with a page that says so; other users and other addresses log in."""
+address are refused for a while with a page that says so; other users and other addresses log in. Many
+wrong passwords from one address across usernames (password spraying) lock that address."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def low_limit(settings: Any) -> None:
     settings.AXES_FAILURE_LIMIT = 3
+    settings.LOGIN_ADDRESS_FAILURE_LIMIT = 6
 
 
 def attempt(path: str, username: str, password: str, address: str = "10.0.0.1") -> int:
@@ -66,3 +68,21 @@ def test_behind_a_trusted_proxy_the_forwarded_address_counts(settings: Any) -> N
     assert via_proxy("203.0.113.7", "right-pw") == 429
     assert via_proxy("198.51.100.1, 203.0.113.8", "right-pw") == 302, "the proxy saw another client"
     assert via_proxy("203.0.113.7, 203.0.113.8", "right-pw") == 302, "a spoofed left hop does not count"
+
+
+def test_spraying_many_usernames_from_one_address_locks_that_address_only() -> None:
+    make_user("victim", password="victim-pw")
+    make_user("other", password="other-pw")
+    sprayed = [attempt("/login/", f"user{n}", "Summer2026!", address="10.0.0.66") for n in range(6)]
+    assert sprayed[:5] == [200] * 5, "each username failed once or twice: no pair lockout"
+    assert sprayed[5] == 429, "the sixth failure from the address locks it"
+    assert attempt("/login/", "victim", "victim-pw", address="10.0.0.66") == 429, "even a right password"
+    assert attempt("/login/", "victim", "victim-pw", address="10.0.0.77") == 302, "another address logs in"
+
+
+def test_a_login_to_an_own_account_does_not_clear_the_address_count() -> None:
+    make_user("sprayer", password="sprayer-pw")
+    for n in range(4):
+        attempt("/login/", f"user{n}", "guess", address="10.0.0.66")
+    assert attempt("/login/", "sprayer", "sprayer-pw", address="10.0.0.66") == 302
+    assert [attempt("/login/", f"more{n}", "guess", address="10.0.0.66") for n in range(2)] == [200, 429]

@@ -3,11 +3,14 @@ without secrets, revoke stops a token at once; an unknown user or token is a cle
 
 from __future__ import annotations
 
+from datetime import timedelta
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
+from django.utils import timezone
 
 from tenants.models import ApiToken
 from tenants.tokens import token_create
@@ -60,8 +63,8 @@ def test_list_shows_the_users_tokens_without_secrets() -> None:
     token_create(user=other, name="not-mine")
     out, _ = run("list", "--user", user.username)
     lines = out.splitlines()
-    assert lines[0].split()[:3] == ["ID", "NAME", "PREFIX"]
-    assert len(lines) == 2 and lines[1].split()[:2] == [str(mine.pk), "ci"]
+    assert lines[0].split()[:4] == ["ID", "NAME", "SCOPE", "PREFIX"]
+    assert len(lines) == 2 and lines[1].split()[:3] == [str(mine.pk), "ci", "submit"]
     assert "active" in lines[1] and secret not in out and "not-mine" not in out
 
 
@@ -84,3 +87,24 @@ def test_revoke_stops_the_token_at_once() -> None:
 def test_revoking_an_unknown_token_is_a_clear_error() -> None:
     with pytest.raises(CommandError, match="no token with id 999999"):
         run("revoke", "999999")
+
+
+def test_create_takes_a_scope_and_an_expiry_and_defaults_to_submit_for_90_days() -> None:
+    user = member(make_tenant())
+    _, err = run("create", "--user", user.username, "--name", "default")
+    token = ApiToken.objects.get(name="default")
+    assert token.scope == "submit" and "scope submit" in err
+    assert token.expires_at is not None
+    assert abs((token.expires_at - timezone.now()) - timedelta(days=90)) < timedelta(minutes=1)
+    run("create", "--user", user.username, "--name", "reader", "--scope", "read", "--expires-in-days", "7")
+    reader = ApiToken.objects.get(name="reader")
+    assert reader.scope == "read" and reader.expires_at is not None
+    assert abs((reader.expires_at - timezone.now()) - timedelta(days=7)) < timedelta(minutes=1)
+
+
+def test_create_refuses_an_expiry_past_the_platform_maximum(settings: Any) -> None:
+    settings.API_TOKEN_MAX_DAYS = 30
+    user = make_user()
+    with pytest.raises(CommandError, match="--expires-in-days: must be at most 30 days ahead"):
+        run("create", "--user", user.username, "--expires-in-days", "31")
+    assert not ApiToken.objects.exists()

@@ -1,8 +1,10 @@
-"""A token cannot outlive the token that created it, and no token is born expired (API and service)."""
+"""A token cannot outlive the token that created it nor have a wider scope, and no token is born expired
+(API and service)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -27,7 +29,7 @@ def post_token(client: Client, **body: object) -> tuple[int, dict]:
 def test_a_short_lived_token_mints_children_that_expire_with_it() -> None:
     user = member(make_tenant())
     parent_expiry = timezone.now() + timedelta(hours=1)
-    _, secret = token_create(user=user, name="short", expires_at=parent_expiry)
+    _, secret = token_create(user=user, name="short", scope="admin", expires_at=parent_expiry)
 
     code, body = post_token(bearer(secret))
     assert code == 201, body
@@ -40,7 +42,9 @@ def test_a_short_lived_token_mints_children_that_expire_with_it() -> None:
 
 def test_a_child_token_may_not_expire_after_its_parent_and_nothing_is_stored() -> None:
     user = member(make_tenant())
-    _, secret = token_create(user=user, name="short", expires_at=timezone.now() + timedelta(hours=1))
+    _, secret = token_create(
+        user=user, name="short", scope="admin", expires_at=timezone.now() + timedelta(hours=1)
+    )
     before = ApiToken.objects.count()
 
     code, body = post_token(bearer(secret), expires_at=(timezone.now() + timedelta(days=365)).isoformat())
@@ -60,9 +64,10 @@ def test_an_expiry_in_the_past_is_refused_on_every_path() -> None:
     assert not ApiToken.objects.filter(user=user).exists()
 
 
-def test_a_token_without_expiry_or_a_browser_session_mints_as_asked() -> None:
+def test_a_token_without_expiry_or_a_browser_session_mints_as_asked(settings: Any) -> None:
+    settings.API_TOKEN_DEFAULT_DAYS = 0  # an installation that lets tokens live for ever
     user = member(make_tenant())
-    _, secret = token_create(user=user, name="forever")
+    _, secret = token_create(user=user, name="forever", scope="admin")
     code, body = post_token(bearer(secret))
     assert code == 201 and body["expires_at"] is None
     client = Client()
@@ -70,3 +75,14 @@ def test_a_token_without_expiry_or_a_browser_session_mints_as_asked() -> None:
     later = timezone.now() + timedelta(days=30)
     code, body = post_token(client, expires_at=later.isoformat())
     assert code == 201 and ApiToken.objects.get(pk=body["id"]).expires_at == later
+
+
+def test_a_token_may_not_mint_a_wider_scope_than_its_own() -> None:
+    user = member(make_tenant())
+    parent, _ = token_create(user=user, name="ci", scope="submit")
+    with pytest.raises(
+        TokenRefused, match=r"must not be wider than the scope of the token this request used \(submit\)"
+    ):
+        token_create(user=user, name="wider", scope="admin", parent=parent)
+    child, _ = token_create(user=user, name="narrower", scope="read", parent=parent)
+    assert child.scope == "read"

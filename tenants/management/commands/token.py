@@ -1,8 +1,10 @@
-"""API tokens from the command line: `token create --user NAME [--name NAME]` prints the new secret (and
-nothing else on stdout, so scripts can capture it), `token list --user NAME`, `token revoke ID`."""
+"""API tokens from the command line: `token create --user NAME [--name NAME] [--scope read|submit|admin]
+[--expires-in-days N]` prints the new secret (and nothing else on stdout, so scripts can capture it),
+`token list --user NAME`, `token revoke ID`."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -10,8 +12,8 @@ from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from tenants.models import ApiToken
-from tenants.tokens import token_create, token_revoke
+from tenants.models import ApiToken, TokenScope
+from tenants.tokens import TokenRefused, token_create, token_revoke
 
 
 def _user(username: str) -> User:
@@ -43,6 +45,20 @@ class Command(BaseCommand):
         create = actions.add_parser("create", help="Create a token; prints only its secret, shown this once.")
         create.add_argument("--user", required=True, help="The username the token acts as.")
         create.add_argument("--name", default="cli", help="A label to tell the token apart (default: cli).")
+        create.add_argument(
+            "--scope",
+            choices=TokenScope.values,
+            default=TokenScope.SUBMIT,
+            help="read: safe methods only; submit (default): also job writes; admin: everything the user's "
+            "role allows (tenant settings, secrets, notifications, tokens).",
+        )
+        create.add_argument(
+            "--expires-in-days",
+            type=int,
+            default=None,
+            metavar="N",
+            help="Days until it stops working (default: API_TOKEN_DEFAULT_DAYS, 90; at most API_TOKEN_MAX_DAYS).",
+        )
         listing = actions.add_parser("list", help="List a user's tokens (never their secrets).")
         listing.add_argument("--user", required=True, help="The username.")
         revoke = actions.add_parser("revoke", help="Revoke a token at once, by its id.")
@@ -51,19 +67,30 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
         if action == "create":
-            self._create(options["user"], options["name"])
+            self._create(options["user"], options["name"], options["scope"], options["expires_in_days"])
         elif action == "list":
             self._list(options["user"])
         else:
             self._revoke(options["token_id"])
 
-    def _create(self, username: str, name: str) -> None:
+    def _create(self, username: str, name: str, scope: str, days: int | None) -> None:
         name = name.strip()
         if not name or len(name) > 100:
             raise CommandError("--name must be 1 to 100 characters")
-        token, secret = token_create(user=_user(username), name=name)
+        if days is not None and days < 1:
+            raise CommandError("--expires-in-days must be 1 or more")
+        expires_at = timezone.now() + timedelta(days=days) if days is not None else None
+        try:
+            token, secret = token_create(user=_user(username), name=name, scope=scope, expires_at=expires_at)
+        except TokenRefused as exc:
+            option = "--expires-in-days" if exc.field == "expires_at" else f"--{exc.field}"
+            raise CommandError(f"{option}: {exc}") from None
         self.stdout.write(secret)
-        self.stderr.write(f"token {token.pk} ({name}) for {username}; the secret is shown only this once")
+        expiry = f"expires {_when(token.expires_at)}" if token.expires_at else "never expires"
+        self.stderr.write(
+            f"token {token.pk} ({name}, scope {scope}, {expiry}) for {username}; "
+            "the secret is shown only this once"
+        )
 
     def _list(self, username: str) -> None:
         tokens = ApiToken.objects.filter(user=_user(username))
@@ -71,6 +98,7 @@ class Command(BaseCommand):
             (
                 str(t.pk),
                 t.name,
+                t.scope,
                 f"{t.prefix}…",
                 _when(t.created_at),
                 _when(t.last_used_at),
@@ -79,7 +107,7 @@ class Command(BaseCommand):
             )
             for t in tokens
         ]
-        header = ("ID", "NAME", "PREFIX", "CREATED", "LAST USED", "EXPIRES", "STATE")
+        header = ("ID", "NAME", "SCOPE", "PREFIX", "CREATED", "LAST USED", "EXPIRES", "STATE")
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
         for row in [header, *rows]:
             self.stdout.write(

@@ -185,7 +185,8 @@ SPEC = Field(
             ("string",),
             "Where learners write checkpoints (`CHECKPOINT_DIR`): a claim kept across attempts until the "
             "job is deleted (one per learner, or one shared), so a requeued or preempted job resumes "
-            "from it.",
+            "from it. Not a system path, nor a folder the platform mounts itself (scratch, `/dev/shm`, "
+            "`MODEL_DIR`).",
             example="/checkpoints",
             default="/checkpoints",
             max_length=MAX_PATH,
