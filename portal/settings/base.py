@@ -392,6 +392,17 @@ if CHECKPOINT_ACCESS_MODE not in ("ReadWriteOnce", "ReadWriteMany"):
 # Where learner pods may connect beyond their namespace and DNS (CIDRs, comma-separated): the address of
 # ARTIFACTS_BASE_URL and of any S3 endpoint jobs read from. Empty: nothing else (default-deny egress).
 TENANT_EGRESS_CIDRS = env.list("TENANT_EGRESS_CIDRS", default=[])
+# The uid (also gid and fsGroup) learner pods run as. Empty or `namespace`: none is set, so the cluster
+# assigns one from the namespace's range (OpenShift's restricted SCC refuses any other); runAsNonRoot stays.
+_RUN_AS_USER = env.str("POD_RUN_AS_USER", default="1000").strip()
+if _RUN_AS_USER in ("", "namespace"):
+    POD_RUN_AS_USER: int | None = None
+elif _RUN_AS_USER.isdigit() and int(_RUN_AS_USER) > 0:
+    POD_RUN_AS_USER = int(_RUN_AS_USER)
+else:
+    raise ImproperlyConfigured(
+        f"POD_RUN_AS_USER must be a uid above 0, empty or 'namespace' (pods run as non-root), not {_RUN_AS_USER!r}"
+    )
 # The node-local DNS cache learner pods may query on port 53 besides kube-dns in kube-system (CIDRs,
 # comma-separated): NodeLocal DNSCache answers on a link-local address no namespace selector matches.
 # Empty: kube-system only.
