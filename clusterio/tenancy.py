@@ -21,7 +21,7 @@ from clusterio.builders import (
     make_service_account,
     to_dict,
 )
-from clusterio.builders.tenant import PodSecurityLevel
+from clusterio.builders.tenant import NODE_LOCAL_DNS_CIDRS, PodSecurityLevel
 from clusterio.capacity import covers, same_quota_hard
 from clusterio.connection import Connection, Obj, labels_of
 from clusterio.errors import Conflict
@@ -42,6 +42,7 @@ class TenantFences(Connection):
         default_memory_mib: int = 1024,
         labels: dict[str, str] | None = None,
         egress_cidrs: Sequence[str] = (),
+        dns_cidrs: Sequence[str] = NODE_LOCAL_DNS_CIDRS,
         pod_security: PodSecurityLevel | None = None,
     ) -> None:
         """Create (or bring up to date) a tenant's namespace and the objects that fence it in.
@@ -49,7 +50,8 @@ class TenantFences(Connection):
         Idempotent: existing objects are kept when they already say what is wanted and replaced
         (optimistically, by resourceVersion) when not, e.g. after the tenant's quota changed. `labels` are
         extra namespace labels (the operator's; the platform's own win); `egress_cidrs` are the addresses
-        learners may reach beyond their namespace and DNS (the platform's artifact endpoint, S3);
+        learners may reach beyond their namespace and DNS (the platform's artifact endpoint, S3), `dns_cidrs`
+        the node-local DNS cache's addresses they may query on port 53;
         `pod_security` is the Pod Security Admission level enforced on the namespace.
         """
         self._ensure_namespace(make_namespace(namespace, tenant_slug, labels, pod_security=pod_security))
@@ -71,7 +73,7 @@ class TenantFences(Connection):
             lambda want, have: covers(want.get("spec"), have.get("spec")),
         )
         self._ensure(
-            lambda: make_network_policy(namespace, egress_cidrs=egress_cidrs),
+            lambda: make_network_policy(namespace, egress_cidrs=egress_cidrs, dns_cidrs=dns_cidrs),
             net.create_namespaced_network_policy,
             net.read_namespaced_network_policy,
             net.replace_namespaced_network_policy,

@@ -3,6 +3,8 @@ usage accounting."""
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -83,10 +85,28 @@ def check_limit_range_max(pod: Obj, limit_ranges: list[Obj]) -> None:
                         )
 
 
-def pod_usage(pod: Obj) -> dict[str, Decimal]:
-    """What one pod counts against quota keys."""
+def quota_charges_pod(pod: Obj, now: float | None = None) -> bool:
+    """Whether a pod's compute usage (and ``pods``) is charged to quota, as the apiserver's ``QuotaV1Pod``
+    decides: not once it has finished, nor once ``deletionTimestamp`` plus ``deletionGracePeriodSeconds``
+    has passed, so a pod stuck Terminating on a lost node stops holding its namespace's quota."""
     if (pod.get("status") or {}).get("phase") in TERMINAL:
-        return {}
+        return False
+    meta = pod.get("metadata") or {}
+    stamp, grace = meta.get("deletionTimestamp"), meta.get("deletionGracePeriodSeconds")
+    if stamp and grace is not None:
+        try:
+            deadline = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() + int(grace)
+        except (TypeError, ValueError):
+            return True
+        return (time.time() if now is None else now) <= deadline
+    return True
+
+
+def pod_usage(pod: Obj) -> dict[str, Decimal]:
+    """What one pod counts against quota keys: ``count/pods`` while it is stored, the rest while
+    `quota_charges_pod`."""
+    if not quota_charges_pod(pod):
+        return {"count/pods": Decimal(1)}
     usage: dict[str, Decimal] = {"pods": Decimal(1), "count/pods": Decimal(1)}
     for res, value in pod_requests(pod).items():
         usage[f"requests.{res}"] = value

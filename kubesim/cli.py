@@ -42,6 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds without a heartbeat before a node turns Ready=Unknown (kube-controller-manager's default)",
     )
     serve.add_argument(
+        "--max-wait-for-unmount",
+        type=float,
+        default=360.0,
+        help="seconds a block disk stays attached to a NotReady or gone node after its last pod there is gone "
+        "(kube-controller-manager's maxWaitForUnmountDuration)",
+    )
+    serve.add_argument(
         "--default-toleration-seconds",
         type=int,
         default=300,
@@ -97,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         history_size=args.history_size,
         use_cgroups=not args.no_cgroups,
         node_monitor_grace=args.node_monitor_grace,
+        max_wait_for_unmount=args.max_wait_for_unmount,
         default_toleration_seconds=args.default_toleration_seconds,
         fresh=args.fresh,
         gpu_taints=args.gpu_taints,

@@ -13,6 +13,7 @@ from typing import Any
 
 from kubesim import persist, resources, runtime, storageclasses
 from kubesim.api import Api
+from kubesim.attach import MAX_WAIT_FOR_UNMOUNT, AttachDetachController
 from kubesim.cgroups import CgroupManager
 from kubesim.controllers import GarbageCollector, JobController, NamespaceController, QuotaController
 from kubesim.disruption import (
@@ -159,6 +160,7 @@ class Cluster:
         restart_backoff: float = 1.0,
         bookmark_interval: float = 5.0,
         node_monitor_grace: float = 40.0,
+        max_wait_for_unmount: float = MAX_WAIT_FOR_UNMOUNT,
         default_toleration_seconds: int = 300,
         fresh: bool = False,
         gpu_taints: bool = False,
@@ -192,6 +194,7 @@ class Cluster:
         self.scheduler = Scheduler(self)
         self.policies = PolicyEnforcer(self)
         self.proxy = ServiceProxy(self)
+        self.attacher = AttachDetachController(self, max_wait_for_unmount)
         self.controllers = self._make_controllers(node_monitor_grace)
         self.loop_lock = threading.RLock()
         self.thread: threading.Thread | None = None
@@ -219,6 +222,7 @@ class Cluster:
             TaintManager(self),
             PodGarbageCollector(self),
             ClaimController(self),
+            self.attacher,
             PodDirCollector(self),
             self.policies,
             self.proxy,

@@ -140,7 +140,10 @@ class Kubelet:
         return uid in self.admitted
 
     def _volumes_ready(self, pod: Obj) -> bool:
-        """Hold a pod whose claim, ConfigMap or Secret is missing, with a FailedMount Event every 10 s."""
+        """Hold a pod whose claim, ConfigMap or Secret is missing, with a FailedMount Event every 10 s, and
+        one whose block disk another node holds (kubesim.attach reports that)."""
+        if self.cluster.attacher.blocked(pod, self.node_name) is not None:
+            return False
         problem = self.environment.volume_problem(pod)
         uid = pod["metadata"]["uid"]
         if problem is None:

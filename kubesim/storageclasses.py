@@ -23,8 +23,10 @@ CONTROLLER = "persistentvolume-controller"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 LOCAL_PATH = "kubesim.io/local-path"
 SHARED = "kubesim.io/shared"
+BLOCK = "kubesim.io/block"
 DEFAULT_CLASS = "standard"
 SHARED_CLASS = "kubesim-shared"
+BLOCK_CLASS = "kubesim-block"
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,13 @@ PROVISIONERS = {
             ("ReadWriteOnce", "ReadWriteOncePod"),
             "NodePath only supports ReadWriteOnce and ReadWriteOncePod (1.22+) access modes",
         ),
+        # A network block disk (EBS, Persistent Disk, Azure Disk): attached to one node at a time
+        # (kubesim.attach), so only the single-node modes.
+        Provisioner(
+            BLOCK,
+            ("ReadWriteOnce", "ReadWriteOncePod"),
+            "kubesim.io/block only supports ReadWriteOnce and ReadWriteOncePod access modes",
+        ),
         Provisioner(
             SHARED,
             ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany"),
@@ -60,11 +69,13 @@ PROVISIONERS = {
 
 
 def bootstrap_classes() -> list[Obj]:
-    """The classes every kubesim cluster starts with: ``standard`` (the default, node-local volumes) and
-    ``kubesim-shared`` (an NFS-like class whose volumes many nodes may mount read-write)."""
+    """The classes every kubesim cluster starts with: ``standard`` (the default, node-local volumes),
+    ``kubesim-shared`` (an NFS-like class whose volumes many nodes may mount read-write) and ``kubesim-block``
+    (network block disks, attached to one node at a time: kubesim.attach)."""
     return [
         _class(DEFAULT_CLASS, LOCAL_PATH, {DEFAULT_ANNOTATION: "true"}),
         _class(SHARED_CLASS, SHARED, {}),
+        _class(BLOCK_CLASS, BLOCK, {}),
     ]
 
 

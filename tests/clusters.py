@@ -4,7 +4,8 @@ With ``TRAINYARD_TEST_KUBECONFIG=/path/to/kubeconfig`` every cluster fixture han
 for that cluster (kind, k3s, a managed one) instead of starting kubesim. It answers the API parts of
 `KubeSim` (``kubeconfig_path``, ``api_client()``, ``wait_for``); tests that need kubesim's own controls
 (lose a node, inject API faults, fail image pulls, step the control loop) carry the ``kubesim_only`` marker
-and are skipped there, and calling such a control on an external cluster skips the test as a safety net.
+and are skipped there, and calling such a control (or reading kubesim's ``state_dir``) on an external cluster
+skips the test as a safety net.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ _CONTROLS = frozenset(
         "step",
     }
 )
+_STATE = frozenset({"state_dir"})
 
 
 class ExternalCluster:
@@ -78,6 +80,8 @@ class ExternalCluster:
         """Nothing to clear: no faults can be injected into a real cluster from here."""
 
     def __getattr__(self, name: str) -> Any:
+        if name in _STATE:
+            pytest.skip(f"{name}: {KUBESIM_ONLY_REASON}")
         if name not in _CONTROLS:
             raise AttributeError(name)
 

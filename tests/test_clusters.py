@@ -27,3 +27,10 @@ def test_external_cluster_talks_to_the_kubeconfigs_server_and_skips_kubesim_cont
         external.no_such_thing  # noqa: B018
     with pytest.raises(pytest.UsageError, match="no such file"):
         ExternalCluster(str(tmp_path / "missing"))
+
+
+def test_reading_kubesims_state_folder_on_an_external_cluster_skips_the_test(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    with pytest.raises(Skipped, match="state_dir"):
+        ExternalCluster(str(kubeconfig)).state_dir  # noqa: B018

@@ -402,7 +402,8 @@ def _tolerations(spec: JobPodsSpec) -> list[client.V1Toleration]:
 
 
 def _pod_security_context(spec: JobPodsSpec) -> client.V1PodSecurityContext:
-    """The pod's non-root identity (user, group and volume group all `run_as_user`) under the default seccomp."""
+    """The pod's non-root identity (user, group and volume group all `run_as_user`, or all left to the
+    namespace's assigned range when it is None; non-root either way) under the default seccomp."""
     return client.V1PodSecurityContext(
         run_as_non_root=True,
         run_as_user=spec.run_as_user,

@@ -233,7 +233,9 @@ class JobPodsSpec:
     checkpoint_sub_path: str | None = None
     checkpoint_host_path: str | None = None
     scratch_dir: str = "/scratch"
-    run_as_user: int = 1000
+    # The learners' uid (and gid and fsGroup); None leaves all three to the namespace, for clusters that
+    # assign each namespace a uid range and refuse any other (OpenShift's restricted SCC).
+    run_as_user: int | None = 1000
     artifacts: ArtifactSpec | None = None
     checkpoint_claim_size: str | None = None
     checkpoint_storage_class: str | None = None
@@ -268,7 +270,8 @@ class JobPodsSpec:
         _positive(self.cpu_millis, "cpu_millis")
         _positive(self.memory_mib, "memory_mib")
         _positive(self.master_port, "master_port")
-        _positive(self.run_as_user, "run_as_user (runAsNonRoot forbids 0)")
+        if self.run_as_user is not None:
+            _positive(self.run_as_user, "run_as_user (runAsNonRoot forbids 0)")
         if self.master_port > 65535:
             raise ValueError(f"master_port must be at most 65535, got {self.master_port}")
         if self.max_runtime_seconds is not None:

@@ -12,6 +12,9 @@ from clusterio.builders.quantities import cpu_quantity, memory_quantity
 from clusterio.builders.specs import TenantLimits
 
 GPU_RESOURCE = "nvidia.com/gpu"
+# NodeLocal DNSCache's link-local address (the add-on's default; GKE's and EKS's too): pods whose resolver
+# is the node-local cache send DNS there, not to kube-dns's pods in kube-system.
+NODE_LOCAL_DNS_CIDRS = ("169.254.20.10/32",)
 PodSecurityLevel = Literal["restricted", "baseline", "privileged"]
 
 
@@ -100,16 +103,18 @@ def make_limit_range(
     )
 
 
-def make_network_policy(namespace: str, *, egress_cidrs: Sequence[str] = ()) -> client.V1NetworkPolicy:
+def make_network_policy(
+    namespace: str, *, egress_cidrs: Sequence[str] = (), dns_cidrs: Sequence[str] = NODE_LOCAL_DNS_CIDRS
+) -> client.V1NetworkPolicy:
     """Build the NetworkPolicy that isolates a tenant's namespace.
 
     Every pod in the namespace is selected, and both directions are default-deny except:
     ingress from and egress to pods of the same namespace (learners rendezvous with each other);
     egress to port 53 UDP and TCP of any pod in `kube-system` (cluster DNS, matched by the
-    `kubernetes.io/metadata.name` label every namespace carries); and egress to `egress_cidrs`
-    (object stores, registries) when given. Clusters that serve DNS from a node-local cache outside
-    `kube-system` need that address in `egress_cidrs`. Other namespaces can neither reach nor be
-    reached by the tenant's pods.
+    `kubernetes.io/metadata.name` label every namespace carries) and of `dns_cidrs` (a node-local DNS
+    cache, which answers on a link-local address outside any namespace: NodeLocal DNSCache's
+    169.254.20.10 by default; empty: none); and egress to `egress_cidrs` (object stores, registries)
+    when given. Other namespaces can neither reach nor be reached by the tenant's pods.
     """
     same_namespace = client.V1NetworkPolicyPeer(pod_selector=client.V1LabelSelector())
     dns = client.V1NetworkPolicyEgressRule(
@@ -118,7 +123,8 @@ def make_network_policy(namespace: str, *, egress_cidrs: Sequence[str] = ()) -> 
                 namespace_selector=client.V1LabelSelector(
                     match_labels={"kubernetes.io/metadata.name": "kube-system"}
                 )
-            )
+            ),
+            *(client.V1NetworkPolicyPeer(ip_block=client.V1IPBlock(cidr=cidr)) for cidr in dns_cidrs),
         ],
         ports=[
             client.V1NetworkPolicyPort(protocol="UDP", port=53),

@@ -125,6 +125,7 @@ def launch(job: Job) -> list[str]:
         limits=tenant_limits(job.tenant),
         labels=settings.TENANT_NAMESPACE_LABELS,
         egress_cidrs=settings.TENANT_EGRESS_CIDRS,
+        dns_cidrs=settings.NODE_LOCAL_DNS_CIDRS,
         pod_security=policy_of(job.tenant).pod_security,  # type: ignore[arg-type]
     )
     credentials = job_credentials(job)

@@ -212,6 +212,7 @@ def pods_spec(
         artifacts=_artifacts(job, spec, credentials),
         node_lost_toleration_seconds=settings.NODE_LOST_GRACE_SECONDS,
         termination_grace_seconds=settings.LEARNER_TERMINATION_GRACE_SECONDS,
+        run_as_user=settings.POD_RUN_AS_USER,
         gpu_tolerations=gpu_tolerations(),
         node_names=_node_names(job),
         platform_env=_hyperparameter_env(spec),

@@ -1,5 +1,6 @@
 """Settings shared by every environment; every value comes from the environment."""
 
+import ipaddress
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -416,6 +417,26 @@ if CHECKPOINT_ACCESS_MODE not in ("ReadWriteOnce", "ReadWriteMany"):
 # Where learner pods may connect beyond their namespace and DNS (CIDRs, comma-separated): the address of
 # ARTIFACTS_BASE_URL and of any S3 endpoint jobs read from. Empty: nothing else (default-deny egress).
 TENANT_EGRESS_CIDRS = env.list("TENANT_EGRESS_CIDRS", default=[])
+# The uid (also gid and fsGroup) learner pods run as. Empty or `namespace`: none is set, so the cluster
+# assigns one from the namespace's range (OpenShift's restricted SCC refuses any other); runAsNonRoot stays.
+_RUN_AS_USER = env.str("POD_RUN_AS_USER", default="1000").strip()
+if _RUN_AS_USER in ("", "namespace"):
+    POD_RUN_AS_USER: int | None = None
+elif _RUN_AS_USER.isdigit() and int(_RUN_AS_USER) > 0:
+    POD_RUN_AS_USER = int(_RUN_AS_USER)
+else:
+    raise ImproperlyConfigured(
+        f"POD_RUN_AS_USER must be a uid above 0, empty or 'namespace' (pods run as non-root), not {_RUN_AS_USER!r}"
+    )
+# The node-local DNS cache learner pods may query on port 53 besides kube-dns in kube-system (CIDRs,
+# comma-separated): NodeLocal DNSCache answers on a link-local address no namespace selector matches.
+# Empty: kube-system only.
+NODE_LOCAL_DNS_CIDRS = env.list("NODE_LOCAL_DNS_CIDRS", default=["169.254.20.10/32"])
+for _cidr in NODE_LOCAL_DNS_CIDRS:
+    try:
+        ipaddress.ip_network(_cidr)
+    except ValueError as _error:
+        raise ImproperlyConfigured(f"NODE_LOCAL_DNS_CIDRS: {_cidr!r} is not a CIDR ({_error})") from None
 
 # The engine's clocks (seconds): how long a starting job may wait for its pods before it is launched
 # again, and how long its pods may stay pending before the job goes back to the queue.

@@ -95,6 +95,8 @@ def _all_objects() -> list[Any]:
         make_limit_range(NS, default_cpu_millis=500, default_memory_mib=512),
         make_network_policy(NS),
         make_network_policy(NS, egress_cidrs=["10.20.0.0/16", "192.0.2.10/32"]),
+        make_network_policy(NS, dns_cidrs=["169.254.20.10/32", "fd00:10::a/128"]),
+        make_network_policy(NS, dns_cidrs=()),
         make_service_account(NS),
         make_learner_pod(_spec(), 0),
         make_learner_pod(gpu_spec, 1),
@@ -711,12 +713,29 @@ def test_network_policy_matches_expected_manifest() -> None:
             {"to": [{"podSelector": {}}]},
             {
                 "to": [
-                    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}
+                    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}},
+                    {"ipBlock": {"cidr": "169.254.20.10/32"}},
                 ],
                 "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
             },
         ],
     }
+
+
+def test_network_policy_lets_dns_reach_kube_dns_and_the_node_local_cache_on_port_53_only() -> None:
+    kube_system = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}
+    dns_ports = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+    custom = to_dict(make_network_policy(NS, dns_cidrs=["10.96.0.10/32", "fd00:10::a/128"]))["spec"]
+    assert custom["egress"][1] == {
+        "to": [kube_system, {"ipBlock": {"cidr": "10.96.0.10/32"}}, {"ipBlock": {"cidr": "fd00:10::a/128"}}],
+        "ports": dns_ports,
+    }
+    without = to_dict(make_network_policy(NS, dns_cidrs=()))["spec"]
+    assert without["egress"][1] == {"to": [kube_system], "ports": dns_ports}
+    node_local = to_dict(make_network_policy(NS, egress_cidrs=["10.20.0.0/16"]))["spec"]["egress"]
+    assert [rule for rule in node_local if {"ipBlock": {"cidr": "169.254.20.10/32"}} in rule["to"]] == [
+        {"to": [kube_system, {"ipBlock": {"cidr": "169.254.20.10/32"}}], "ports": dns_ports}
+    ], "the cache's address is reachable on port 53 only"
 
 
 def test_network_policy_denies_other_namespaces() -> None:
@@ -728,10 +747,11 @@ def test_network_policy_denies_other_namespaces() -> None:
             assert peer == {"podSelector": {}}, "a bare podSelector means this namespace only"
     for rule in spec["egress"]:
         for peer in rule["to"]:
-            if "namespaceSelector" in peer:
-                assert peer["namespaceSelector"] == {
-                    "matchLabels": {"kubernetes.io/metadata.name": "kube-system"}
-                }
+            if "namespaceSelector" in peer or "ipBlock" in peer:
+                assert peer in (
+                    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}},
+                    {"ipBlock": {"cidr": "169.254.20.10/32"}},
+                )
                 assert {(p["protocol"], p["port"]) for p in rule["ports"]} == {("UDP", 53), ("TCP", 53)}
             else:
                 assert peer == {"podSelector": {}}

@@ -112,6 +112,7 @@ VALIDATED = {
     ),
     "pvc-default-class": lambda: make_checkpoint_pvc(NS, "ty-42-ckpt", {}, None, "10Gi"),
     "pvc-rwx": lambda: make_checkpoint_pvc(NS, "ty-42-ckpt", {}, "nfs", "1Ti", ("ReadWriteMany",)),
+    "uid-from-namespace": lambda: make_learner_pod(_spec(run_as_user=None), 0),
     "gpu-with-learner-claim": lambda: make_learner_pod(
         _spec(
             gpus=1,
@@ -452,3 +453,31 @@ def test_pod_programs_import_only_the_stdlib_and_boto3(source: str) -> None:
     }
     assert imported - set(sys.stdlib_module_names) <= {"boto3", "botocore"}
     assert "__file__" not in source
+
+
+def test_a_uid_left_to_the_namespace_sets_no_user_group_or_fs_group_yet_stays_non_root() -> None:
+    pod = validated(make_learner_pod(_spec(run_as_user=None), 0))
+    assert pod["spec"]["securityContext"] == {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    containers = pod["spec"]["initContainers"] + pod["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["fetch", "learner"]
+    for container in containers:
+        assert container["securityContext"] == {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": False,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+    fixed = validated(make_learner_pod(_spec(run_as_user=1000650000), 0))
+    assert {k: fixed["spec"]["securityContext"].get(k) for k in ("runAsUser", "runAsGroup", "fsGroup")} == {
+        "runAsUser": 1000650000,
+        "runAsGroup": 1000650000,
+        "fsGroup": 1000650000,
+    }
+    assert {
+        c["securityContext"]["runAsUser"]
+        for c in fixed["spec"]["initContainers"] + fixed["spec"]["containers"]
+    } == {1000650000}

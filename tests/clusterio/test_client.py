@@ -220,6 +220,7 @@ def test_gpu_products_read_the_feature_discovery_label_else_gkes_accelerator_lab
         sim.lose_node("gke-a100-0")
 
 
+@pytest.mark.kubesim_only  # the gate is a hostPath folder the test writes on the node: kubesim's, on this host
 def test_node_free_capacity_drops_while_a_pod_runs_and_returns_when_it_ends(
     cluster: Cluster, ns: str, job_id: str, gate: Gate
 ) -> None:

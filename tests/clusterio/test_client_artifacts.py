@@ -173,6 +173,7 @@ def test_a_checkpoint_claim_of_another_job_is_a_conflict(
     assert cluster.job_pods(namespace=ns, job_id=job_id) == []
 
 
+@pytest.mark.kubesim_only  # results go to kubesim's hostPath on this host; the pod reaches the server on loopback
 def test_a_learner_wrapped_by_the_launcher_uploads_its_results_on_kubesim(
     cluster: Cluster, sim: KubeSim, ns: str, job_id: str, server: ArtifactServer
 ) -> None:

@@ -83,6 +83,7 @@ def _cursor_at(collector: Collector, end: int) -> LogCursor:
     return position.cursor()
 
 
+@pytest.mark.kubesim_only  # the gate is a hostPath folder the test writes on the node: kubesim's, on this host
 def test_a_follower_stopped_halfway_and_restarted_from_its_cursor_misses_and_repeats_nothing(
     cluster: Cluster, ns: str, job_id: str, gate: Gate
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
 from kubernetes import client
 
 from clusterio.client import Cluster
@@ -24,6 +25,7 @@ def _pod(name: str) -> client.V1Pod:
     )
 
 
+@pytest.mark.kubesim_only  # restarts the API server, which only kubesim lets a test do
 def test_reflector_keeps_seeing_pods_after_kubesim_restarts(tmp_path: Path) -> None:
     recorder = Recorder()
     with running_kubesim(tmp_path) as sim:

@@ -64,6 +64,7 @@ def _meter(page: Any, label: str) -> Any:
     return page.locator(".meter", has=page.locator(f".meter-head span:text-is('{label}')")).locator(".num")
 
 
+@pytest.mark.kubesim_only  # the learner connects to this host's loopback (GATE_PORT): kubesim pods share it
 def test_job_page_dashboard_and_list_follow_a_job_from_submit_to_its_end_without_reload(
     live_page: Any, gate: socket.socket, engine: KubeSim
 ) -> None:

@@ -25,6 +25,7 @@ from tests.jobs.engine import HOLD, gate_env, python_spec, wait_status
 from tests.local_http import serving
 
 
+@pytest.mark.kubesim_only  # the learner connects to this host's loopback (GATE_PORT): kubesim pods share it
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_gpu_jobs_utilisation_is_read_from_the_dcgm_exporter_and_shown(

@@ -35,6 +35,7 @@ BUSY_READINGS = [r["metrics"] for r in SERIES["readings"] if r["t"] <= SERIES["b
 IDLE_READINGS = [r["metrics"] for r in SERIES["readings"] if r["t"] > SERIES["busy_until_t"]]
 
 
+@pytest.mark.kubesim_only  # the learner connects to this host's loopback (GATE_PORT): kubesim pods share it
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_an_idle_gpu_job_is_flagged_notified_and_halted_by_its_tenants_policy(

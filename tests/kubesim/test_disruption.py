@@ -85,29 +85,48 @@ def test_node_without_heartbeat_goes_unknown_and_its_pods_stay_terminating_after
     core.delete_namespaced_pod("patient", ns, grace_period_seconds=0)
 
 
-def test_pod_deleted_on_an_unreachable_node_counts_against_quota_until_force_deleted(
+def test_a_pod_stuck_terminating_on_an_unreachable_node_stops_counting_against_quota_after_its_grace(
     sim: KubeSim, core: client.CoreV1Api, ns: str
 ) -> None:
+    """As the apiserver's quota evaluator (``QuotaV1Pod``): a pod being deleted is charged until
+    ``deletionTimestamp`` + ``deletionGracePeriodSeconds`` has passed, then no longer, though it is still
+    stored (``count/pods`` counts it) and Terminating because no kubelet confirms the deletion."""
     node = "quota-partitioned-node"
     sim.add_gpu_node(node, gpus=1, taints=[{"key": "kubesim.test/dedicated", "effect": "NoSchedule"}])
     quota = client.V1ResourceQuota(
-        metadata=client.V1ObjectMeta(name="pods"), spec=client.V1ResourceQuotaSpec(hard={"pods": "1"})
+        metadata=client.V1ObjectMeta(name="pods"),
+        spec=client.V1ResourceQuotaSpec(hard={"pods": "1", "requests.cpu": "1", "count/pods": "5"}),
     )
     core.create_namespaced_resource_quota(ns, quota)
-    core.create_namespaced_pod(ns, _pod_on(node, "stuck", None))
+    stuck = _pod_on(node, "stuck", None)
+    stuck.spec.termination_grace_period_seconds = 5
+    stuck.spec.containers[0].resources = client.V1ResourceRequirements(requests={"cpu": "500m"})
+    core.create_namespaced_pod(ns, stuck)
     wait_phase(core, ns, "stuck", ("Running",))
     sim.set_node_ready(node, False)
     wait_for(lambda: _unreachable(core, node))
     core.delete_namespaced_pod("stuck", ns)
+    replacement = make_pod(
+        "replacement", ["true"], resources=client.V1ResourceRequirements(requests={"cpu": "1"})
+    )
     with pytest.raises(ApiException) as err:
-        core.create_namespaced_pod(ns, make_pod("replacement", ["true"]))
+        core.create_namespaced_pod(ns, replacement)
     assert err.value.status == 403 and "exceeded quota" in error_body(err.value)["message"]
+    meta = core.read_namespaced_pod("stuck", ns).metadata
+    assert meta.deletion_grace_period_seconds == 5
+    charged_until = meta.deletion_timestamp + timedelta(seconds=5)
+
+    def used() -> dict[str, str]:
+        return core.read_namespaced_resource_quota("pods", ns).status.used or {}
+
+    released = wait_for(lambda: used() if used().get("pods") == "0" else None, timeout=30)
+    assert datetime.now(UTC) > charged_until
+    assert released == {"pods": "0", "requests.cpu": "0", "count/pods": "1"}
     assert core.read_namespaced_pod("stuck", ns).metadata.deletion_timestamp is not None
+    core.create_namespaced_pod(ns, replacement)
 
     core.delete_namespaced_pod("stuck", ns, grace_period_seconds=0)  # force: the apiserver forgets it
     wait_for(lambda: "stuck" not in [name_of(p) for p in core.list_namespaced_pod(ns).items])
-    wait_for(lambda: core.read_namespaced_resource_quota("pods", ns).status.used == {"pods": "0"})
-    core.create_namespaced_pod(ns, make_pod("replacement", ["true"]))
     sim.set_node_ready(node, True)
 
 

@@ -245,3 +245,48 @@ def test_broker_redelivers_a_dead_workers_task_soon_but_never_one_that_still_run
     assert "jobs.tasks.launch" in limits
     assert all(limit < visibility for limit in limits.values()), (visibility, limits)
     assert visibility <= 300, "a task lost with its worker runs again within minutes, not Celery's hour"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("", "None"), ("namespace", "None"), ("1000650000", "1000650000"), (None, "1000")]
+)
+def test_pod_run_as_user_is_a_uid_or_left_to_the_namespace(
+    tmp_path: Path, value: str | None, expected: str
+) -> None:
+    env = {"LOCAL_SECRETS_FILE": str(tmp_path / "secrets.env")}
+    if value is not None:
+        env["POD_RUN_AS_USER"] = value
+    code = "import django; django.setup(); from django.conf import settings; print(settings.POD_RUN_AS_USER)"
+    result = _run("portal.settings.local", code=code, **env)
+    assert result.stdout.strip() == expected, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("POD_RUN_AS_USER", "0", "POD_RUN_AS_USER must be a uid above 0"),
+        ("POD_RUN_AS_USER", "root", "POD_RUN_AS_USER must be a uid above 0"),
+        (
+            "NODE_LOCAL_DNS_CIDRS",
+            "169.254.20.10/33",
+            "NODE_LOCAL_DNS_CIDRS: '169.254.20.10/33' is not a CIDR",
+        ),
+    ],
+)
+def test_a_bad_pod_uid_or_dns_cache_address_fails_loudly(
+    tmp_path: Path, name: str, value: str, message: str
+) -> None:
+    result = _run("portal.settings.local", LOCAL_SECRETS_FILE=str(tmp_path / "secrets.env"), **{name: value})
+    assert result.returncode != 0 and message in result.stderr
+
+
+def test_node_local_dns_cidrs_default_to_the_node_local_cache_and_may_be_emptied(tmp_path: Path) -> None:
+    code = "import django; django.setup(); from django.conf import settings; print(settings.NODE_LOCAL_DNS_CIDRS)"
+    secrets_file = str(tmp_path / "secrets.env")
+    assert _run("portal.settings.local", code=code, LOCAL_SECRETS_FILE=secrets_file).stdout.strip() == (
+        "['169.254.20.10/32']"
+    )
+    emptied = _run(
+        "portal.settings.local", code=code, LOCAL_SECRETS_FILE=secrets_file, NODE_LOCAL_DNS_CIDRS=""
+    )
+    assert emptied.stdout.strip() == "[]"
