@@ -140,7 +140,12 @@ def _launch(task: Any, job_id: str, attempt: int, token: str) -> list[str]:
             raise again(min(2 ** min(retries, 4), 10))
         pods = cluster.launch(job)
     except NamespaceNotOwned as exc:
-        _hold(job, exc, Reason.NAMESPACE_NOT_OWNED, f"namespace:{exc.namespace}:{job.tenant.slug}")
+        _hold(
+            job,
+            f"{exc}: a platform admin must resolve it (the tenant's page says how)",
+            Reason.NAMESPACE_NOT_OWNED,
+            f"namespace:{exc.namespace}:{job.tenant.slug}",
+        )
         return []
     except QuotaExceeded as exc:
         if retries < settings.LAUNCH_QUOTA_RETRIES:
@@ -171,10 +176,10 @@ def _launch(task: Any, job_id: str, attempt: int, token: str) -> list[str]:
     return pods
 
 
-def _hold(job: Job, exc: Exception, reason: str, held_on: str) -> None:
+def _hold(job: Job, message: str, reason: str, held_on: str) -> None:
     """Back to the queue without using a retry, not offered again until `held_on` changes (or the hold ends)."""
     launch_held(
-        job_id=job.pk, attempt=job.attempt, reason=reason, message=str(exc), held_on=held_on,
+        job_id=job.pk, attempt=job.attempt, reason=reason, message=message, held_on=held_on,
         seconds=settings.LAUNCH_HOLD_SECONDS,
     )  # fmt: skip
 

@@ -150,8 +150,18 @@ def launch(job: Job) -> list[str]:
 
 
 def ownership_labels(tenant_slug: str) -> dict[str, str]:
-    """The labels that make a tenant's namespace this installation's (what an operator sets on purpose)."""
-    return cluster().ownership_labels(tenant_slug)
+    """The labels that make a tenant's namespace this installation's (what an operator sets on purpose);
+    the same as `Cluster.ownership_labels`, without a connection (the admin's page shows them)."""
+    return {
+        **names.tenant_labels(tenant_slug),
+        names.LABEL_INSTALLATION: names.label_value(installation_id()),
+    }
+
+
+def ownership_command(namespace: str, tenant_slug: str) -> str:
+    """The kubectl command that hands `namespace` over to this installation for the tenant, on purpose."""
+    labels = " ".join(f"{key}={value}" for key, value in ownership_labels(tenant_slug).items())
+    return f"kubectl label namespace {namespace} {labels} --overwrite"
 
 
 def namespace_owned(namespace: str, tenant_slug: str) -> bool:

@@ -70,7 +70,7 @@ def test_a_namespace_of_another_team_is_left_alone_and_the_job_waits_until_it_is
 
     job = wait_status(job, "requeued")
     assert job.reason == "NamespaceNotOwned", describe(job)
-    assert job.message == f"namespace {namespace} exists and is not managed by this installation"
+    assert job.message.startswith(f"namespace {namespace} exists and is not managed by this installation: ")
     labels = core().read_namespace(namespace).metadata.labels or {}
     assert labels["team"] == "x" and not {"app.kubernetes.io/managed-by", "trainyard.io/tenant"} & set(labels)
     assert not core().list_namespaced_resource_quota(namespace).items
