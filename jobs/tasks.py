@@ -56,8 +56,6 @@ from jobs.tensorboard import tasks as tensorboard_tasks  # noqa: F401 (registers
 
 log = logging.getLogger(__name__)
 LAUNCH_CONFLICT_RETRIES = 3
-# How long a launch chain holds its attempt beyond a back-off: the launch task's time limit and some slack.
-LAUNCH_LEASE_SECONDS = 120
 _QUOTA_NAME = re.compile(r"exceeded quota: ([^,\s]+)")
 
 
@@ -96,17 +94,21 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
     one that is not public now fails the job (`EndpointRefused`, naming the address) before anything is made.
 
     One chain per attempt (`jobs.services.launches`): the task and its retries hold the attempt's lease; a
-    second launch of the attempt meanwhile (reconcile, a redelivery) stops at once. A quota that still
+    second launch of the attempt meanwhile (reconcile, a duplicate message) stops at once. A quota that still
     refuses after the retries, and a namespace that is not this installation's (`NamespaceNotOwned`, left
     untouched), send the job back to the queue without using a retry, held there with the reason until
     reconcile sees the quota or the namespace change (or LAUNCH_HOLD_SECONDS pass).
     """
     token = str(self.request.id or uuid.uuid4().hex)
-    if not launch_lease_take(job_id=job_id, attempt=attempt, token=token, seconds=LAUNCH_LEASE_SECONDS):
+    if not launch_lease_take(
+        job_id=job_id, attempt=attempt, token=token, seconds=settings.LAUNCH_LEASE_SECONDS
+    ):
         return []  # another chain launches this attempt (or it moved on)
     keep = False
     try:
         return _launch(self, job_id, attempt, token)
+    except _LeaseLost:
+        return []  # this try outlasted its lease and another chain took the attempt over: it goes on alone
     except Retry:
         keep = True  # the chain goes on after its back-off, holding the lease meanwhile
         raise
@@ -120,9 +122,9 @@ def _launch(task: Any, job_id: str, attempt: int, token: str) -> list[str]:
     job = Job.objects.select_related("tenant", "tenant__quota").get(pk=job_id)
 
     def again(countdown: float, exc: Exception | None = None) -> Retry:
-        launch_lease_take(
-            job_id=job_id, attempt=attempt, token=token, seconds=countdown + LAUNCH_LEASE_SECONDS
-        )
+        seconds = countdown + settings.LAUNCH_LEASE_SECONDS
+        if not launch_lease_take(job_id=job_id, attempt=attempt, token=token, seconds=seconds):
+            raise _LeaseLost
         return task.retry(exc=exc, countdown=countdown)
 
     refused = job_endpoint_problems(job)
@@ -174,6 +176,10 @@ def _launch(task: Any, job_id: str, attempt: int, token: str) -> list[str]:
         return []
     job_launched(job_id=job_id, attempt=attempt, pod_names=pods)
     return pods
+
+
+class _LeaseLost(Exception):
+    """The attempt's lease is another chain's now: this one stops instead of backing off."""
 
 
 def _hold(job: Job, message: str, reason: str, held_on: str) -> None:
