@@ -272,14 +272,15 @@ def reconcile() -> dict[str, int]:
     room = cluster.node_room() if repair.needs_room(views, facts, clocks) else None
     for decision in repair.decide(views, facts, clocks, nodes, room):
         _carry_out(decision, active[decision.job.key], counts)
-    counts["released"] = _release_holds()
+    counts["released"] = release_holds()
     return counts
 
 
-def _release_holds() -> int:
+def release_holds() -> int:
     """Let admission offer again the held jobs whose hold's cause changed: the quota that refused them
     reads differently now (raised, removed, or its use moved), or their namespace is now this
-    installation's (labelled on purpose). Each cause is read once, however many jobs it holds."""
+    installation's (labelled on purpose) or no longer theirs (another TENANT_NAMESPACE_PREFIX). Each cause
+    is read once, however many jobs it holds (reconcile runs it)."""
     changed = []
     for key in held_keys():
         kind, _, rest = key.partition(":")
@@ -291,7 +292,8 @@ def _release_holds() -> int:
                     changed.append(key)
             elif kind == "namespace":
                 namespace, slug = rest.split(":", 1)
-                if cluster.namespace_owned(namespace, slug):
+                # Another TENANT_NAMESPACE_PREFIX names another namespace; or this one was labelled.
+                if namespace != cluster.tenant_namespace(slug) or cluster.namespace_owned(namespace, slug):
                     changed.append(key)
         except ClusterError as exc:
             log.warning("could not look at what holds %s: %s", key, exc)

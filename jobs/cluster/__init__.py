@@ -149,6 +149,11 @@ def launch(job: Job) -> list[str]:
     return client.launch(spec=spec, credentials=credentials or None, artifact_token=token)
 
 
+def tenant_namespace(tenant_slug: str) -> str:
+    """The namespace of the tenant with this slug, as `namespace_for` names it now."""
+    return names.tenant_namespace(settings.TENANT_NAMESPACE_PREFIX, tenant_slug)
+
+
 def ownership_labels(tenant_slug: str) -> dict[str, str]:
     """The labels that make a tenant's namespace this installation's (what an operator sets on purpose);
     the same as `Cluster.ownership_labels`, without a connection (the admin's page shows them)."""

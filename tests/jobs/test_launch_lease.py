@@ -5,14 +5,16 @@ frees it, and a held job is left out of admission's snapshot until released."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.utils import timezone
 
+from jobs import tasks
 from jobs.models import Job
 from jobs.scheduling import build_snapshot
 from jobs.services.launches import holds_release, launch_lease_drop, launch_lease_take, launching
-from tests.factories import make_job
+from tests.factories import make_job, make_tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -57,3 +59,19 @@ def test_a_held_job_is_left_out_of_admission_until_released() -> None:
     assert holds_release(keys=["quota:ns:q:abc"]) == 1
     offered = {j.id for j in build_snapshot(nodes=[], now=timezone.now().timestamp()).jobs}
     assert offered == {free.pk, held.pk}
+
+
+def test_a_job_held_on_a_namespace_is_released_once_another_prefix_names_another_one(settings: Any) -> None:
+    settings.TENANT_NAMESPACE_PREFIX = "ty"
+    tenant = make_tenant()
+    held = make_job(
+        tenant,
+        status="requeued",
+        attempt=1,
+        held_until=timezone.now() + timedelta(hours=1),
+        held_on=f"namespace:ty-{tenant.slug}:{tenant.slug}",
+    )
+    settings.TENANT_NAMESPACE_PREFIX = "ml"  # no cluster is asked: the namespace is not the tenant's now
+    assert tasks.release_holds() == 1
+    held.refresh_from_db()
+    assert (held.held_until, held.held_on) == (None, "")
