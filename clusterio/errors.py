@@ -39,6 +39,17 @@ class QuotaExceeded(Forbidden):
     the previous attempt's, which count until they are gone)."""
 
 
+class NamespaceNotOwned(ClusterError):
+    """The tenant's namespace exists without this installation's labels (another team's, another
+    installation's): the platform neither adopts nor changes it. `labels` are the ones that would make it
+    this installation's, for an operator who means to hand it over."""
+
+    def __init__(self, namespace: str, labels: dict[str, str]) -> None:
+        super().__init__(f"namespace {namespace} exists and is not managed by this installation")
+        self.namespace = namespace
+        self.labels = labels
+
+
 class NotFound(ClusterError):
     """404: the object (or the namespace, or the API group) does not exist."""
 

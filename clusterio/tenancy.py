@@ -1,5 +1,11 @@
 """A tenant's fences in the cluster: its namespace, ResourceQuota, LimitRange, NetworkPolicy and service account.
 
+A namespace is this installation's when it carries the managed-by label and the installation's label; one
+that exists without them (another team's, another installation's) is never adopted nor changed:
+`ensure_tenant` raises `NamespaceNotOwned` before writing anything. One the platform created before
+namespaces carried the installation label (managed-by trainyard, this tenant's label, no installation
+label) is still its own, and gets the label.
+
 Brought up to date idempotently on every launch: an object that already says what is wanted is kept,
 one that does not (the tenant's quota changed, an operator edited it) is replaced optimistically by
 resourceVersion, so two launches racing for one tenant never undo each other.
@@ -12,6 +18,7 @@ from typing import Any
 
 from kubernetes import client
 
+from clusterio import names
 from clusterio.builders import (
     TenantLimits,
     make_limit_range,
@@ -24,7 +31,7 @@ from clusterio.builders import (
 from clusterio.builders.tenant import NODE_LOCAL_DNS_CIDRS, PodSecurityLevel
 from clusterio.capacity import covers, same_quota_hard
 from clusterio.connection import Connection, Obj, labels_of
-from clusterio.errors import Conflict
+from clusterio.errors import Conflict, NamespaceNotOwned, NotFound
 
 _UPDATE_ATTEMPTS = 3
 
@@ -54,7 +61,10 @@ class TenantFences(Connection):
         the node-local DNS cache's addresses they may query on port 53;
         `pod_security` is the Pod Security Admission level enforced on the namespace.
         """
-        self._ensure_namespace(make_namespace(namespace, tenant_slug, labels, pod_security=pod_security))
+        body = make_namespace(namespace, tenant_slug, labels, pod_security=pod_security)
+        assert body.metadata is not None and body.metadata.labels is not None
+        body.metadata.labels.update(self.ownership_labels(tenant_slug))
+        self._ensure_namespace(body, tenant_slug)
         core, net = self.core, self.networking
         self._ensure(
             lambda: make_resource_quota(namespace, limits),
@@ -89,11 +99,40 @@ class TenantFences(Connection):
             ),
         )
 
-    def _ensure_namespace(self, body: client.V1Namespace) -> None:
-        """Create the namespace, or patch its labels when an existing one lacks some.
+    def ownership_labels(self, tenant_slug: str) -> dict[str, str]:
+        """The labels that make a namespace this installation's (what an operator sets to hand one over)."""
+        found = names.tenant_labels(tenant_slug)
+        if self.installation:
+            found[names.LABEL_INSTALLATION] = self.installation
+        return found
+
+    def namespace_owned(self, *, namespace: str, tenant_slug: str) -> bool:
+        """Whether the platform may use `namespace` for the tenant: it does not exist yet, or it carries this
+        installation's labels (or the platform's own from before the installation label)."""
+        try:
+            current = self._json(self.core.read_namespace, namespace)
+        except NotFound:
+            return True
+        return self._owns(labels_of(current), tenant_slug)
+
+    def namespace_quotas(self, namespace: str) -> list[Obj]:
+        """Every ResourceQuota in `namespace` (the platform's and anyone else's): what refuses pods there."""
+        return list(self._json(self.core.list_namespaced_resource_quota, namespace).get("items") or [])
+
+    def _owns(self, labels: dict[str, str], tenant_slug: str) -> bool:
+        if labels.get(names.LABEL_MANAGED_BY) != names.MANAGED_BY:
+            return False
+        mark = labels.get(names.LABEL_INSTALLATION)
+        if mark is not None or not self.installation:
+            return mark == self.installation
+        return labels.get(names.LABEL_TENANT) == names.label_value(tenant_slug)
+
+    def _ensure_namespace(self, body: client.V1Namespace, tenant_slug: str) -> None:
+        """Create the namespace, or patch its labels when an existing one of ours lacks some.
 
         Labels only: a namespace has no spec worth replacing, and patching leaves labels the
-        platform does not own (an operator's, the cluster's) in place.
+        platform does not own (an operator's, the cluster's) in place. One that is not ours raises
+        `NamespaceNotOwned` untouched.
         """
         try:
             self._json(self.core.create_namespace, body)
@@ -101,6 +140,8 @@ class TenantFences(Connection):
             assert body.metadata is not None
             name = body.metadata.name
             current = self._json(self.core.read_namespace, name)
+            if not self._owns(labels_of(current), tenant_slug):
+                raise NamespaceNotOwned(str(name), self.ownership_labels(tenant_slug)) from None
             wanted = to_dict(body)["metadata"]["labels"]
             if not covers(wanted, labels_of(current)):
                 self._json(self.core.patch_namespace, name, {"metadata": {"labels": wanted}})

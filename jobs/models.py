@@ -115,6 +115,14 @@ class Job(models.Model):
         help_text="Its latest admission put its tenant above the nominal quota: it runs on resources borrowed "
         "from its cohort (and is the first to give them back).",
     )
+    # One launch chain per attempt (jobs.tasks.launch): the Celery task that holds the attempt's launch, and
+    # until when (its back-off included); another launch of the attempt while it is live stops at once.
+    launch_lease = models.CharField(max_length=64, blank=True, default="")
+    launch_lease_until = models.DateTimeField(null=True, blank=True)
+    # A waiting job that admission does not offer until `held_until`, or until what `held_on` names changes
+    # earlier (jobs.services.holds): a quota that refused its pods, a namespace the installation does not own.
+    held_until = models.DateTimeField(null=True, blank=True)
+    held_on = models.CharField(max_length=300, blank=True, default="")
     # Copied from the spec at submit; people change them afterwards through `job_relabel` (the spec keeps
     # what was submitted).
     experiment = models.CharField(

@@ -74,7 +74,7 @@ def build_snapshot(
     its GPU type in canonical form (`_GpuTypes`). What each tenant holds comes from `usage_by_tenant`, as on
     its page; its past usage, for fair share over time, from `tenants_decayed_usage` (nothing while
     FAIR_SHARE_HALF_LIFE_SECONDS is 0). Jobs are read as plain tuples of the columns needed: a cycle reads
-    ten thousand of them.
+    ten thousand of them. A held job (`jobs.services.launches`) is left out until its hold ends.
 
     `reads`, when given, gets what the cycle's later steps need of the same rows, read by the same queries:
     each queued job's name and stored position, reason and ETA (`POSITION_COLUMNS`, for
@@ -119,7 +119,10 @@ def build_snapshot(
     columns = _WAITING_COLUMNS if reads is None else (*_WAITING_COLUMNS, "name", *POSITION_COLUMNS[1:])
     # Unsorted and unfiltered in SQL: PostgreSQL sorts the wide rows and matches twenty tenant ids slower
     # than Python drops the few rows of inactive tenants and sorts by the epoch float (as `-created_at`).
-    waiting = [row for row in Job.objects.waiting().order_by().values_list(*columns) if row[1] in slugs]
+    # A held job (jobs.services.launches: a namespace quota kept refusing it, its namespace is not this
+    # installation's) is not offered until its hold ends or reconcile releases it.
+    offered = Job.objects.waiting().exclude(held_until__gt=timezone.now()).order_by()
+    waiting = [row for row in offered.values_list(*columns) if row[1] in slugs]
     waiting.sort(key=itemgetter(3), reverse=True)
     if reads is not None:
         name_at = len(_WAITING_COLUMNS)

@@ -8,6 +8,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
+from jobs.core.choices import Reason
 from jobs.models import Job, JobEvent, LogLine, MetricSample, ResultFile
 from tenants.models import Tenant
 from tenants.scoping import Perm, restrict
@@ -129,3 +130,9 @@ def job_log_slice(
         offset = max(lines.count() - tail, 0)
         limit = min(limit, tail)
     return [(offset + 1 + n, row) for n, row in enumerate(rows[offset : offset + limit])]
+
+
+def tenant_namespace_not_owned(*, tenant: Tenant) -> bool:
+    """Whether the tenant's jobs wait because its namespace exists and is not this installation's (their
+    launch met `NamespaceNotOwned`): a platform admin must resolve it (another prefix, or labels)."""
+    return tenant.jobs.waiting().filter(reason=Reason.NAMESPACE_NOT_OWNED).exists()

@@ -3,26 +3,45 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
+import uuid
 from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
 from celery import shared_task
+from celery.exceptions import Retry
 from django.conf import settings
 from django.utils import timezone
 
 from common.telemetry import gauge as metrics_gauge
 from jobs import cluster
-from jobs.cluster import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
+from jobs.cluster import (
+    ClusterError,
+    Conflict,
+    Forbidden,
+    Invalid,
+    NamespaceNotOwned,
+    QuotaExceeded,
+    Unavailable,
+)
 from jobs.core import reconcile as repair
 from jobs.core.choices import Reason
-from jobs.core.states import ACTIVE, STOPPING, JobStatus
+from jobs.core.states import ACTIVE, STOPPING
 from jobs.endpoints import EndpointRefused, job_endpoint_problems
 from jobs.models import Job
 from jobs.notifications import tasks as notification_tasks  # noqa: F401 (registers them with the worker)
 from jobs.scheduling import CycleResult, run_cycle
 from jobs.services.idlegpu import idle_gpu_check_running
+from jobs.services.launches import (
+    held_keys,
+    holds_release,
+    launch_held,
+    launch_lease_drop,
+    launch_lease_take,
+    launching,
+)
 from jobs.services.lifecycle import (
     deadline_exceeded,
     job_launched,
@@ -37,6 +56,7 @@ from jobs.tensorboard import tasks as tensorboard_tasks  # noqa: F401 (registers
 
 log = logging.getLogger(__name__)
 LAUNCH_CONFLICT_RETRIES = 3
+_QUOTA_NAME = re.compile(r"exceeded quota: ([^,\s]+)")
 
 
 @shared_task(name="jobs.tasks.schedule", acks_late=True, soft_time_limit=30, time_limit=45)
@@ -72,10 +92,41 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
     refusal that cannot change (invalid object, RBAC) fails the job, with everything created torn down. The
     job's S3 endpoints are checked again first (jobs.endpoints: a name may resolve elsewhere than at submit);
     one that is not public now fails the job (`EndpointRefused`, naming the address) before anything is made.
+
+    One chain per attempt (`jobs.services.launches`): the task and its retries hold the attempt's lease; a
+    second launch of the attempt meanwhile (reconcile, a duplicate message) stops at once. A quota that still
+    refuses after the retries, and a namespace that is not this installation's (`NamespaceNotOwned`, left
+    untouched), send the job back to the queue without using a retry, held there with the reason until
+    reconcile sees the quota or the namespace change (or LAUNCH_HOLD_SECONDS pass).
     """
+    token = str(self.request.id or uuid.uuid4().hex)
+    if not launch_lease_take(
+        job_id=job_id, attempt=attempt, token=token, seconds=settings.LAUNCH_LEASE_SECONDS
+    ):
+        return []  # another chain launches this attempt (or it moved on)
+    keep = False
+    try:
+        return _launch(self, job_id, attempt, token)
+    except _LeaseLost:
+        return []  # this try outlasted its lease and another chain took the attempt over: it goes on alone
+    except Retry:
+        keep = True  # the chain goes on after its back-off, holding the lease meanwhile
+        raise
+    finally:
+        if not keep:
+            launch_lease_drop(job_id=job_id, attempt=attempt, token=token)
+
+
+def _launch(task: Any, job_id: str, attempt: int, token: str) -> list[str]:
+    """One try of the launch chain: a retry extends the lease over its back-off."""
     job = Job.objects.select_related("tenant", "tenant__quota").get(pk=job_id)
-    if job.attempt != attempt or job.status != JobStatus.STARTING:
-        return []
+
+    def again(countdown: float, exc: Exception | None = None) -> Retry:
+        seconds = countdown + settings.LAUNCH_LEASE_SECONDS
+        if not launch_lease_take(job_id=job_id, attempt=attempt, token=token, seconds=seconds):
+            raise _LeaseLost
+        return task.retry(exc=exc, countdown=countdown)
+
     refused = job_endpoint_problems(job)
     if refused:
         launch_refused(
@@ -83,25 +134,31 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
             what="not launched, an S3 endpoint is not public now",
         )  # fmt: skip
         return []
-    retries = self.request.retries or 0
+    retries = task.request.retries or 0
     try:
         earlier = cluster.earlier_attempt_pods(job)
         if earlier:
             cluster.force_delete_stranded(earlier)
-            raise self.retry(countdown=min(2 ** min(retries, 4), 10))
+            raise again(min(2 ** min(retries, 4), 10))
         pods = cluster.launch(job)
+    except NamespaceNotOwned as exc:
+        _hold(
+            job,
+            f"{exc}: a platform admin must resolve it (the tenant's page says how)",
+            Reason.NAMESPACE_NOT_OWNED,
+            f"namespace:{exc.namespace}:{job.tenant.slug}",
+        )
+        return []
     except QuotaExceeded as exc:
         if retries < settings.LAUNCH_QUOTA_RETRIES:
-            raise self.retry(exc=exc, countdown=min(2**retries, 30)) from exc
-        launch_requeued(
-            job_id, attempt, Reason.QUOTA_BUSY, f"the namespace quota stayed full: {exc}", counts=False
-        )
+            raise again(min(2**retries, 30), exc) from exc
+        _hold_on_quota(job, exc)
         return []
     except Conflict as exc:
         # A name held by an object that is still being deleted frees up; one that belongs to something
         # else does not: a few tries, then the job fails with the API's words.
         if retries < LAUNCH_CONFLICT_RETRIES:
-            raise self.retry(exc=exc, countdown=2**retries) from exc
+            raise again(2**retries, exc) from exc
         launch_refused(job_id, attempt, exc)
         return []
     except (Forbidden, Invalid) as exc:
@@ -114,11 +171,42 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
         return []
     except Unavailable as exc:
         if retries < 5:
-            raise self.retry(exc=exc, countdown=2**retries) from exc
+            raise again(2**retries, exc) from exc
         launch_requeued(job_id, attempt, Reason.CLUSTER_UNAVAILABLE, f"could not launch: {exc}")
         return []
     job_launched(job_id=job_id, attempt=attempt, pod_names=pods)
     return pods
+
+
+class _LeaseLost(Exception):
+    """The attempt's lease is another chain's now: this one stops instead of backing off."""
+
+
+def _hold(job: Job, message: str, reason: str, held_on: str) -> None:
+    """Back to the queue without using a retry, not offered again until `held_on` changes (or the hold ends)."""
+    launch_held(
+        job_id=job.pk, attempt=job.attempt, reason=reason, message=message, held_on=held_on,
+        seconds=settings.LAUNCH_HOLD_SECONDS,
+    )  # fmt: skip
+
+
+def _hold_on_quota(job: Job, exc: QuotaExceeded) -> None:
+    """A namespace quota kept refusing the pods: held on that quota as it reads now (its limits and use), so
+    that reconcile re-offers the job once it changes; on every quota of the namespace when none is named."""
+    namespace = cluster.namespace_for(job.tenant)
+    found = _QUOTA_NAME.search(str(exc))
+    name = found.group(1) if found else ""
+    try:
+        fingerprint = cluster.quota_fingerprint(namespace, name) if name else ""
+    except ClusterError:
+        fingerprint = ""
+    what = (
+        f"the namespace quota {name} keeps refusing its pods" if name else "the namespace quota stayed full"
+    )
+    launch_held(
+        job_id=job.pk, attempt=job.attempt, reason=Reason.QUOTA_BUSY, message=f"{what}: {exc}",
+        held_on=f"quota:{namespace}:{name}:{fingerprint}", seconds=settings.LAUNCH_HOLD_SECONDS,
+    )  # fmt: skip
 
 
 @shared_task(name="jobs.tasks.teardown", acks_late=True, soft_time_limit=60, time_limit=90)
@@ -174,14 +262,44 @@ def reconcile() -> dict[str, int]:
             learners=job.learners,
             admitted_seconds_ago=(now - (job.admitted_at or now)).total_seconds(),
             placements=tuple(job.placements or ()),
+            launching=launching(job, now),
+            per_learner=(job.gpus, job.cpu_millis, job.memory_mib),
         )
         for job in active.values()
     ]
     clocks = repair.Clocks(settings.LAUNCH_GRACE_SECONDS, settings.PENDING_TIMEOUT_SECONDS)
     nodes = cluster.node_names() if repair.needs_nodes(views, facts, clocks) else None
-    for decision in repair.decide(views, facts, clocks, nodes):
+    room = cluster.node_room() if repair.needs_room(views, facts, clocks) else None
+    for decision in repair.decide(views, facts, clocks, nodes, room):
         _carry_out(decision, active[decision.job.key], counts)
+    counts["released"] = release_holds()
     return counts
+
+
+def release_holds() -> int:
+    """Let admission offer again the held jobs whose hold's cause changed: the quota that refused them
+    reads differently now (raised, removed, or its use moved), or their namespace is now this
+    installation's (labelled on purpose) or no longer theirs (another TENANT_NAMESPACE_PREFIX). Each cause
+    is read once, however many jobs it holds (reconcile runs it)."""
+    changed = []
+    for key in held_keys():
+        kind, _, rest = key.partition(":")
+        try:
+            if kind == "quota":
+                namespace, name, fingerprint = rest.split(":", 2)
+                # Held on no quota by name (the refusal named none): only the hold's time decides.
+                if name and cluster.quota_fingerprint(namespace, name) != fingerprint:
+                    changed.append(key)
+            elif kind == "namespace":
+                namespace, slug = rest.split(":", 1)
+                # Another TENANT_NAMESPACE_PREFIX names another namespace; or this one was labelled.
+                if namespace != cluster.tenant_namespace(slug) or cluster.namespace_owned(namespace, slug):
+                    changed.append(key)
+        except ClusterError as exc:
+            log.warning("could not look at what holds %s: %s", key, exc)
+        except ValueError:
+            changed.append(key)  # a key this version cannot read: the hold's time decides no more
+    return holds_release(keys=changed)
 
 
 def _pod_facts(pods: list[dict[str, Any]], now: datetime) -> tuple[dict[repair.Key, repair.PodFacts], int]:
@@ -190,6 +308,7 @@ def _pod_facts(pods: list[dict[str, Any]], now: datetime) -> tuple[dict[repair.K
     live: dict[repair.Key, set[int]] = defaultdict(set)
     overdue: dict[repair.Key, int] = {}
     unbound: dict[repair.Key, list[int]] = defaultdict(list)
+    unschedulable: dict[repair.Key, list[int]] = defaultdict(list)
     unowned = 0
     for pod in pods:
         key = cluster.pod_owner(pod)
@@ -200,15 +319,28 @@ def _pod_facts(pods: list[dict[str, Any]], now: datetime) -> tuple[dict[repair.K
         live[key].add(learner)
         if not pod.get("spec", {}).get("nodeName") and not pod["metadata"].get("deletionTimestamp"):
             unbound[key].append(learner)
+            if _unschedulable(pod):
+                unschedulable[key].append(learner)
         if key not in overdue and _past_deadline(pod, now):
             overdue[key] = learner
     facts = {
         key: repair.PodFacts(
-            learners=frozenset(learners), unbound=tuple(unbound.get(key, ())), overdue=overdue.get(key)
+            learners=frozenset(learners),
+            unbound=tuple(unbound.get(key, ())),
+            overdue=overdue.get(key),
+            unschedulable=tuple(unschedulable.get(key, ())),
         )
         for key, learners in live.items()
     }
     return facts, unowned
+
+
+def _unschedulable(pod: dict[str, Any]) -> bool:
+    """Whether the scheduler tried the pod and found no node for it (PodScheduled False, Unschedulable)."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled":
+            return bool(condition.get("status") == "False" and condition.get("reason") == "Unschedulable")
+    return False
 
 
 def _remove_orphans(pods: list[dict[str, Any]], attempts: set[repair.Key]) -> int:

@@ -4,15 +4,18 @@ pages live in jobs/views.py; the page shell and the tenant switcher in tenants/p
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from jobs import cluster
 from jobs.core.states import ACTIVE, WAITING, JobStatus
 from jobs.notifications.selectors import tenant_subscriptions
-from jobs.selectors import job_list, tenant_gpu_hours_by_day
+from jobs.selectors import job_list, tenant_gpu_hours_by_day, tenant_namespace_not_owned
 from jobs.views import cluster_nodes
+from tenants.models import Tenant
 from tenants.pages import current_tenant, page_user, render_page, usage_meters
 from tenants.scoping import tenants_for
 from tenants.secret_pages import secrets_context
@@ -72,5 +75,19 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
             "statuses": JobStatus,
             **secrets_context(request, tenant),
             "tenant_subscriptions": tenant_subscriptions(user=request.user, tenant=tenant),
+            "namespace_problem": _namespace_problem(request, tenant),
         },
     )
+
+
+def _namespace_problem(request: HttpRequest, tenant: Tenant) -> dict[str, str] | None:
+    """For a platform admin, when the tenant's jobs wait on a namespace this installation does not own: the
+    namespace, the prefix setting that named it, and the command that hands it over on purpose."""
+    if not getattr(request.user, "is_superuser", False) or not tenant_namespace_not_owned(tenant=tenant):
+        return None
+    namespace = cluster.namespace_for(tenant)
+    return {
+        "namespace": namespace,
+        "prefix": settings.TENANT_NAMESPACE_PREFIX,
+        "command": cluster.ownership_command(namespace, tenant.slug),
+    }

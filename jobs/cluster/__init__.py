@@ -10,6 +10,8 @@ replacement of `jobs.cluster.cluster` (tests, a recorder) reaches them all.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -19,7 +21,15 @@ from django.db import connections
 
 from clusterio import gpumetrics, names, telemetry
 from clusterio.client import Cluster, ManagedKind, NodeInfo
-from clusterio.errors import ClusterError, Conflict, Forbidden, Invalid, QuotaExceeded, Unavailable
+from clusterio.errors import (
+    ClusterError,
+    Conflict,
+    Forbidden,
+    Invalid,
+    NamespaceNotOwned,
+    QuotaExceeded,
+    Unavailable,
+)
 from clusterio.logs import LogCursor, LogFollower, LogRecord
 from clusterio.reflector import PodReflector
 from clusterio.telemetry import PodUsage
@@ -57,6 +67,7 @@ __all__ = [
     "LogCursor",
     "LogFollower",
     "LogRecord",
+    "NamespaceNotOwned",
     "NodeInfo",
     "PodReflector",
     "QuotaExceeded",
@@ -137,6 +148,44 @@ def launch(job: Job) -> list[str]:
     spec = pods_spec(job, credentials, products)
     token = mint_token(job_id=job.pk, attempt=job.attempt) if spec.artifacts is not None else None
     return client.launch(spec=spec, credentials=credentials or None, artifact_token=token)
+
+
+def tenant_namespace(tenant_slug: str) -> str:
+    """The namespace of the tenant with this slug, as `namespace_for` names it now."""
+    return names.tenant_namespace(settings.TENANT_NAMESPACE_PREFIX, tenant_slug)
+
+
+def ownership_labels(tenant_slug: str) -> dict[str, str]:
+    """The labels that make a tenant's namespace this installation's (what an operator sets on purpose);
+    the same as `Cluster.ownership_labels`, without a connection (the admin's page shows them)."""
+    return {
+        **names.tenant_labels(tenant_slug),
+        names.LABEL_INSTALLATION: names.label_value(installation_id()),
+    }
+
+
+def ownership_command(namespace: str, tenant_slug: str) -> str:
+    """The kubectl command that hands `namespace` over to this installation for the tenant, on purpose."""
+    labels = " ".join(f"{key}={value}" for key, value in ownership_labels(tenant_slug).items())
+    return f"kubectl label namespace {namespace} {labels} --overwrite"
+
+
+def namespace_owned(namespace: str, tenant_slug: str) -> bool:
+    """Whether the tenant's namespace is free to create or already this installation's."""
+    return cluster().namespace_owned(namespace=namespace, tenant_slug=tenant_slug)
+
+
+def quota_fingerprint(namespace: str, name: str) -> str:
+    """What one ResourceQuota of the namespace says now (its limits and what it counts as used), as a short
+    hash: a different hash later means it may admit what it refused. "" when the quota is gone."""
+    for quota in cluster().namespace_quotas(namespace):
+        if quota["metadata"]["name"] == name:
+            said = {
+                "hard": (quota.get("spec") or {}).get("hard"),
+                "used": (quota.get("status") or {}).get("used"),
+            }
+            return hashlib.sha256(json.dumps(said, sort_keys=True).encode()).hexdigest()[:16]
+    return ""
 
 
 def delete_checkpoints(job: Job) -> int:
@@ -271,6 +320,11 @@ def log_tail(job: Job, index: int, lines: int = 20) -> list[str]:
 def nodes() -> list[NodeInfo]:
     """The cluster's nodes with their free capacity, for admission."""
     return cluster().nodes()
+
+
+def node_room() -> dict[str, tuple[int, int, int]]:
+    """Each node's free room now (GPUs, CPU millicores, memory MiB), every pod on it counted, others' too."""
+    return {n.name: (n.free.gpus, n.free.cpu_millis, n.free.memory_mib) for n in cluster().nodes()}
 
 
 def node_names() -> set[str]:

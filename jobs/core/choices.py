@@ -86,11 +86,13 @@ class Reason(StrEnum):
     UNSCHEDULABLE = "Unschedulable"
     PENDING_TIMEOUT = "PendingTimeout"
     QUOTA_BUSY = "QuotaBusy"
+    NAMESPACE_NOT_OWNED = "NamespaceNotOwned"
     LAUNCH_REFUSED = "LaunchRefused"
     INVALID_SPEC = "InvalidSpec"
     ENDPOINT_REFUSED = "EndpointRefused"
     CLUSTER_UNAVAILABLE = "ClusterUnavailable"
     NODE_GONE = "NodeGone"
+    NODE_TAKEN = "NodeTaken"
     FETCH_FAILED = "FetchFailed"
     INIT_CONTAINER_FAILED = "InitContainerFailed"
     # running and ending

@@ -329,12 +329,12 @@ def deadline_exceeded(stale: Job, learner: int) -> int:
 
 @durable_service
 def job_repair(stale: Job, reason: str, message: str = "") -> int:
-    """Requeue a job the reconcile loop found stuck (PendingTimeout), bound to a node that is gone
-    (NodeGone: no retry used) or without its pods (PodLost)."""
+    """Requeue a job the reconcile loop found stuck (PendingTimeout), bound to a node that is gone or that
+    lost the room for it (NodeGone, NodeTaken: no retry used) or without its pods (PodLost)."""
     job = Job.objects.select_for_update().select_related("tenant").get(pk=stale.pk)
     if job.attempt != stale.attempt or job.status != stale.status:
         return 0
-    if reason == Reason.NODE_GONE:
+    if reason in (Reason.NODE_GONE, Reason.NODE_TAKEN):
         job_requeue_or_fail(job, reason=reason, message=message, counts=False)
     elif reason == Reason.PENDING_TIMEOUT:
         why = job.message if job.reason == Reason.UNSCHEDULABLE else "its pods did not start in time"

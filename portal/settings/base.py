@@ -470,6 +470,12 @@ LEARNER_TERMINATION_GRACE_SECONDS = env.int("LEARNER_TERMINATION_GRACE_SECONDS",
 # A launch refused by the namespace's ResourceQuota (the previous attempt's pods still count while they
 # terminate) is tried again with back-off this many times before the job goes back to the queue.
 LAUNCH_QUOTA_RETRIES = env.int("LAUNCH_QUOTA_RETRIES", default=8)
+# A job whose launch a namespace quota kept refusing, or whose namespace is not this installation's, goes back
+# to the queue and is not offered again for this long, unless reconcile sees that quota or namespace change.
+LAUNCH_HOLD_SECONDS = env.int("LAUNCH_HOLD_SECONDS", default=900)
+# One launch chain per attempt: a launch task holds the attempt this long per try (and over each back-off),
+# so a second launch of it stops at once; a worker that dies mid-launch delays the next one by this much.
+LAUNCH_LEASE_SECONDS = env.int("LAUNCH_LEASE_SECONDS", default=30)
 # Preemption (jobs.core.preemption): how victims are chosen ("checkpoint-aware": least work lost since their
 # last checkpoint; "youngest": Kueue's lowest priority, then latest admitted; "off": no preemption), and how
 # long a job runs after its admission before it may be preempted at all (doubled for each earlier preemption

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.db import transaction
 
 from jobs.services import lifecycle
 
@@ -19,7 +20,9 @@ def held_launches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[Any, .
 
     def enqueue(task: str, *args: Any, countdown: float = 0) -> None:
         if task == "jobs.tasks.launch":
-            held.append(args)
+            # Once admission's transaction commits, as the real enqueue sends it: a test that sees the launch
+            # held then reads the admitted attempt, never the row as it was before.
+            transaction.on_commit(lambda: held.append(args))
         else:
             send(task, *args, countdown=countdown)
 

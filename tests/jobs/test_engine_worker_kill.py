@@ -20,11 +20,13 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 from django.db import connection
+from django.utils import timezone
 
 from clusterio import names
 from jobs import cluster, tasks
-from jobs.models import LogLine
+from jobs.models import Job, LogLine
 from jobs.services import job_submit, lifecycle
+from jobs.services.launches import launching
 from kubesim.testing import KubeSim
 from portal.celery import app
 from tests.conftest import ROOT
@@ -106,9 +108,13 @@ def test_worker_killed_mid_launch_leaves_one_pod_per_learner_and_the_job_succeed
     assert not job.events.filter(reason="PodsCreated").exists(), "the killed launch must not have finished"
     engine.cluster.faults.clear(hang.id)
 
-    # Back to the normal worker; the reconcile loop (beat, in production) finds the half-done launch.
+    # The dead launch still holds the attempt: reconcile starts no second launch until its lease runs out.
     monkeypatch.setattr(lifecycle, "enqueue", send)
     settings.LAUNCH_GRACE_SECONDS = 0
+    assert launching(job) and tasks.reconcile()["relaunched"] == 0, describe(job)
+    Job.objects.filter(pk=job.pk).update(launch_lease_until=timezone.now())  # LAUNCH_LEASE_SECONDS later
+
+    # Back to the normal worker; the reconcile loop (beat, in production) finds the half-done launch.
     seen: set[tuple[str, str]] = set()
 
     def reconcile_and_look() -> None:

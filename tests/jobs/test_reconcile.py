@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.core.reconcile import ActiveJob, Clocks, Decision, PodFacts, chosen_node_gone, decide, needs_nodes
+from jobs.core.reconcile import (
+    ActiveJob,
+    Clocks,
+    Decision,
+    PodFacts,
+    chosen_node_gone,
+    chosen_node_taken,
+    decide,
+    needs_nodes,
+    needs_room,
+)
 
 CLOCKS = Clocks(launch_grace=30, pending_timeout=600)
 
@@ -76,3 +86,27 @@ def test_a_halting_job_is_torn_down_again_while_its_pods_exist_and_halted_once_t
     ), "stopping, not stuck pending"
     decision = one(job("halting"), None)
     assert decision is not None and decision.action == "halted"
+
+
+def test_a_pinned_learner_whose_node_lost_the_room_is_requeued_node_taken() -> None:
+    active = job(placements=("n1", "n1"), learners=2, per_learner=(1, 1000, 1024))
+    facts = PodFacts(learners=frozenset({0, 1}), unbound=(0, 1), unschedulable=(0, 1))
+    assert needs_room([active], {active.key: facts}, CLOCKS)
+    [decision] = decide([active], {active.key: facts}, CLOCKS, {"n1"}, {"n1": (1, 8000, 8192)})
+    assert (decision.action, decision.reason) == ("requeue", "NodeTaken")
+    assert decision.message == "node n1 chosen for learner 0, 1 has no room for it any more"
+    # Room for both: they wait for something else (a taint, a claim), which PendingTimeout handles.
+    assert chosen_node_taken(active, (0, 1), {"n1": (2, 8000, 8192)}) is None
+    assert chosen_node_taken(active, (0, 1), {}) is None, "an unknown node is NodeGone's case"
+    early = job(age=10, placements=("n1", "n1"), learners=2, per_learner=(1, 1000, 1024))
+    assert not needs_room([early], {early.key: facts}, CLOCKS), (
+        "within the grace the scheduler may yet bind it"
+    )
+    assert not needs_room([active], {active.key: PodFacts(learners=frozenset({0, 1}), unbound=(0,))}, CLOCKS)
+
+
+def test_no_second_launch_is_decided_while_a_launch_chain_holds_the_attempt() -> None:
+    assert one(job(launching=True), None) is None
+    assert one(job(learners=2, launching=True), PodFacts(learners=frozenset({0}))) is None
+    decision = one(job(learners=2), PodFacts(learners=frozenset({0})))
+    assert decision is not None and decision.action == "launch"
