@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0017_attempt_usage"),
+        ("jobs", "0018_email_verification"),
     ]
 
     operations = [
