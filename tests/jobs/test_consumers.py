@@ -133,6 +133,7 @@ def test_anonymous_connection_is_closed_with_4401() -> None:
     async def scenario() -> None:
         comm = await connect(None)
         assert await comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
+        await comm.disconnect()  # end the application instance here, not in the loop's shutdown
 
     run(scenario)
 

@@ -100,6 +100,7 @@ def test_a_revoked_or_wrong_token_is_closed_4401(owned: tuple[User, Job, str], k
         connected, _ = await comm.connect()
         assert connected  # accepted, then closed with the reason
         assert await comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
+        await comm.disconnect()  # end the application instance here, not in the loop's shutdown
 
     run(scenario)
 
@@ -137,6 +138,7 @@ def test_origin_rules_for_browsers_are_unchanged(owned: tuple[User, Job, str]) -
         anonymous = socket([(b"origin", b"http://testserver")])
         assert (await anonymous.connect())[0]
         assert await anonymous.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
+        await anonymous.disconnect()  # end the application instance here, not in the loop's shutdown
 
     run(scenario)
 
