@@ -115,7 +115,7 @@ def launch(self: Any, job_id: str, attempt: int) -> list[str]:
     except Unavailable as exc:
         if retries < 5:
             raise self.retry(exc=exc, countdown=2**retries) from exc
-        launch_requeued(job_id, attempt, Reason.CLUSTER_UNAVAILABLE, f"could not launch: {exc}")
+        launch_requeued(job_id, attempt, Reason.CLUSTER_UNAVAILABLE, f"could not launch: {exc}", infra=True)
         return []
     job_launched(job_id=job_id, attempt=attempt, pod_names=pods)
     return pods

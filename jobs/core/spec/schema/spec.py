@@ -218,9 +218,14 @@ SPEC = Field(
         Field(
             "retries",
             ("integer",),
-            "How many times the job goes back to the queue after an infrastructure fault (node lost, pod "
-            "evicted, launch failed) before it fails. User errors (non-zero exit, OOMKilled, past "
-            "max_runtime) fail it at once; preemption and halts use none.",
+            "How many of the job's own faults that may pass it survives before it fails (none today: "
+            "user errors, a non-zero exit, OOMKilled, past max_runtime or an image that never pulls, fail "
+            "it at once). Disruptions by the cluster never use one: an eviction (Eviction API, drain or "
+            "kubelet), preemption by the scheduler, node loss, pod GC, a pod deleted by someone else, a "
+            "kubelet admission rejection (`UnexpectedAdmissionError`, `OutOfnvidia.com/gpu`) or webhook and "
+            "API server errors at launch send it back to the queue within the installation's "
+            "infrastructure budget (`INFRA_RETRY_LIMIT` per job, then `DisruptionBudgetExhausted`); the "
+            "platform's own preemption, halts and requeues use neither.",
             example=3,
             default=2,
             minimum=0,
