@@ -18,6 +18,7 @@ from kubesim.podstatus import init_failure, mark_started, pod_phase, set_conditi
 from kubesim.quantity import parse_quantity
 from kubesim.runtime import ContainerProcess, now_rfc3339
 from kubesim.sandbox import non_root_problem
+from kubesim.sidecars import is_sidecar, sync_sidecars
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class PodRuntime:
     init_done: set[str] = field(default_factory=set)
     init_failed: str | None = None
     terminating_since: float | None = None
+    sidecars_stopping_since: float | None = None
     done: bool = False
 
     def initialized(self, pod: Obj) -> bool:
@@ -131,7 +133,9 @@ class Kubelet:
             others = [
                 p for u, p in mine.items() if u in self.admitted and p["status"].get("phase") not in TERMINAL
             ]
-            if admit(self.cluster.api, pod, node, others):
+            meta = pod["metadata"]
+            forced = self.cluster.faults.admission_rejection(meta["namespace"], meta["name"], self.node_name)
+            if admit(self.cluster.api, pod, node, others, forced):
                 self.admitted.add(uid)
         return uid in self.admitted
 
@@ -195,6 +199,7 @@ class Kubelet:
             changed = True
             if policy == "Always" or (policy == "OnFailure" and code != 0):
                 self._back_off(rt, pod, proc)
+        changed = sync_sidecars(self, rt, pod) or changed
         if changed:
             self._report(rt, pod)
 
@@ -210,6 +215,14 @@ class Kubelet:
             if proc is None:
                 return self._maybe_launch(rt, pod, container) or changed
             code = self._reap(rt, proc)
+            if is_sidecar(container):
+                # A native sidecar lets the next container start once it runs; one that ended restarts.
+                if code is None:
+                    rt.init_done.add(cname)
+                    changed = True
+                    continue
+                self._back_off(rt, pod, proc)
+                return True
             if code is None:
                 return changed
             changed = True
@@ -408,8 +421,8 @@ class Kubelet:
     def _init_status(self, rt: PodRuntime, container: Obj, index: int) -> Obj:
         """An initContainerStatuses entry: ready once it has completed; later ones wait PodInitializing."""
         status = self._container_status(rt, container, "PodInitializing")
-        status["ready"] = container["name"] in rt.init_done
         status["started"] = "running" in status["state"]
+        status["ready"] = status["started"] if is_sidecar(container) else container["name"] in rt.init_done
         return status
 
     def _report(self, rt: PodRuntime, pod: Obj, terminal: tuple[str, str, str] | None = None) -> None:
@@ -423,6 +436,13 @@ class Kubelet:
         if terminal is None and rt.init_failed:
             terminal = init_failure(rt.init_failed, init_statuses)
         phase = terminal[0] if terminal else pod_phase(statuses) if initialized else "Pending"
+        sidecar_running = any(
+            "running" in status["state"]
+            for status, c in zip(init_statuses, inits, strict=True)
+            if is_sidecar(c)
+        )
+        if terminal is None and phase in ("Succeeded", "Failed") and sidecar_running:
+            phase = "Running"  # the main containers ended; the pod ends once its sidecars have stopped
         ready = all(s["ready"] for s in statuses)
         incomplete = [s["name"] for s in init_statuses if not s["ready"]]
 
