@@ -134,7 +134,7 @@ def test_the_injector_adds_nothing_in_unlabelled_namespaces_and_is_switched_over
         assert not core.read_namespaced_pod("plain", ns).spec.init_containers
         core.patch_namespace(ns, {"metadata": {"labels": {INJECT_LABEL: "true"}}})
         core.create_namespaced_pod(ns, make_pod("meshed", ["true"]))
-        [sidecar] = core.read_namespaced_pod("meshed", ns).spec.init_containers
+        [sidecar] = core.read_namespaced_pod("meshed", ns).spec.init_containers or []
         assert (sidecar.name, sidecar.restart_policy) == (SIDECAR_NAME, "Always")
         assert wait_phase(core, ns, "meshed", ("Succeeded", "Failed")).status.phase == "Succeeded"
     finally:
