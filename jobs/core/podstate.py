@@ -255,7 +255,7 @@ def view_from_pod(pod: dict[str, Any], index: int, container: str = LEARNER_CONT
         unschedulable_message=unschedulable,
         disrupted=disrupted,
         deleted=deleted,
-        init_failure=_init_failure(status),
+        init_failure=_init_failure(status, _native_sidecars(spec)),
         node_unready=node_unready and not deleted,
         container_lost=_container_lost(status),
     )
@@ -281,9 +281,21 @@ def _container_lost(status: dict[str, Any]) -> str:
     return ""
 
 
-def _init_failure(status: dict[str, Any]) -> tuple[str, int, str] | None:
-    """The first init container that ended non-zero: its name, exit code and last line of message."""
+def _native_sidecars(spec: dict[str, Any]) -> frozenset[str]:
+    """The names of the pod's native sidecars (init containers with restartPolicy Always)."""
+    return frozenset(
+        c.get("name") for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"
+    )
+
+
+def _init_failure(
+    status: dict[str, Any], sidecars: frozenset[str] = frozenset()
+) -> tuple[str, int, str] | None:
+    """The first init container that ended non-zero: its name, exit code and last line of message (a native
+    sidecar stopped after the learner, or restarting, says nothing about the job)."""
     for cs in status.get("initContainerStatuses") or []:
+        if cs.get("name") in sidecars:
+            continue
         ended = (cs.get("state") or {}).get("terminated") or {}
         if ended.get("exitCode"):
             lines = [line for line in str(ended.get("message") or "").splitlines() if line.strip()]

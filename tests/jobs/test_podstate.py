@@ -225,3 +225,13 @@ def test_a_kubelet_admission_rejection_requeues(reason: str) -> None:
     view = view_from_pod(pod(phase="Failed", reason=reason, message="Pod was rejected: ..."), 0)
     verdict = judge([view], 1)
     assert (verdict.state, verdict.reason) == ("requeue", reason)
+
+
+def test_a_native_sidecar_killed_after_the_learner_failed_is_not_an_init_failure() -> None:
+    failed = pod(
+        phase="Failed",
+        initContainerStatuses=[{"name": "istio-proxy", "state": {"terminated": {"exitCode": 137}}}],
+        containerStatuses=[{"name": "learner", "state": {"terminated": {"exitCode": 3, "reason": "Error"}}}],
+    )
+    failed["spec"]["initContainers"] = [{"name": "istio-proxy", "restartPolicy": "Always"}]
+    assert judge([view_from_pod(failed, 0)], 1).reason == "ExitCode3"
