@@ -80,6 +80,8 @@ class Kubelet:
         self.mount_warned: dict[str, float] = {}
         self.last_heartbeat = time.monotonic()
         self.admitted: set[str] = set()
+        # Pods to evict for node pressure (kubesim.disruption.kubelet_evict): uid -> the eviction message.
+        self.evicting: dict[str, str] = {}
 
     def step(self) -> None:
         """Post a heartbeat, start newly bound pods, terminate deleted ones and report container changes."""
@@ -174,6 +176,11 @@ class Kubelet:
 
     def _sync_pod(self, rt: PodRuntime, pod: Obj) -> None:
         if rt.done:
+            return
+        evicted = self.evicting.pop(rt.uid, None)
+        if evicted is not None:
+            self._kill(rt)
+            self._report(rt, pod, ("Failed", "Evicted", evicted), disruption="TerminationByKubelet")
             return
         spec = pod["spec"]
         if pod["metadata"].get("deletionTimestamp"):
@@ -425,8 +432,11 @@ class Kubelet:
         status["ready"] = status["started"] if is_sidecar(container) else container["name"] in rt.init_done
         return status
 
-    def _report(self, rt: PodRuntime, pod: Obj, terminal: tuple[str, str, str] | None = None) -> None:
-        """Write container statuses, phase and readiness; ``terminal`` forces (phase, reason, message)."""
+    def _report(
+        self, rt: PodRuntime, pod: Obj, terminal: tuple[str, str, str] | None = None, disruption: str = ""
+    ) -> None:
+        """Write container statuses, phase and readiness; ``terminal`` forces (phase, reason, message), and
+        ``disruption`` adds a DisruptionTarget condition with that reason in the same write."""
         spec = pod["spec"]
         initialized = rt.initialized(pod)
         inits = spec.get("initContainers") or []
@@ -459,6 +469,8 @@ class Kubelet:
             st["phase"] = phase
             if terminal:
                 st.update(reason=terminal[1], message=terminal[2])
+                if disruption:
+                    set_condition(st, "DisruptionTarget", True, disruption, terminal[2])
             set_condition(st, "ContainersReady", ready, "" if ready else "ContainersNotReady")
             set_condition(st, "Ready", ready, "" if ready else "ContainersNotReady")
             if phase in ("Succeeded", "Failed"):

@@ -231,6 +231,11 @@ class KubeSim:
         SIGTERM, SIGKILL after the grace period, phase Failed with reason Evicted."""
         self.cluster.evict_pod(namespace, name, grace_period_seconds)
 
+    def kubelet_evict(self, namespace: str, name: str, message: str | None = None) -> None:
+        """Evict a running pod as its kubelet does under node pressure: DisruptionTarget
+        (TerminationByKubelet), containers killed, phase Failed with reason Evicted; the pod is not deleted."""
+        self.cluster.kubelet_evict(namespace, name, message)
+
     def set_node_ready(self, name: str, ready: bool) -> None:
         """Make a node NotReady (Ready=Unknown, unreachable taints; its pods not Ready, then evicted once
         their toleration of the NoExecute taint runs out, 300 s by default) or Ready again."""

@@ -42,17 +42,27 @@ def requeues(job: Job) -> list[JobEvent]:
 
 
 def test_three_evictions_in_a_row_do_not_fail_a_job_with_two_retries(engine: KubeSim) -> None:
+    """Through the Eviction API, by the kubelet, and by a plain delete: three disruptions, no retry used."""
     job, namespace = submit(python_spec("drained-thrice", LONGER, retries=2))
     for attempt in (1, 2, 3):
         wait_status(job, "running")
         assert job.attempt == attempt, describe(job)
         wait_until(functools.partial(stepped, job.pk, attempt), what=f"two steps of attempt {attempt}")
         [pod] = [p for p in cluster.job_pods(job) if not p["metadata"].get("deletionTimestamp")]
-        engine.evict_pod(namespace, pod["metadata"]["name"])
+        name = pod["metadata"]["name"]
+        if attempt == 1:  # what a drain or node upgrade does
+            engine.evict_pod(namespace, name)
+        elif attempt == 2:  # the kubelet under memory pressure
+            engine.kubelet_evict(namespace, name)
+        else:  # someone's `kubectl delete pod`
+            cluster.cluster().core.delete_namespaced_pod(name, namespace)
         wait_until(functools.partial(requeued, job.pk, attempt), timeout=30, what=f"requeue {attempt}")
     job = wait_status(job, "succeeded", timeout=90)
     assert job.attempt == 4
     assert [e.data for e in requeues(job)] == [{"counts": False, "infra": True}] * 3, describe(job)
+    assert [e.reason for e in requeues(job)] == ["EvictionByEvictionAPI", "Evicted", "PodDeleted"], describe(
+        job
+    )
 
 
 def test_a_webhook_failing_for_a_while_requeues_without_a_retry_and_the_job_runs_after_it(

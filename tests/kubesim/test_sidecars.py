@@ -173,3 +173,17 @@ def test_a_kubelet_admission_rejection_fails_the_pod_with_its_reason(
     assert (pod.status.phase, pod.status.reason) == ("Failed", reason)
     assert pod.status.message.startswith("Pod was rejected: ")
     assert not pod.status.container_statuses, "no container was started"
+
+
+def test_a_kubelet_eviction_kills_the_pod_and_leaves_it_failed_evicted(
+    sim: KubeSim, core: client.CoreV1Api, ns: str
+) -> None:
+    core.create_namespaced_pod(ns, make_pod("pressed", ["sleep", "30"]))
+    wait_phase(core, ns, "pressed", ("Running",))
+    sim.kubelet_evict(ns, "pressed")
+    pod = wait_phase(core, ns, "pressed", ("Failed",))
+    assert (pod.status.reason, pod.metadata.deletion_timestamp) == ("Evicted", None)
+    assert pod.status.message.startswith("The node was low on resource: memory.")
+    [target] = [c for c in pod.status.conditions if c.type == "DisruptionTarget"]
+    assert (target.status, target.reason) == ("True", "TerminationByKubelet")
+    assert _states(pod)["main"].terminated.exit_code == 137
