@@ -187,3 +187,34 @@ def test_a_kubelet_eviction_kills_the_pod_and_leaves_it_failed_evicted(
     [target] = [c for c in pod.status.conditions if c.type == "DisruptionTarget"]
     assert (target.status, target.reason) == ("True", "TerminationByKubelet")
     assert _states(pod)["main"].terminated.exit_code == 137
+
+
+def test_webhook_failures_and_kubelet_rejections_are_injected_over_http(
+    sim: KubeSim, core: client.CoreV1Api, ns: str
+) -> None:
+    def call(method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(  # noqa: S310
+            f"{sim.url}/kubesim/{path}", data=data, method=method, headers=sim.auth_headers()
+        )
+        with urllib.request.urlopen(request, context=sim.ssl_context()) as response:  # noqa: S310
+            return response.status, json.loads(response.read())
+
+    status, rule = call("POST", "podcreates", {"namespace": ns, "code": 503, "count": 1})
+    assert status == 201 and rule["method"] == "POST"
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod(ns, make_pod("first", ["true"]))
+    assert err.value.status == 503
+
+    status, rejection = call(
+        "POST", "admission", {"pattern": f"^{ns}/", "reason": "UnexpectedAdmissionError"}
+    )
+    assert status == 201 and "unexpected" in rejection["message"]
+    assert call("GET", "admission")[1]["items"] == [rejection]
+    try:
+        core.create_namespaced_pod(ns, make_pod("second", ["true"]))
+        pod = wait_phase(core, ns, "second", ("Failed", "Succeeded"))
+    finally:
+        call("DELETE", "admission")
+    assert pod.status.reason == "UnexpectedAdmissionError"
+    assert call("GET", "admission")[1]["items"] == []
