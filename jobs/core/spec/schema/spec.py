@@ -218,9 +218,10 @@ SPEC = Field(
         Field(
             "retries",
             ("integer",),
-            "How many of the job's own faults that may pass it survives before it fails (none today: "
-            "user errors, a non-zero exit, OOMKilled, past max_runtime or an image that never pulls, fail "
-            "it at once). Disruptions by the cluster never use one: an eviction (Eviction API, drain or "
+            "How many times a fault of the job's own that may pass sends it back to the queue before it "
+            "fails. No fault uses one today: the job's own failures (a non-zero exit, OOMKilled, past "
+            "max_runtime, an image that never pulls) fail it at once, and disruptions by the cluster never "
+            "use one: an eviction (Eviction API, drain or "
             "kubelet), preemption by the scheduler, node loss, pod GC, a pod deleted by someone else, a "
             "kubelet admission rejection (`UnexpectedAdmissionError`, `OutOfnvidia.com/gpu`) or webhook and "
             "API server errors at launch send it back to the queue within the installation's "
