@@ -172,7 +172,7 @@ def _launch(task: Any, job_id: str, attempt: int, token: str) -> list[str]:
     except Unavailable as exc:
         if retries < 5:
             raise again(2**retries, exc) from exc
-        launch_requeued(job_id, attempt, Reason.CLUSTER_UNAVAILABLE, f"could not launch: {exc}")
+        launch_requeued(job_id, attempt, Reason.CLUSTER_UNAVAILABLE, f"could not launch: {exc}", infra=True)
         return []
     job_launched(job_id=job_id, attempt=attempt, pod_names=pods)
     return pods

@@ -7,6 +7,11 @@
 ``POST /kubesim/imagepulls`` ``{"pattern": "regex", "message": "..."}``, ``GET``/``DELETE /kubesim/imagepulls``;
 ``GET /kubesim/network``: whether pods are network-isolated (and why not), the node address, pod CIDR and
 exposed host ports.
+``POST /kubesim/podcreates`` ``{"namespace": "regex", "code": 500, "count": null, "message": "..."}`` (a failing
+admission webhook: a fault rule on pod creations, listed and cleared with ``/kubesim/faults``);
+``POST /kubesim/admission`` ``{"pattern": "ns/name regex", "node": "regex", "reason": "UnexpectedAdmissionError",
+"message": "...", "count": null}`` (kubelet admission rejections), ``GET``/``DELETE /kubesim/admission``;
+``GET /kubesim/sidecars``, ``POST /kubesim/sidecars`` ``{"mode": "classic" | "native" | null}`` (the injector).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import re
 from typing import TYPE_CHECKING
 
 from kubesim.errors import ApiError, bad_request, not_found
-from kubesim.faults import FaultRule, ImagePullRule
+from kubesim.faults import WEBHOOK_FAILURE, AdmissionRule, FaultRule, ImagePullRule, pod_create_path
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
@@ -45,6 +50,12 @@ def handle(handler: Handler, method: str, path: str, params: Params) -> None:
             "networkPoliciesEnforced": network.available and network.bridge_filtered,
         }
         handler.send_json(200, status)
+        return
+    if parts == ["admission"]:
+        _admission(handler, method, body)
+        return
+    if parts == ["sidecars"]:
+        _sidecars(handler, method, body)
         return
     if method != "POST":
         raise ApiError(405, "MethodNotAllowed", "admin actions are POST requests")
@@ -90,6 +101,41 @@ def _image_pulls(handler: Handler, method: str, body: Obj) -> None:
         handler.send_json(201, cluster.faults.fail_image_pulls(image_rule).to_dict())
 
 
+def _admission(handler: Handler, method: str, body: Obj) -> None:
+    """List, add or clear the kubelet admission rejection rules."""
+    faults = handler.cluster.faults
+    if method == "GET":
+        handler.send_json(200, {"items": [r.to_dict() for r in faults.admission_rules()]})
+    elif method == "DELETE":
+        faults.clear_admission_rejections()
+        handler.send_json(200, _OK)
+    elif method == "POST":
+        try:
+            rule = AdmissionRule(
+                str(body["pattern"]),
+                str(body.get("reason") or "UnexpectedAdmissionError"),
+                str(body.get("message") or ""),
+                str(body.get("node") or ""),
+                None if body.get("count") is None else int(body["count"]),
+            )
+        except (KeyError, TypeError, ValueError, re.error) as exc:
+            raise bad_request(f"invalid admission rule: {exc}") from None
+        handler.send_json(201, faults.reject_pod_admission(rule).to_dict())
+
+
+def _sidecars(handler: Handler, method: str, body: Obj) -> None:
+    """Show or switch the sidecar injector."""
+    injector = handler.cluster.api.sidecars
+    if method == "POST":
+        try:
+            injector.switch(body.get("mode"))
+        except ValueError as exc:
+            raise bad_request(str(exc)) from None
+    elif method != "GET":
+        raise ApiError(405, "MethodNotAllowed", "GET or POST")
+    handler.send_json(200, injector.to_dict())
+
+
 def _action(handler: Handler, parts: list[str], path: str, body: Obj) -> None:
     """Run one POST action: add a node, make one ready, not ready or lost, pause or resume the
     kubelets, or compact the watch history."""
@@ -115,6 +161,19 @@ def _action(handler: Handler, parts: list[str], path: str, body: Obj) -> None:
     elif len(parts) == 2 and parts[0] == "kubelet" and parts[1] in ("pause", "resume"):
         cluster.pause_kubelets(parts[1] == "pause")
         handler.send_json(200, _OK)
+    elif parts == ["podcreates"]:
+        try:
+            rule = FaultRule(
+                "POST",
+                pod_create_path(str(body["namespace"])),
+                int(body.get("code") or 500),
+                0.0,
+                None if body.get("count") is None else int(body["count"]),
+                str(body.get("message") or WEBHOOK_FAILURE),
+            )
+        except (KeyError, TypeError, ValueError, re.error) as exc:
+            raise bad_request(f"invalid pod create fault: {exc}") from None
+        handler.send_json(201, cluster.faults.add(rule).to_dict())
     elif parts == ["compact"]:
         cluster.store.compact(int(body.get("keep", 0)))
         handler.send_json(200, _OK)

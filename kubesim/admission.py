@@ -17,21 +17,41 @@ TERMINAL = ("Succeeded", "Failed")
 _CLASS_SCOPED = ".storageclass.storage.k8s.io/"
 
 
+def _amounts(container: Obj, section: str) -> dict[str, Decimal]:
+    amounts: dict[str, Decimal] = {}
+    for res, value in ((container.get("resources") or {}).get(section) or {}).items():
+        try:
+            amounts[res] = parse_quantity(value)
+        except QuantityError:
+            continue
+    return amounts
+
+
 def _sum(pod: Obj, section: str) -> dict[str, Decimal]:
+    """The pod's effective amounts: its containers and native sidecars (init containers with restartPolicy
+    Always) summed, and at least what each other init container needs beside the sidecars started before it,
+    as the kubelet and scheduler count them."""
     spec = pod.get("spec") or {}
     total: dict[str, Decimal] = {}
-    for container in spec.get("containers") or []:
-        for res, value in ((container.get("resources") or {}).get(section) or {}).items():
-            try:
-                total[res] = total.get(res, Decimal(0)) + parse_quantity(value)
-            except QuantityError:
-                continue
+    sidecars: dict[str, Decimal] = {}
+    peaks: list[dict[str, Decimal]] = []
     for container in spec.get("initContainers") or []:
-        for res, value in ((container.get("resources") or {}).get(section) or {}).items():
-            try:
-                total[res] = max(total.get(res, Decimal(0)), parse_quantity(value))
-            except QuantityError:
-                continue
+        amounts = _amounts(container, section)
+        if container.get("restartPolicy") == "Always":
+            for res, value in amounts.items():
+                sidecars[res] = sidecars.get(res, Decimal(0)) + value
+        else:
+            peaks.append(
+                {r: amounts.get(r, Decimal(0)) + sidecars.get(r, Decimal(0)) for r in {*amounts, *sidecars}}
+            )
+    for container in spec.get("containers") or []:
+        for res, value in _amounts(container, section).items():
+            total[res] = total.get(res, Decimal(0)) + value
+    for res, value in sidecars.items():
+        total[res] = total.get(res, Decimal(0)) + value
+    for peak in peaks:
+        for res, value in peak.items():
+            total[res] = max(total.get(res, Decimal(0)), value)
     return total
 
 

@@ -37,6 +37,7 @@ from kubesim.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from kubesim.sidecars import SidecarInjector
 from kubesim.store import Obj, Store, clone
 from kubesim.updates import merge_update
 
@@ -49,6 +50,7 @@ class Api:
         self.event_lock = threading.Lock()
         self.after_write: list[Callable[[], None]] = []
         self.default_toleration_seconds = 300
+        self.sidecars = SidecarInjector()
 
     def _check_namespace(self, res: Resource, namespace: str | None, name: str) -> None:
         if not res.namespaced:
@@ -89,6 +91,8 @@ class Api:
         meta["generation"] = 1
         for field in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(field, None)
+        if res.plural == "pods":  # a mutating webhook sees the pod before defaults and validation
+            self.sidecars.mutate(obj, self.store.peek("namespaces", "", meta["namespace"]))
         apply_defaults(
             self.store, res.plural, obj, default_toleration_seconds=self.default_toleration_seconds
         )

@@ -21,6 +21,7 @@ from kubesim.disruption import (
     PodGarbageCollector,
     TaintManager,
     evict_pod,
+    kubelet_evict,
     set_node_ready,
 )
 from kubesim.dns import ClusterDNS
@@ -332,6 +333,10 @@ class Cluster:
         """What ``POST .../pods/NAME/eviction`` does: the pod stops gracefully and ends Failed/Evicted."""
         options = {} if grace_period_seconds is None else {"gracePeriodSeconds": grace_period_seconds}
         evict_pod(self, namespace, name, {"kind": "Eviction", "deleteOptions": options})
+
+    def kubelet_evict(self, namespace: str, name: str, message: str | None = None) -> None:
+        """Evict a running pod as its kubelet does under node pressure: killed, Failed with reason Evicted."""
+        kubelet_evict(self, namespace, name, *(() if message is None else (message,)))
 
     def fail_image_pulls(self, image_pattern: str, message: str | None = None) -> ImagePullRule:
         """Containers whose image matches the regex stay waiting (ErrImagePull, then ImagePullBackOff)."""

@@ -1,5 +1,5 @@
 """Disruptions: node heartbeats and the node lifecycle controller, the taint manager, pod GC of pods whose
-node is gone, and the Eviction API.
+node is gone, the Eviction API and the kubelet's own (node-pressure) evictions.
 
 A real control plane notices an unreachable node when its kubelet stops posting heartbeats: after the
 node-monitor grace period its Ready condition becomes Unknown, it is tainted ``node.kubernetes.io/unreachable``
@@ -233,3 +233,24 @@ def evict_pod(cluster: Cluster, namespace: str, name: str, body: Obj | None = No
         if pod["metadata"].get("deletionTimestamp"):
             return
         _delete_pod(cluster, pod, ("EvictionByEvictionAPI", "Eviction API: evicting"), options)
+
+
+NODE_PRESSURE = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 42Mi. "
+
+
+def kubelet_evict(cluster: Cluster, namespace: str, name: str, message: str = NODE_PRESSURE) -> None:
+    """Evict a running pod as its kubelet does under node pressure (a hard threshold): a Warning ``Evicted``
+    Event, its containers killed at once, then in one status write phase ``Failed``, reason ``Evicted``, the
+    eviction message and DisruptionTarget reason ``TerminationByKubelet``; the pod is not deleted (the
+    kubelet deletes nothing; its owner or pod GC does later)."""
+    with cluster.loop_lock:  # between two passes of the kubelets
+        pod = cluster.store.peek("pods", namespace, name)
+        if pod is None:
+            raise not_found("pods", name)
+        kubelet = cluster.kubelets.get((pod.get("spec") or {}).get("nodeName") or "")
+        if kubelet is None or pod["metadata"]["uid"] not in kubelet.pods:
+            raise bad_request(f"pod {namespace}/{name} is not running on a kubelet")
+
+        cluster.api.record_event(pod, "Warning", "Evicted", message, "kubelet")
+        kubelet.evicting[pod["metadata"]["uid"]] = message
+    cluster.wake.set()

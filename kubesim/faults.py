@@ -1,4 +1,5 @@
-"""Fault injection: API requests answered with an error code or a hang, and image pulls that fail."""
+"""Fault injection: API requests answered with an error code or a hang (a failing admission webhook among
+them), image pulls that fail, and pods a kubelet rejects at admission."""
 
 from __future__ import annotations
 
@@ -71,6 +72,58 @@ class ImagePullRule:
         return {"id": self.id, "pattern": self.pattern, "message": self.message}
 
 
+# What a kubelet writes after `Pod was rejected: ` for the reasons tests inject most (kubelet.rejectPod).
+ADMISSION_MESSAGES = {
+    "UnexpectedAdmissionError": (
+        "Allocate failed due to no healthy devices present; cannot allocate unhealthy devices "
+        "nvidia.com/gpu, which is unexpected"
+    ),
+    "OutOfnvidia.com/gpu": (
+        "Node didn't have enough resource: nvidia.com/gpu, requested: 1, used: 0, capacity: 0"
+    ),
+}
+WEBHOOK_FAILURE = (
+    'Internal error occurred: failed calling webhook "sidecar-injector.kubesim.io": failed to call '
+    'webhook: Post "https://injector.kubesim-system.svc:443/inject?timeout=10s": context deadline exceeded'
+)
+
+
+def pod_create_path(namespace_regex: str) -> str:
+    """The path regex of pod creations in namespaces whose whole name matches ``namespace_regex``."""
+    return f"^/api/v1/namespaces/(?:{namespace_regex})/pods/?$"
+
+
+@dataclass
+class AdmissionRule:
+    """Pods whose ``namespace/name`` matches ``pattern`` (``re.search``), on a node whose name matches ``node``
+    (any when empty), are rejected by their kubelet with ``reason`` and ``message``, ``count`` times."""
+
+    pattern: str
+    reason: str = "UnexpectedAdmissionError"
+    message: str = ""
+    node: str = ""
+    count: int | None = None
+    id: int = 0
+    regex: re.Pattern[str] = field(init=False, repr=False)
+    node_regex: re.Pattern[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.regex = re.compile(self.pattern)
+        self.node_regex = re.compile(self.node)
+        self.message = self.message or ADMISSION_MESSAGES.get(self.reason, f"{self.reason}: injected")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form for the admin endpoint."""
+        return {
+            "id": self.id,
+            "pattern": self.pattern,
+            "node": self.node,
+            "reason": self.reason,
+            "message": self.message,
+            "count": self.count,
+        }
+
+
 class Faults:
     """The active fault rules: the server consults the API rules before routing every request, the
     kubelets consult the image-pull rules before starting each container."""
@@ -78,6 +131,7 @@ class Faults:
     def __init__(self) -> None:
         self._rules: list[FaultRule] = []
         self._image_rules: list[ImagePullRule] = []
+        self._admission_rules: list[AdmissionRule] = []
         self._lock = threading.Lock()
         self._next_id = 1
 
@@ -104,6 +158,45 @@ class Faults:
         with self._lock:
             rule = next((r for r in self._image_rules if r.regex.search(image)), None)
         return rule.message if rule else None
+
+    def reject_pod_admission(self, rule: AdmissionRule) -> AdmissionRule:
+        """Make kubelets reject matching pods at admission until cleared (or ``count`` times)."""
+        with self._lock:
+            rule.id = self._next_id
+            self._next_id += 1
+            self._admission_rules.append(rule)
+        return rule
+
+    def clear_admission_rejections(self, rule_id: int | None = None) -> None:
+        """Let kubelets admit pods again: one rule, or all of them."""
+        with self._lock:
+            self._admission_rules = [
+                r for r in self._admission_rules if rule_id is not None and r.id != rule_id
+            ]
+
+    def admission_rules(self) -> list[AdmissionRule]:
+        """The active kubelet admission rules."""
+        with self._lock:
+            return list(self._admission_rules)
+
+    def admission_rejection(self, namespace: str, name: str, node: str) -> tuple[str, str] | None:
+        """``(reason, message)`` for a pod its kubelet must reject now (one use of the rule), or None."""
+        with self._lock:
+            rule = next(
+                (
+                    r
+                    for r in self._admission_rules
+                    if r.regex.search(f"{namespace}/{name}") and r.node_regex.search(node)
+                ),
+                None,
+            )
+            if rule is None:
+                return None
+            if rule.count is not None:
+                rule.count -= 1
+                if rule.count <= 0:
+                    self._admission_rules.remove(rule)
+        return rule.reason, rule.message
 
     def add(self, rule: FaultRule) -> FaultRule:
         """Activate a rule; returns it with its id set."""

@@ -19,6 +19,7 @@ from kubesim.podstatus import POD_IP, init_failure, mark_started, pod_phase, set
 from kubesim.quantity import parse_quantity
 from kubesim.runtime import ContainerProcess, now_rfc3339
 from kubesim.sandbox import non_root_problem
+from kubesim.sidecars import is_sidecar, sync_sidecars
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ class PodRuntime:
     init_done: set[str] = field(default_factory=set)
     init_failed: str | None = None
     terminating_since: float | None = None
+    sidecars_stopping_since: float | None = None
     done: bool = False
     net: PodNet | None = None
     ip: str = POD_IP
@@ -82,6 +84,8 @@ class Kubelet:
         self.mount_warned: dict[str, float] = {}
         self.last_heartbeat = time.monotonic()
         self.admitted: set[str] = set()
+        # Pods to evict for node pressure (kubesim.disruption.kubelet_evict): uid -> the eviction message.
+        self.evicting: dict[str, str] = {}
 
     def step(self) -> None:
         """Post a heartbeat, start newly bound pods, terminate deleted ones and report container changes."""
@@ -135,7 +139,9 @@ class Kubelet:
             others = [
                 p for u, p in mine.items() if u in self.admitted and p["status"].get("phase") not in TERMINAL
             ]
-            if admit(self.cluster.api, pod, node, others):
+            meta = pod["metadata"]
+            forced = self.cluster.faults.admission_rejection(meta["namespace"], meta["name"], self.node_name)
+            if admit(self.cluster.api, pod, node, others, forced):
                 self.admitted.add(uid)
         return uid in self.admitted
 
@@ -197,6 +203,11 @@ class Kubelet:
     def _sync_pod(self, rt: PodRuntime, pod: Obj) -> None:
         if rt.done:
             return
+        evicted = self.evicting.pop(rt.uid, None)
+        if evicted is not None:
+            self._kill(rt)
+            self._report(rt, pod, ("Failed", "Evicted", evicted), disruption="TerminationByKubelet")
+            return
         spec = pod["spec"]
         if pod["metadata"].get("deletionTimestamp"):
             self._terminate(rt, pod)
@@ -221,6 +232,7 @@ class Kubelet:
             changed = True
             if policy == "Always" or (policy == "OnFailure" and code != 0):
                 self._back_off(rt, pod, proc)
+        changed = sync_sidecars(self, rt, pod) or changed
         if changed:
             self._report(rt, pod)
 
@@ -236,6 +248,14 @@ class Kubelet:
             if proc is None:
                 return self._maybe_launch(rt, pod, container) or changed
             code = self._reap(rt, proc)
+            if is_sidecar(container):
+                # A native sidecar lets the next container start once it runs; one that ended restarts.
+                if code is None:
+                    rt.init_done.add(cname)
+                    changed = True
+                    continue
+                self._back_off(rt, pod, proc)
+                return True
             if code is None:
                 return changed
             changed = True
@@ -435,12 +455,15 @@ class Kubelet:
     def _init_status(self, rt: PodRuntime, container: Obj, index: int) -> Obj:
         """An initContainerStatuses entry: ready once it has completed; later ones wait PodInitializing."""
         status = self._container_status(rt, container, "PodInitializing")
-        status["ready"] = container["name"] in rt.init_done
         status["started"] = "running" in status["state"]
+        status["ready"] = status["started"] if is_sidecar(container) else container["name"] in rt.init_done
         return status
 
-    def _report(self, rt: PodRuntime, pod: Obj, terminal: tuple[str, str, str] | None = None) -> None:
-        """Write container statuses, phase and readiness; ``terminal`` forces (phase, reason, message)."""
+    def _report(
+        self, rt: PodRuntime, pod: Obj, terminal: tuple[str, str, str] | None = None, disruption: str = ""
+    ) -> None:
+        """Write container statuses, phase and readiness; ``terminal`` forces (phase, reason, message), and
+        ``disruption`` adds a DisruptionTarget condition with that reason in the same write."""
         spec = pod["spec"]
         initialized = rt.initialized(pod)
         inits = spec.get("initContainers") or []
@@ -450,6 +473,13 @@ class Kubelet:
         if terminal is None and rt.init_failed:
             terminal = init_failure(rt.init_failed, init_statuses)
         phase = terminal[0] if terminal else pod_phase(statuses) if initialized else "Pending"
+        sidecar_running = any(
+            "running" in status["state"]
+            for status, c in zip(init_statuses, inits, strict=True)
+            if is_sidecar(c)
+        )
+        if terminal is None and phase in ("Succeeded", "Failed") and sidecar_running:
+            phase = "Running"  # the main containers ended; the pod ends once its sidecars have stopped
         ready = all(s["ready"] for s in statuses)
         incomplete = [s["name"] for s in init_statuses if not s["ready"]]
 
@@ -466,6 +496,8 @@ class Kubelet:
             st["phase"] = phase
             if terminal:
                 st.update(reason=terminal[1], message=terminal[2])
+                if disruption:
+                    set_condition(st, "DisruptionTarget", True, disruption, terminal[2])
             set_condition(st, "ContainersReady", ready, "" if ready else "ContainersNotReady")
             set_condition(st, "Ready", ready, "" if ready else "ContainersNotReady")
             if phase in ("Succeeded", "Failed"):

@@ -60,10 +60,11 @@ def rejection(pod: Obj, node: Obj, admitted: list[Obj]) -> tuple[str, str] | Non
     return None
 
 
-def admit(api: Api, pod: Obj, node: Obj, admitted: list[Obj]) -> bool:
+def admit(api: Api, pod: Obj, node: Obj, admitted: list[Obj], forced: tuple[str, str] | None = None) -> bool:
     """Admit the pod, or fail it as ``kubelet.rejectPod`` does (phase Failed, the predicate's reason, the
-    message after ``Pod was rejected: ``, and a Warning Event with that reason); returns whether admitted."""
-    refused = rejection(pod, node, admitted)
+    message after ``Pod was rejected: ``, and a Warning Event with that reason); returns whether admitted.
+    ``forced``: a rejection injected by a test (``Faults.reject_pod_admission``), as ``(reason, message)``."""
+    refused = forced or rejection(pod, node, admitted)
     if refused is None:
         return True
     reason, message = refused

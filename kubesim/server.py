@@ -209,7 +209,11 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_connection = True  # its body, if any, stays unread
                 raise auth.unauthorized()
             if not url.path.startswith("/kubesim/"):
-                self.cluster.faults.apply(method, url.path, self.cluster.stopping)
+                try:
+                    self.cluster.faults.apply(method, url.path, self.cluster.stopping)
+                except ApiError:
+                    self.close_connection = True  # its body, if any, stays unread
+                    raise
             self._route(method, url.path.rstrip("/") or "/", params)
         except ApiError as exc:
             self._send_error(exc)

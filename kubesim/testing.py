@@ -16,7 +16,7 @@ import yaml
 
 from kubesim import auth, tls
 from kubesim.cluster import Cluster
-from kubesim.faults import FaultRule, ImagePullRule
+from kubesim.faults import WEBHOOK_FAILURE, AdmissionRule, FaultRule, ImagePullRule, pod_create_path
 from kubesim.server import ApiHTTPServer
 
 
@@ -193,9 +193,10 @@ class KubeSim:
         return self.cluster.faults.add(FaultRule(method, path, code, hang_seconds, count))
 
     def clear_faults(self) -> None:
-        """Remove every injected fault (API rules and image-pull failures)."""
+        """Remove every injected fault (API rules, image-pull failures, kubelet admission rejections)."""
         self.cluster.faults.clear()
         self.cluster.clear_image_pull_failures()
+        self.cluster.faults.clear_admission_rejections()
 
     def fail_image_pulls(self, image_pattern: str, message: str | None = None) -> ImagePullRule:
         """Containers whose image matches the regex (``re.search``) never start: they wait with reason
@@ -206,10 +207,47 @@ class KubeSim:
         """Let images pull again (one rule, or all); waiting containers start at their next retry."""
         self.cluster.clear_image_pull_failures(rule.id if rule else None)
 
+    def fail_pod_creates(
+        self, namespace_regex: str, code: int = 500, count: int | None = None, message: str = WEBHOOK_FAILURE
+    ) -> FaultRule:
+        """Answer pod creations in matching namespaces (the whole name matches the regex) as the apiserver
+        does when an admission webhook fails (500 ``Internal error occurred: failed calling webhook ...``),
+        ``count`` times or until ``clear_faults()`` / ``cluster.faults.clear(rule.id)``."""
+        rule = FaultRule("POST", pod_create_path(namespace_regex), code, 0.0, count, message)
+        return self.cluster.faults.add(rule)
+
+    def reject_pod_admission(
+        self,
+        pattern: str,
+        node: str = "",
+        reason: str = "UnexpectedAdmissionError",
+        message: str = "",
+        count: int | None = None,
+    ) -> AdmissionRule:
+        """Make the kubelet reject pods whose ``namespace/name`` matches ``pattern`` (on nodes matching
+        ``node``): phase Failed, ``reason``, ``Pod was rejected: <message>``, as a kubelet whose device plugin
+        restarted does (``UnexpectedAdmissionError``, ``OutOfnvidia.com/gpu``)."""
+        rule = AdmissionRule(pattern, reason, message, node, count)
+        return self.cluster.faults.reject_pod_admission(rule)
+
+    def clear_admission_rejections(self, rule: AdmissionRule | None = None) -> None:
+        """Let kubelets admit pods again (one rule, or all)."""
+        self.cluster.faults.clear_admission_rejections(rule.id if rule else None)
+
+    def inject_sidecars(self, mode: str | None = "classic") -> None:
+        """Switch the sidecar injector (kubesim.sidecars): pods created in namespaces labelled
+        ``kubesim.io/inject-sidecar: "true"`` get a never-ending ``classic`` or ``native`` sidecar; None: off."""
+        self.cluster.api.sidecars.switch(mode)
+
     def evict_pod(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> None:
         """Evict a pod as ``POST .../pods/NAME/eviction`` does: DisruptionTarget (EvictionByEvictionAPI),
         SIGTERM, SIGKILL after the grace period, phase Failed with reason Evicted."""
         self.cluster.evict_pod(namespace, name, grace_period_seconds)
+
+    def kubelet_evict(self, namespace: str, name: str, message: str | None = None) -> None:
+        """Evict a running pod as its kubelet does under node pressure: DisruptionTarget
+        (TerminationByKubelet), containers killed, phase Failed with reason Evicted; the pod is not deleted."""
+        self.cluster.kubelet_evict(namespace, name, message)
 
     def set_node_ready(self, name: str, ready: bool) -> None:
         """Make a node NotReady (Ready=Unknown, unreachable taints; its pods not Ready, then evicted once

@@ -96,10 +96,35 @@ def pod_spec_causes(spec: Obj, path: str) -> list[Cause]:
             causes.append((f"{cpath}.name", "FieldValueDuplicate", f'Duplicate value: "{cname}"'))
         seen.add(cname)
         causes += _resource_causes(container.get("resources") or {}, f"{cpath}.resources")
+        causes += _container_restart_causes(container, cpath, init=i < len(spec.get("initContainers") or []))
     policy = spec.get("restartPolicy", "Always")
     if policy not in ("Always", "OnFailure", "Never"):
         causes.append((f"{path}.restartPolicy", "FieldValueNotSupported", f'Unsupported value: "{policy}"'))
     return causes
+
+
+def _container_restart_causes(container: Obj, path: str, *, init: bool) -> list[Cause]:
+    """A container's own restartPolicy: only `Always`, and only on an init container (a native sidecar)."""
+    policy = container.get("restartPolicy")
+    if policy is None:
+        return []
+    if not init:
+        return [
+            (
+                f"{path}.restartPolicy",
+                "FieldValueForbidden",
+                "Forbidden: may not be set for non-init containers",
+            )
+        ]
+    if policy != "Always":
+        return [
+            (
+                f"{path}.restartPolicy",
+                "FieldValueNotSupported",
+                f'Unsupported value: "{policy}": supported values: "Always"',
+            )
+        ]
+    return []
 
 
 def _resource_causes(resources: Obj, path: str) -> list[Cause]:

@@ -104,6 +104,7 @@ class Reason(StrEnum):
     POD_DELETED = "PodDeleted"
     CONTAINER_LOST = "ContainerLost"
     RETRIES_EXHAUSTED = "RetriesExhausted"
+    DISRUPTION_BUDGET_EXHAUSTED = "DisruptionBudgetExhausted"
     RESULTS_UPLOADED = "ResultsUploaded"
     TUNED = "Tuned"
     EVENT_FILE_DAMAGED = "EventFileDamaged"

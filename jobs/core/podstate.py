@@ -2,6 +2,17 @@
 
 The watch loop turns every pod event into a `LearnerView`; `judge` decides whether the job is starting,
 running, finished, failed by the user's fault, or hit by an infrastructure fault that warrants a requeue.
+
+The verdict comes from the learner container's own state, not the pod phase: a sidecar the cluster
+injects (Istio, Linkerd, a Vault agent) never ends and keeps the pod Running after the learner exited, so
+a learner container that has terminated decides its learner on its exit code whatever the others do.
+
+Which faults use a retry: none of the cluster's. A requeue verdict (eviction by the API or the kubelet,
+preemption by the scheduler, node loss or shutdown, pod GC, a pod deleted by someone else, a container lost
+with its node's runtime, a kubelet admission rejection such as `UnexpectedAdmissionError` or
+`OutOfnvidia.com/gpu`) is a disruption: the job goes back to the queue within its infrastructure budget
+(INFRA_RETRY_LIMIT, then `DisruptionBudgetExhausted`), never using the user's `retries`. The user's own
+failures (a bad image, a non-zero exit, OOMKilled, past max_runtime) fail the job at once.
 """
 
 from __future__ import annotations
@@ -25,7 +36,14 @@ USER_WAITING_REASONS = frozenset(
 # Of those, the ones a registry's transient trouble also causes: the engine waits IMAGE_PULL_GRACE_SECONDS.
 IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull"})
 # Pod reasons and conditions that mean the node or cluster took the pod away: worth another attempt.
-INFRA_POD_REASONS = frozenset({"NodeLost", "Evicted", "Preempted", "Preempting", "Shutdown", "Terminated"})
+INFRA_POD_REASONS = frozenset(
+    {"NodeLost", "Evicted", "Preempted", "Preempting", "Shutdown", "Terminated", "UnexpectedAdmissionError"}
+)
+# A kubelet that rejects a pod at admission for want of a resource writes `OutOf<resource>` (`OutOfcpu`,
+# `OutOfnvidia.com/gpu` while a device plugin restarts): the node's fault, not the job's.
+OUT_OF_RESOURCE_PREFIX = "OutOf"
+# The name of the container whose exit decides a learner (clusterio.builders.job.CONTAINER_NAME).
+LEARNER_CONTAINER = "learner"
 # Reasons of a container that did not exit but vanished with its node's runtime (a reboot): containerd's
 # record of a task that disappeared (exit code 255), the kubelet's of a container it cannot find (137).
 LOST_CONTAINER_REASONS = frozenset({"Unknown", "ContainerStatusUnknown"})
@@ -116,7 +134,7 @@ def _infra_fault(by_index: dict[int, LearnerView]) -> Verdict | None:
     for view in sorted(by_index.values(), key=lambda v: v.index):
         if view.phase is None:
             continue
-        if view.disrupted or view.pod_reason in INFRA_POD_REASONS:
+        if view.disrupted or _infra_reason(view.pod_reason):
             why = view.pod_reason or "DisruptionTarget"
             detail = view.pod_message or "the node or cluster took the pod away"
             return Verdict(VerdictState.REQUEUE, why, f"learner {view.index}: {detail}", view.index)
@@ -131,6 +149,11 @@ def _infra_fault(by_index: dict[int, LearnerView]) -> Verdict | None:
             why, detail = Reason.POD_DELETED, "the pod was deleted before it finished"
             return Verdict(VerdictState.REQUEUE, why, f"learner {view.index}: {detail}", view.index)
     return None
+
+
+def _infra_reason(reason: str) -> bool:
+    """Whether a pod's reason says the node or cluster took it away or refused it."""
+    return reason in INFRA_POD_REASONS or reason.startswith(OUT_OF_RESOURCE_PREFIX)
 
 
 def _user_fault(by_index: dict[int, LearnerView]) -> Verdict | None:
@@ -176,8 +199,13 @@ def _failed(view: LearnerView) -> Verdict:
     return Verdict(VerdictState.FAILED, reason, f"learner {view.index} {detail}", view.index)
 
 
-def view_from_pod(pod: dict[str, Any], index: int) -> LearnerView:
-    """Read a pod (as the API's JSON dict) into a LearnerView."""
+def view_from_pod(pod: dict[str, Any], index: int, container: str = LEARNER_CONTAINER) -> LearnerView:
+    """Read a pod (as the API's JSON dict) into a LearnerView.
+
+    The learner is read from its own container (`container`; any container when the pod has none of that
+    name): once it has terminated, the learner is Succeeded (exit 0) or Failed whatever the pod phase, as a
+    never-ending injected sidecar keeps the pod Running; an ordinary sidecar's state is not the job's.
+    """
     status = pod.get("status") or {}
     spec = pod.get("spec") or {}
     conditions = status.get("conditions") or []
@@ -195,14 +223,16 @@ def view_from_pod(pod: dict[str, Any], index: int) -> LearnerView:
         (c for c in conditions if c.get("type") == "DisruptionTarget" and c.get("status") == "True"), None
     )
     disrupted = disruption is not None
-    phase = status.get("phase") or "Pending"
+    statuses = status.get("containerStatuses") or []
+    own = [cs for cs in statuses if cs.get("name") == container] or statuses
+    phase = _learner_phase(status.get("phase") or "Pending", own)
     deleted = bool((pod.get("metadata") or {}).get("deletionTimestamp")) and phase != "Succeeded"
     ready = next((c for c in conditions if c.get("type") == "Ready"), None)
-    running = any("running" in (cs.get("state") or {}) for cs in status.get("containerStatuses") or [])
+    running = any("running" in (cs.get("state") or {}) for cs in statuses)
     node_unready = phase == "Running" and running and ready is not None and ready.get("status") == "False"
     waiting_reason = waiting_message = terminated_reason = ""
     exit_code = None
-    for cs in status.get("containerStatuses") or []:
+    for cs in own:
         state = cs.get("state") or {}
         if state.get("waiting"):
             waiting_reason = state["waiting"].get("reason") or ""
@@ -225,10 +255,21 @@ def view_from_pod(pod: dict[str, Any], index: int) -> LearnerView:
         unschedulable_message=unschedulable,
         disrupted=disrupted,
         deleted=deleted,
-        init_failure=_init_failure(status),
+        init_failure=_init_failure(status, _native_sidecars(spec)),
         node_unready=node_unready and not deleted,
         container_lost=_container_lost(status),
     )
+
+
+def _learner_phase(pod_phase: str, own: list[dict[str, Any]]) -> str:
+    """The learner's phase: the pod's, unless the pod still runs (a sidecar) while the learner container
+    has terminated: then Succeeded on exit code 0, else Failed (learner pods never restart a container)."""
+    if pod_phase not in ("Running", "Pending") or len(own) != 1:
+        return pod_phase
+    ended = (own[0].get("state") or {}).get("terminated")
+    if not ended:
+        return pod_phase
+    return "Succeeded" if ended.get("exitCode") == 0 else "Failed"
 
 
 def _container_lost(status: dict[str, Any]) -> str:
@@ -240,9 +281,21 @@ def _container_lost(status: dict[str, Any]) -> str:
     return ""
 
 
-def _init_failure(status: dict[str, Any]) -> tuple[str, int, str] | None:
-    """The first init container that ended non-zero: its name, exit code and last line of message."""
+def _native_sidecars(spec: dict[str, Any]) -> frozenset[str]:
+    """The names of the pod's native sidecars (init containers with restartPolicy Always)."""
+    return frozenset(
+        c.get("name") for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"
+    )
+
+
+def _init_failure(
+    status: dict[str, Any], sidecars: frozenset[str] = frozenset()
+) -> tuple[str, int, str] | None:
+    """The first init container that ended non-zero: its name, exit code and last line of message (a native
+    sidecar stopped after the learner, or restarting, says nothing about the job)."""
     for cs in status.get("initContainerStatuses") or []:
+        if cs.get("name") in sidecars:
+            continue
         ended = (cs.get("state") or {}).get("terminated") or {}
         if ended.get("exitCode"):
             lines = [line for line in str(ended.get("message") or "").splitlines() if line.strip()]

@@ -149,14 +149,42 @@ def job_launched(*, job_id: str, attempt: int, pod_names: Sequence[str]) -> None
 
 
 def job_requeue_or_fail(
-    job: Job, *, reason: str, message: str, counts: bool = True, actor: User | None = None
+    job: Job,
+    *,
+    reason: str,
+    message: str,
+    counts: bool = True,
+    infra: bool = False,
+    actor: User | None = None,
 ) -> Job:
-    """After an infrastructure fault: back to the queue while retries remain, else fail.
+    """Back to the queue while the budget the fault draws on lasts, else fail.
 
-    `counts=False` (a pod stuck pending, a tuning restart) does not use up a retry.
+    `infra=True`: a disruption by the cluster (eviction, preemption by the scheduler, node loss, pod GC,
+    a kubelet admission rejection, webhook or apiserver errors at launch): it draws on the job's
+    infrastructure budget (INFRA_RETRY_LIMIT, then `DisruptionBudgetExhausted`), never on its `retries`.
+    Otherwise `counts=True` uses one of the job's `retries` and `counts=False` (a pod stuck pending, a
+    tuning restart, an operator's requeue) uses nothing.
     """
-    failures = JobEvent.objects.filter(job=job, to_status=JobStatus.REQUEUED, data__counts=True).count()
     enqueue("jobs.tasks.teardown", job.pk, job.attempt)
+    if infra:
+        used = JobEvent.objects.filter(job=job, to_status=JobStatus.REQUEUED, data__infra=True).count()
+        if used >= settings.INFRA_RETRY_LIMIT:
+            return transition(
+                job,
+                JobStatus.FAILED,
+                reason=Reason.DISRUPTION_BUDGET_EXHAUSTED,
+                message=f"{message} (disrupted more than INFRA_RETRY_LIMIT, {used}, times)",
+                data={"last_reason": reason},
+            )
+        return transition(
+            job,
+            JobStatus.REQUEUED,
+            reason=reason,
+            message=message,
+            data={"counts": False, "infra": True},
+            actor=actor,
+        )
+    failures = JobEvent.objects.filter(job=job, to_status=JobStatus.REQUEUED, data__counts=True).count()
     if counts and failures >= job.max_retries:
         return transition(
             job,
@@ -206,7 +234,7 @@ def job_apply_verdict(
         enqueue("jobs.tasks.teardown", job.pk, attempt)
         return job
     if verdict.state == VerdictState.REQUEUE and status != JobStatus.CANCELLING:
-        return job_requeue_or_fail(job, reason=verdict.reason, message=verdict.message)
+        return job_requeue_or_fail(job, reason=verdict.reason, message=verdict.message, infra=True)
     if verdict.state == VerdictState.STARTING and verdict.reason == Reason.UNSCHEDULABLE:
         return _note_pod_reason(job, verdict)
     return job
@@ -302,11 +330,14 @@ def launch_refused(
 
 
 @durable_service
-def launch_requeued(job_id: str, attempt: int, reason: str, message: str, counts: bool = True) -> None:
-    """Send the job back to the queue after a launch that kept failing for a reason that may pass."""
+def launch_requeued(
+    job_id: str, attempt: int, reason: str, message: str, counts: bool = True, infra: bool = False
+) -> None:
+    """Send the job back to the queue after a launch that kept failing for a reason that may pass
+    (`infra`: the cluster's, e.g. a failing admission webhook: no retry used; see job_requeue_or_fail)."""
     job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
     if job.attempt == attempt and job.status == JobStatus.STARTING:
-        job_requeue_or_fail(job, reason=reason, message=message, counts=counts)
+        job_requeue_or_fail(job, reason=reason, message=message, counts=counts, infra=infra)
 
 
 @durable_service
@@ -329,13 +360,14 @@ def deadline_exceeded(stale: Job, learner: int) -> int:
 
 @durable_service
 def job_repair(stale: Job, reason: str, message: str = "") -> int:
-    """Requeue a job the reconcile loop found stuck (PendingTimeout), bound to a node that is gone or that
-    lost the room for it (NodeGone, NodeTaken: no retry used) or without its pods (PodLost)."""
+    """Requeue a job the reconcile loop found stuck (PendingTimeout: no retry used), bound to a node that is
+    gone or that lost the room for it (NodeGone, NodeTaken) or without its pods (PodLost: pod GC or node
+    loss): those three are disruptions, drawn on the infrastructure budget, never on retries."""
     job = Job.objects.select_for_update().select_related("tenant").get(pk=stale.pk)
     if job.attempt != stale.attempt or job.status != stale.status:
         return 0
     if reason in (Reason.NODE_GONE, Reason.NODE_TAKEN):
-        job_requeue_or_fail(job, reason=reason, message=message, counts=False)
+        job_requeue_or_fail(job, reason=reason, message=message, infra=True)
     elif reason == Reason.PENDING_TIMEOUT:
         why = job.message if job.reason == Reason.UNSCHEDULABLE else "its pods did not start in time"
         earlier = JobEvent.objects.filter(job=job, to_status=JobStatus.REQUEUED, reason=reason).count()
@@ -352,7 +384,7 @@ def job_repair(stale: Job, reason: str, message: str = "") -> int:
         else:
             job_requeue_or_fail(job, reason=reason, message=why, counts=False)
     else:
-        job_requeue_or_fail(job, reason=reason, message="its pods disappeared from the cluster")
+        job_requeue_or_fail(job, reason=reason, message="its pods disappeared from the cluster", infra=True)
     return 1
 
 

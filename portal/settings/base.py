@@ -446,6 +446,11 @@ PENDING_TIMEOUT_SECONDS = env.int("PENDING_TIMEOUT_SECONDS", default=600)
 # its node after admission, a claim that cannot bind, its node gone) fails with the scheduler's message
 # instead of looping.
 PENDING_TIMEOUT_LIMIT = env.int("PENDING_TIMEOUT_LIMIT", default=3)
+# Disruptions (evictions, preemption by the cluster, node loss, pod GC, kubelet admission rejections, webhook
+# or apiserver errors at launch) send a job back to the queue without using its `retries`; this many of them
+# per job, then it fails with DisruptionBudgetExhausted (a cluster that keeps taking it away is not waited on
+# for ever).
+INFRA_RETRY_LIMIT = env.int("INFRA_RETRY_LIMIT", default=10)
 # The label value that marks this installation's pods, Services, Secrets and claims (trainyard.io/installation);
 # the watcher, reconcile and teardown touch nothing else. Empty: derived from the database, so staging and
 # production on one cluster keep apart (give them distinct TENANT_NAMESPACE_PREFIXes as well).

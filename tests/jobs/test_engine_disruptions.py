@@ -64,7 +64,7 @@ def test_evicted_pod_requeues_the_job_which_resumes_from_its_checkpoint(engine: 
         lambda: JobEvent.objects.filter(job=job, to_status="requeued").first(), timeout=30, what="a requeue"
     )
     assert requeue.reason in ("Evicted", "EvictionByEvictionAPI"), describe(job)
-    assert requeue.data == {"counts": True}, "an eviction is an infrastructure fault: it uses a retry"
+    assert requeue.data == {"counts": False, "infra": True}, "an eviction is a disruption: no retry used"
     job = wait_status(job, "succeeded", timeout=60, logs=True)
     assert job.attempt == 2
     resumed = LogLine.objects.get(job=job, attempt=2, text__startswith="resuming from")
@@ -113,7 +113,7 @@ def test_an_evicted_learner_slow_to_stop_at_full_gpu_quota_is_resumed_once_its_p
             what="a requeue",
         )
         assert requeue.reason in ("Evicted", "EvictionByEvictionAPI"), describe(job)
-        assert requeue.data == {"counts": True}, "an eviction is an infrastructure fault: it uses a retry"
+        assert requeue.data == {"counts": False, "infra": True}, "an eviction is a disruption: no retry used"
         job = wait_status(job, "succeeded", timeout=90, logs=True)
         assert job.attempt == 2
         stopped = LogLine.objects.get(job=job, attempt=1, text__startswith="stopping after step")

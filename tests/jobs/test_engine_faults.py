@@ -248,6 +248,7 @@ def test_deleted_pod_requeues_and_runs_again_and_reconcile_removes_orphans(engin
 
     requeue = wait_until(requeued, what="a requeue")
     assert requeue.reason in ("PodDeleted", "PodLost"), describe(job)
+    assert requeue.data == {"counts": False, "infra": True}, "a pod deleted by someone is a disruption"
     job = wait_status(job, "succeeded")
     assert job.attempt == 2
     resumed = LogLine.objects.get(job=job, attempt=2, text__startswith="resuming from")

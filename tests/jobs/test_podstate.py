@@ -188,3 +188,50 @@ def test_a_running_learner_marked_not_ready_is_on_a_node_that_stopped_answering(
     assert view_from_pod(_running("False"), 0).node_unready
     assert not view_from_pod(_running("True"), 0).node_unready
     assert not view_from_pod(_running("False", deleting=True), 0).node_unready
+
+
+def _with_sidecar(learner_state: dict[str, Any], phase: str = "Running") -> dict[str, Any]:
+    statuses = [
+        {"name": "istio-proxy", "state": {"running": {}}},
+        {"name": "learner", "state": learner_state},
+    ]
+    return pod(phase=phase, containerStatuses=statuses)
+
+
+def test_a_learner_that_exited_0_beside_a_running_sidecar_succeeds() -> None:
+    view = view_from_pod(_with_sidecar({"terminated": {"exitCode": 0, "reason": "Completed"}}), 0)
+    assert (view.phase, view.exit_code) == ("Succeeded", 0)
+    assert judge([view], 1).state == "succeeded"
+
+
+def test_a_learner_that_exited_3_beside_a_running_sidecar_fails_on_its_code() -> None:
+    view = view_from_pod(_with_sidecar({"terminated": {"exitCode": 3, "reason": "Error"}}), 0)
+    verdict = judge([view], 1)
+    assert (verdict.state, verdict.reason) == ("failed", "ExitCode3")
+
+
+def test_a_running_learner_is_read_from_its_own_container_not_an_exited_sidecar() -> None:
+    statuses = [
+        {"name": "vault-agent", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}},
+        {"name": "learner", "state": {"running": {}}},
+    ]
+    view = view_from_pod(pod(phase="Running", containerStatuses=statuses), 0)
+    assert (view.phase, view.exit_code) == ("Running", None)
+    assert judge([view], 1).state == "running"
+
+
+@pytest.mark.parametrize("reason", ["UnexpectedAdmissionError", "OutOfnvidia.com/gpu", "OutOfcpu"])
+def test_a_kubelet_admission_rejection_requeues(reason: str) -> None:
+    view = view_from_pod(pod(phase="Failed", reason=reason, message="Pod was rejected: ..."), 0)
+    verdict = judge([view], 1)
+    assert (verdict.state, verdict.reason) == ("requeue", reason)
+
+
+def test_a_native_sidecar_killed_after_the_learner_failed_is_not_an_init_failure() -> None:
+    failed = pod(
+        phase="Failed",
+        initContainerStatuses=[{"name": "istio-proxy", "state": {"terminated": {"exitCode": 137}}}],
+        containerStatuses=[{"name": "learner", "state": {"terminated": {"exitCode": 3, "reason": "Error"}}}],
+    )
+    failed["spec"]["initContainers"] = [{"name": "istio-proxy", "restartPolicy": "Always"}]
+    assert judge([view_from_pod(failed, 0)], 1).reason == "ExitCode3"

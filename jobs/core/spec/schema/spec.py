@@ -219,9 +219,15 @@ SPEC = Field(
         Field(
             "retries",
             ("integer",),
-            "How many times the job goes back to the queue after an infrastructure fault (node lost, pod "
-            "evicted, launch failed) before it fails. User errors (non-zero exit, OOMKilled, past "
-            "max_runtime) fail it at once; preemption and halts use none.",
+            "How many times a fault of the job's own that may pass sends it back to the queue before it "
+            "fails. No fault uses one today: the job's own failures (a non-zero exit, OOMKilled, past "
+            "max_runtime, an image that never pulls) fail it at once, and disruptions by the cluster never "
+            "use one: an eviction (Eviction API, drain or "
+            "kubelet), preemption by the scheduler, node loss, pod GC, a pod deleted by someone else, a "
+            "kubelet admission rejection (`UnexpectedAdmissionError`, `OutOfnvidia.com/gpu`) or webhook and "
+            "API server errors at launch send it back to the queue within the installation's "
+            "infrastructure budget (`INFRA_RETRY_LIMIT` per job, then `DisruptionBudgetExhausted`); the "
+            "platform's own preemption, halts and requeues use neither.",
             example=3,
             default=2,
             minimum=0,
