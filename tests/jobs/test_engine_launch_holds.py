@@ -174,7 +174,7 @@ def test_a_learner_whose_node_was_taken_requeues_node_taken_and_runs_on_another_
         settings.LAUNCH_GRACE_SECONDS = 0  # what a minute after admission looks like
         assert tasks.reconcile()["requeued"] == 1
         requeue = job.events.get(to_status="requeued")
-        assert requeue.reason == "NodeTaken" and requeue.data == {"counts": False}
+        assert requeue.reason == "NodeTaken" and requeue.data == {"counts": False, "infra": True}
         assert requeue.message == f"node {chosen} chosen for learner 0 has no room for it any more"
 
         wait_until(lambda: held_launches, what="the next admission")

@@ -139,7 +139,7 @@ def test_a_learner_whose_chosen_node_went_away_before_launch_is_admitted_afresh_
     settings.LAUNCH_GRACE_SECONDS = 0
     assert tasks.reconcile()["requeued"] == 1
     requeue = JobEvent.objects.get(job=job, to_status="requeued")
-    assert (requeue.reason, requeue.data) == ("NodeGone", {"counts": False}), describe(job)
+    assert (requeue.reason, requeue.data) == ("NodeGone", {"counts": False, "infra": True}), describe(job)
     assert requeue.message == "node doomed-0 chosen for learner 0 is gone"
     wait_until(lambda: held_launches, what="the job to be admitted again")
     job.refresh_from_db()
