@@ -187,3 +187,14 @@ def test_kubesims_health_check_passes_against_a_running_kubesim_and_fails_withou
         (tmp_path / "state" / "token").write_text("not-the-token\n")
         refused = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         assert refused.returncode != 0 and "401" in refused.stderr
+
+
+def test_kubesim_sandboxes_each_pod_as_root_in_a_privileged_container_on_its_own_network() -> None:
+    """bubblewrap needs root and mount namespaces: with them each pod sees only its own volumes (never
+    kubesim's state folder and token); pods keep the container's network, which reaches no data service."""
+    kubesim = interpolate(raw(), filled())["services"]["kubesim"]
+    assert kubesim["user"] == "0:0" and kubesim["privileged"] is True
+    command = kubesim["command"]
+    assert "--no-sandbox" not in command and "--no-cgroups" not in command
+    assert "--no-network-isolation" in command, "pods call http://web:8000 over the cluster network"
+    assert set(kubesim["networks"]) == {"cluster", "edge"}
