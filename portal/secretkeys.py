@@ -8,7 +8,7 @@ production settings refuse a SECRET_KEY that is short, repetitive or one of the 
 
 from __future__ import annotations
 
-import contextlib
+import fcntl
 import os
 import secrets
 from pathlib import Path
@@ -20,6 +20,7 @@ MIN_UNIQUE = 5
 # Keys that were ever written in this repository or in Django's project template.
 KNOWN_KEYS = frozenset({"local-insecure-key-do-not-use-in-production", "test-key-not-secret"})
 KNOWN_PREFIXES = ("django-insecure-",)
+_NAMES = {"SECRET_KEY", "CREDENTIALS_KEY"}
 
 
 def weak_secret_key(key: str) -> str | None:
@@ -50,36 +51,42 @@ def _parse(text: str) -> dict[str, str]:
     return values
 
 
+def _stored(path: Path) -> dict[str, str]:
+    try:
+        return _parse(path.read_text())
+    except FileNotFoundError:
+        return {}
+
+
 def local_secrets(path: Path) -> dict[str, str]:
     """The secrets kept in ``path`` (``NAME=value`` lines), made with random values and written with mode
     0600 the first time; a name missing from an older file is added. Safe when several processes start at
-    once: the first writer wins and the others read what it wrote."""
+    once: they take turns on a lock file beside it, so the first writer wins and the others read what it
+    wrote (a complete file is never replaced)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        stored = _parse(path.read_text())
-        if stored.keys() >= {"SECRET_KEY", "CREDENTIALS_KEY"}:
-            return stored
-    wanted = _fresh()
-    if path.exists():
-        wanted |= _parse(path.read_text())
-    body = "".join(f"{name}={value}\n" for name, value in wanted.items())
-    staging = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write("# Made by Trainyard at the first start; keep it private. Removing it signs everyone out\n")
-        out.write("# and makes stored data-store credentials unreadable.\n")
-        out.write(body)
+    stored = _stored(path)
+    if stored.keys() >= _NAMES:
+        return stored
+    lock = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        if path.exists():
-            os.replace(staging, path)
-        else:
-            os.link(staging, path)
-    except FileExistsError:
-        pass
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        stored = _stored(path)  # written by another process while this one waited
+        if stored.keys() >= _NAMES:
+            return stored
+        wanted = _fresh() | stored
+        staging = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(
+                "# Made by Trainyard at the first start; keep it private. Removing it signs everyone out\n"
+            )
+            out.write("# and makes stored data-store credentials unreadable.\n")
+            out.write("".join(f"{name}={value}\n" for name, value in wanted.items()))
+        os.replace(staging, path)
+        return _stored(path)
     finally:
-        staging.unlink(missing_ok=True)
-    return _parse(path.read_text())
+        os.close(lock)  # releases the lock
 
 
 if __name__ == "__main__":
