@@ -143,7 +143,9 @@ class Watcher:
         # Every learner of a running job has had its pod; a starting one may still be being launched.
         existed = seen if job.status == JobStatus.STARTING else None
         verdict = judge(views, job.learners, existed=existed)
-        if verdict.reason == Reason.UNSCHEDULABLE and job.reason != Reason.UNSCHEDULABLE:
+        if verdict.reason == Reason.UNSCHEDULABLE and not (
+            job.reason == Reason.UNSCHEDULABLE and job.message.startswith(verdict.message)
+        ):
             verdict = _with_claims(verdict, pods)
         tail: list[str] = []
         if verdict.state in (VerdictState.SUCCEEDED, VerdictState.FAILED):
@@ -285,7 +287,8 @@ class Watcher:
 
 def _with_claims(verdict: Verdict, pods: list[dict[str, Any]]) -> Verdict:
     """An Unschedulable verdict about claims (the scheduler names neither the claim nor why it waits)
-    with the state of the learner's unbound claims added; asked once per reason, not on every event."""
+    with the state of the learner's unbound claims added; asked when the scheduler's words change, not on
+    every event."""
     if "persistentvolumeclaim" not in verdict.message.lower():
         return verdict
     pod = next((p for p in pods if jobs_cluster.pod_learner(p) == verdict.learner), None)

@@ -252,11 +252,15 @@ def _pull_may_recover(job: Job, verdict: Verdict) -> bool:
 
 
 def _note_pod_reason(job: Job, verdict: Verdict) -> Job:
-    """Show why a starting job waits (the scheduler's or the kubelet's words), one event per new reason."""
+    """Show why a starting job waits (the scheduler's or the kubelet's words), one event per new reason; the
+    job's message follows the latest words (a claim still binding, then the taint that really stops it)."""
     if job.reason != verdict.reason:
         job.reason, job.message = verdict.reason, verdict.message
         job.save(update_fields=["reason", "message", "updated_at"])
         JobEvent.objects.create(job=job, kind=EventKind.POD, reason=verdict.reason, message=verdict.message)
+    elif not job.message.startswith(verdict.message):
+        job.message = verdict.message
+        job.save(update_fields=["message", "updated_at"])
     return job
 
 

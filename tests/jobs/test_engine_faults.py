@@ -188,9 +188,15 @@ def test_unschedulable_pod_is_reported_then_requeued_without_using_a_retry(
             lambda: JobEvent.objects.filter(job=job, kind="pod", reason="Unschedulable").first(),
             what="the Unschedulable event",
         )
-        job.refresh_from_db()
-        assert job.status == "starting" and job.reason == "Unschedulable"
-        assert "untolerated taint {dedicated: x}" in job.message, job.message
+        # The scheduler may first name the learner's claim, still binding; the job's message follows its
+        # words to the taint that really stops it.
+        job = wait_until(
+            lambda: Job.objects.filter(
+                pk=job.pk, message__contains="untolerated taint {dedicated: x}"
+            ).first(),
+            what="the taint in the job's message",
+        )
+        assert job.status == "starting" and job.reason == "Unschedulable", describe(job)
 
         settings.PENDING_TIMEOUT_SECONDS = 0
         settings.LAUNCH_GRACE_SECONDS = 0  # the node still exists: not NodeGone
@@ -218,6 +224,10 @@ def test_unschedulable_pod_is_reported_then_requeued_without_using_a_retry(
         wait_until(
             lambda: JobEvent.objects.filter(job=job, kind="pod", reason="Unschedulable").count() >= 2,
             what="the second attempt to be unschedulable too",
+        )
+        wait_until(
+            lambda: Job.objects.filter(pk=job.pk, message__contains="untolerated taint").first(),
+            what="the taint in the job's message again",
         )
         assert tasks.reconcile()["requeued"] == 1
         job = wait_status(job, "failed")
