@@ -177,7 +177,7 @@ def start_other_pods(sim: Any, count: int) -> None:
     deadline = time.monotonic() + 600
     while True:
         pods = core.list_namespaced_pod(OTHER_NAMESPACE).items
-        running = sum(1 for p in pods if p.status.phase == "Running")
+        running = len([p for p in pods if p.status.phase == "Running"])
         if running >= count:
             return
         if time.monotonic() > deadline:
