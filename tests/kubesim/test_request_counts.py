@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from typing import Any
 
 from kubernetes import client
 
@@ -18,7 +19,8 @@ def test_requests_are_counted_by_verb_and_resource_and_reset(
     core.read_namespaced_config_map("c", ns)
     core.list_namespaced_config_map(ns)
     core.list_node()
-    core.list_pod_for_all_namespaces(watch=True, timeout_seconds=1, _preload_content=False).release_conn()
+    stream: Any = core.list_pod_for_all_namespaces(watch=True, timeout_seconds=1, _preload_content=False)
+    stream.release_conn()
     core.read_namespace_status(ns)
 
     counts = sim.request_counts(reset=True)
