@@ -23,7 +23,7 @@ from clusterio.taints import Taint
 
 log = logging.getLogger(__name__)
 
-PUBLISH_INTERVAL = 0.2
+PUBLISH_INTERVAL = 0.05
 HEARTBEAT_SECONDS = 5.0
 STALE_SECONDS = 20.0
 
