@@ -125,8 +125,11 @@ def installation_id() -> str:
 
 
 def gpu_products() -> list[str]:
-    """The GPU product labels the cluster's nodes carry (one list of nodes, no pods)."""
-    return cluster().gpu_products()
+    """The GPU product labels the cluster's nodes carry (the watcher's summary, else one list of nodes)."""
+    cached = nodesummary.read(installation_id())
+    if cached is None:
+        return cluster().gpu_products()
+    return sorted({n.gpu_type for n in cached if n.gpu_type})
 
 
 def launch(job: Job) -> list[str]:
@@ -147,7 +150,7 @@ def launch(job: Job) -> list[str]:
     # nodes that it stands for now, so the kube-scheduler enforces the type (on a node added later with a
     # new product label, a later attempt may run too).
     gpu_type = job.spec["resources"].get("gpu_type")
-    products = gpu_types().matching(gpu_type, client.gpu_products()) if gpu_type else []
+    products = gpu_types().matching(gpu_type, gpu_products()) if gpu_type else []
     spec = pods_spec(job, credentials, products)
     token = mint_token(job_id=job.pk, attempt=job.attempt) if spec.artifacts is not None else None
     return client.launch(spec=spec, credentials=credentials or None, artifact_token=token)

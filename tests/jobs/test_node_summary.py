@@ -53,12 +53,14 @@ def test_the_cycle_reads_capacity_from_the_fresh_summary_without_listing_nodes_o
     sim: KubeSim, watcher: Watcher
 ) -> None:
     assert nodesummary.read(cluster.installation_id()) == cluster.cluster().nodes()
+    assert cluster.gpu_products() == cluster.cluster().gpu_products() != []
     sim.request_counts(reset=True)
 
     for _ in range(3):
         assert schedule()["ran"] is not False
     cluster.node_room()
     cluster.node_names()
+    cluster.gpu_products()
 
     assert _lists(sim) == {}
 
