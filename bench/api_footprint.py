@@ -18,7 +18,8 @@ A phase with the cache on starts counting once the watcher has published its sum
 are part of the watcher's start, not of its steady state); watches count the connections opened.
 
 With ``--pods N`` (default 1,000), N pods of another team (``sleep``, 1m CPU, 4Mi) run in namespace
-``other-team`` on extra CPU nodes (100 pods each). kubesim runs each as a real process on this machine.
+``other-team`` on extra CPU nodes (100 pods each), on the host network: kubesim's pod network has one /24
+(about 250 addresses), a real cluster's far more. kubesim runs each as a real process on this machine.
 """
 
 from __future__ import annotations
@@ -171,6 +172,7 @@ def start_other_pods(sim: Any, count: int) -> None:
                         )
                     ],
                     termination_grace_period_seconds=0,
+                    host_network=True,
                 ),
             ),
         )
