@@ -14,6 +14,8 @@ from clusterio.client import Cluster
 from clusterio.errors import Gone
 from kubesim.testing import KubeSim
 
+pytestmark = pytest.mark.kubesim_only  # compacts the emulator's history on demand
+
 SECRETS = 3
 
 
