@@ -249,6 +249,21 @@ class Cluster(TenantFences):
             timeout_seconds=timeout_seconds,
         )
 
+    def list_nodes(self) -> tuple[list[Obj], str]:
+        """Every node and the list's resourceVersion (to watch from)."""
+        return self._list_all(self.core.list_node)
+
+    def watch_nodes(self, *, resource_version: str, timeout_seconds: int) -> Stream:
+        """Open a node watch (with bookmarks); the server ends it after `timeout_seconds`."""
+        return self._open_stream(
+            self.core.list_node,
+            read_timeout=timeout_seconds + self.request_timeout,
+            watch=True,
+            allow_watch_bookmarks=True,
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+        )
+
     def get_pod(self, *, namespace: str, pod: str) -> Obj | None:
         """One pod, or None when it does not exist."""
         try:

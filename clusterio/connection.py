@@ -21,7 +21,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from clusterio import names
-from clusterio.errors import Unavailable, error_from_api_exception
+from clusterio.errors import Gone, Unavailable, error_from_api_exception
 from clusterio.logs import Stream
 
 T = TypeVar("T")
@@ -140,13 +140,34 @@ class Connection:
         )
 
     def _list_all(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[list[Obj], str]:
-        """List every page of a collection; returns the items and the list's resourceVersion."""
+        """List every page of a collection; returns the items and the list's resourceVersion.
+
+        A continue token can expire between pages (410 once etcd compacts past the list's revision, every
+        5 minutes on a real cluster); the list then starts again from its first page, once, since pages of
+        two revisions cannot be stitched together. A second 410 is raised (`Gone`)."""
+        try:
+            return self._list_pages(fn, *args, **kwargs)
+        except _ExpiredContinue:
+            return self._list_pages(fn, *args, relist=True, **kwargs)
+
+    def _list_pages(
+        self, fn: Callable[..., Any], *args: Any, relist: bool = False, **kwargs: Any
+    ) -> tuple[list[Obj], str]:
         items: list[Obj] = []
         token: str | None = None
         while True:
-            page = self._json(fn, *args, limit=_LIST_PAGE, _continue=token, **kwargs)
+            try:
+                page = self._json(fn, *args, limit=_LIST_PAGE, _continue=token, **kwargs)
+            except Gone as exc:
+                if token is None or relist:
+                    raise
+                raise _ExpiredContinue from exc
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
             token = meta.get("continue")
             if not token:
                 return items, str(meta.get("resourceVersion") or "")
+
+
+class _ExpiredContinue(Exception):
+    """A continue token got 410 Gone part-way through a paged list."""

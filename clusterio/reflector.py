@@ -24,6 +24,7 @@ from clusterio.errors import ClusterError, Gone, error_from_status_object
 
 if TYPE_CHECKING:
     from clusterio.client import Cluster
+    from clusterio.logs import Stream
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,9 @@ class PodReflector:
     MODIFIED or DELETED watch event, in order. Callback exceptions are logged and counted in
     `callback_errors`, never fatal: the loop backs off and lists again. Counters: `lists` (all lists),
     `relists` (lists after the first), `watches` (watch connections opened), `errors` (failed calls);
-    `last_resource_version` is where the next watch resumes.
+    `last_resource_version` is where the next watch resumes; `healthy` tells whether its last list or watch
+    succeeded after its last failure. `lister` and `watcher` replace the managed
+    pods' list and watch (e.g. with nodes', or every pod's, for the capacity cache).
     """
 
     def __init__(
@@ -55,6 +58,8 @@ class PodReflector:
         backoff_max: float = 5.0,
         relist_seconds: float = 300.0,
         on_alive: Callable[[], None] | None = None,
+        lister: Callable[[], tuple[list[dict[str, Any]], str]] | None = None,
+        watcher: Callable[[str, int], Stream] | None = None,
     ) -> None:
         if watch_timeout_seconds < 1:
             raise ValueError("watch_timeout_seconds must be at least 1")
@@ -68,6 +73,12 @@ class PodReflector:
         self.backoff_max = backoff_max
         self.relist_seconds = relist_seconds
         self.on_alive = on_alive
+        self.lister = lister or (lambda: cluster.list_pods(label_selector=self.label_selector))
+        self.watcher = watcher or (
+            lambda version, timeout: cluster.watch_pods(
+                label_selector=self.label_selector, resource_version=version, timeout_seconds=timeout
+            )
+        )
         self.listed_at = 0.0
         self.last_resource_version = ""
         self.lists = 0
@@ -75,6 +86,13 @@ class PodReflector:
         self.watches = 0
         self.errors = 0
         self.callback_errors = 0
+        self.alive_at = 0.0
+        self.failed_at = 0.0
+
+    @property
+    def healthy(self) -> bool:
+        """Whether it has listed, and succeeded since its last failure (a quiet open watch is healthy)."""
+        return self.alive_at > 0 and self.alive_at >= self.failed_at
 
     def run(self, stop: threading.Event) -> None:
         """List and watch until `stop` is set; never raises for API errors."""
@@ -102,6 +120,7 @@ class PodReflector:
             except Exception:
                 log.exception("pod list/watch failed unexpectedly")
             self.errors += 1
+            self.failed_at = time.monotonic()
             stop.wait(self._backoff(failures))
             failures += 1
 
@@ -109,7 +128,7 @@ class PodReflector:
         return float(min(self.backoff_max, 0.1 * 2**failures) * random.uniform(0.5, 1.0))
 
     def _list(self) -> None:
-        pods, resource_version = self.cluster.list_pods(label_selector=self.label_selector)
+        pods, resource_version = self.lister()
         if self.lists:
             self.relists += 1
         self.lists += 1
@@ -120,11 +139,7 @@ class PodReflector:
 
     def _watch(self, stop: threading.Event) -> None:
         timeout = int(self.watch_timeout_seconds * random.uniform(1.0, 1.25))
-        stream = self.cluster.watch_pods(
-            label_selector=self.label_selector,
-            resource_version=self.last_resource_version,
-            timeout_seconds=timeout,
-        )
+        stream = self.watcher(self.last_resource_version, timeout)
         self.watches += 1
         self._alive()
         with stream.closing_on(stop):
@@ -148,6 +163,7 @@ class PodReflector:
 
     def _alive(self) -> None:
         """Report progress (a list, a watch opened, an event or bookmark): the watcher's liveness signal."""
+        self.alive_at = time.monotonic()
         if self.on_alive is not None:
             self.on_alive()
 

@@ -21,7 +21,7 @@ from django.db import close_old_connections, connection
 
 from common import telemetry
 from jobs import cluster as jobs_cluster
-from jobs.cluster import Cluster, LogCursor, LogFollower, LogRecord, PodReflector
+from jobs.cluster import Cluster, LogCursor, LogFollower, LogRecord, NodeCache, PodReflector, nodesummary
 from jobs.core.choices import Reason, VerdictState
 from jobs.core.podstate import Verdict, judge, view_from_pod
 from jobs.core.states import ACTIVE, STOPPING, TERMINAL, JobStatus
@@ -69,12 +69,32 @@ class Watcher:
         )
 
     def run(self) -> None:
-        """Watch until `stop()`; then stop every follower."""
+        """Watch until `stop()` (and, with NODE_CACHE_ENABLED, publish the node summary); then stop every
+        follower."""
+        publisher = None
+        if settings.NODE_CACHE_ENABLED:
+            publisher = threading.Thread(target=self._publish_nodes, name="node-summary", daemon=True)
+            publisher.start()
         try:
             self.reflector.run(self.stop_event)
         finally:
             for thread in [*self.followers.values(), *self.draining.values()]:
                 thread.join(timeout=5)
+            if publisher is not None:
+                publisher.join(timeout=15)
+
+    def _publish_nodes(self) -> None:
+        try:
+            nodesummary.Publisher(
+                lambda on_change: NodeCache(
+                    self.cluster, on_change=on_change, relist_seconds=settings.WATCHER_RELIST_SECONDS
+                ),
+                jobs_cluster.installation_id(),
+            ).run(self.stop_event)
+        except Exception:
+            log.exception("node summary publisher stopped; the cycle lists the cluster itself")
+        finally:
+            connection.close()
 
     def stop(self) -> None:
         self.stop_event.set()

@@ -11,6 +11,7 @@ exposed host ports.
 admission webhook: a fault rule on pod creations, listed and cleared with ``/kubesim/faults``);
 ``POST /kubesim/admission`` ``{"pattern": "ns/name regex", "node": "regex", "reason": "UnexpectedAdmissionError",
 "message": "...", "count": null}`` (kubelet admission rejections), ``GET``/``DELETE /kubesim/admission``;
+``GET /kubesim/requests`` (requests served by "verb resource"), ``DELETE`` resets them;
 ``GET /kubesim/sidecars``, ``POST /kubesim/sidecars`` ``{"mode": "classic" | "native" | null}`` (the injector).
 """
 
@@ -56,6 +57,11 @@ def handle(handler: Handler, method: str, path: str, params: Params) -> None:
         return
     if parts == ["sidecars"]:
         _sidecars(handler, method, body)
+        return
+    if parts == ["requests"] and method in ("GET", "DELETE"):
+        if method == "DELETE":
+            handler.cluster.requests.reset()
+        handler.send_json(200, {"counts": handler.cluster.requests.snapshot()})
         return
     if method != "POST":
         raise ApiError(405, "MethodNotAllowed", "admin actions are POST requests")

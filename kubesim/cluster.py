@@ -33,6 +33,7 @@ from kubesim.meta import now_iso
 from kubesim.netpolicy import PolicyEnforcer
 from kubesim.network import HOST_NAME, LOOPBACK, PodNetwork
 from kubesim.proxy import ServiceProxy
+from kubesim.requestlog import RequestCounter
 from kubesim.restart import reboot_node, recover_pods
 from kubesim.sandbox import Sandbox
 from kubesim.scheduler import Scheduler
@@ -180,6 +181,7 @@ class Cluster:
         self.api = Api(self.store)
         self.api.default_toleration_seconds = default_toleration_seconds
         self.faults = Faults()
+        self.requests = RequestCounter()
         self.stopping = threading.Event()
         self.wake = threading.Event()
         self.api.after_write.append(self.wake.set)

@@ -209,6 +209,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_connection = True  # its body, if any, stays unread
                 raise auth.unauthorized()
             if not url.path.startswith("/kubesim/"):
+                self.cluster.requests.count(method, url.path, params.flag("watch"))
                 try:
                     self.cluster.faults.apply(method, url.path, self.cluster.stopping)
                 except ApiError:

@@ -273,6 +273,14 @@ class KubeSim:
         """Freeze or resume all kubelets."""
         self.cluster.pause_kubelets(paused)
 
+    def request_counts(self, reset: bool = False) -> dict[str, int]:
+        """API requests served so far by ``"verb resource"`` (e.g. ``"list pods"``, ``"watch nodes"``);
+        `reset` starts the count again."""
+        counts = self.cluster.requests.snapshot()
+        if reset:
+            self.cluster.requests.reset()
+        return counts
+
     def compact(self, keep: int = 0) -> None:
         """Drop watch history so older resourceVersions get 410 Gone."""
         self.cluster.store.compact(keep)

@@ -31,9 +31,11 @@ from clusterio.errors import (
     Unavailable,
 )
 from clusterio.logs import LogCursor, LogFollower, LogRecord
+from clusterio.nodecache import NodeCache
 from clusterio.reflector import PodReflector
 from clusterio.telemetry import PodUsage
 from jobs.artifacts.tokens import mint_token
+from jobs.cluster import nodesummary
 from jobs.cluster.podspec import (
     RENDEZVOUS_PORT_BASE,
     RENDEZVOUS_PORT_SPAN,
@@ -68,6 +70,7 @@ __all__ = [
     "LogFollower",
     "LogRecord",
     "NamespaceNotOwned",
+    "NodeCache",
     "NodeInfo",
     "PodReflector",
     "QuotaExceeded",
@@ -122,8 +125,11 @@ def installation_id() -> str:
 
 
 def gpu_products() -> list[str]:
-    """The GPU product labels the cluster's nodes carry (one list of nodes, no pods)."""
-    return cluster().gpu_products()
+    """The GPU product labels the cluster's nodes carry (the watcher's summary, else one list of nodes)."""
+    cached = nodesummary.read(installation_id())
+    if cached is None:
+        return cluster().gpu_products()
+    return sorted({n.gpu_type for n in cached if n.gpu_type})
 
 
 def launch(job: Job) -> list[str]:
@@ -144,7 +150,7 @@ def launch(job: Job) -> list[str]:
     # nodes that it stands for now, so the kube-scheduler enforces the type (on a node added later with a
     # new product label, a later attempt may run too).
     gpu_type = job.spec["resources"].get("gpu_type")
-    products = gpu_types().matching(gpu_type, client.gpu_products()) if gpu_type else []
+    products = gpu_types().matching(gpu_type, gpu_products()) if gpu_type else []
     spec = pods_spec(job, credentials, products)
     token = mint_token(job_id=job.pk, attempt=job.attempt) if spec.artifacts is not None else None
     return client.launch(spec=spec, credentials=credentials or None, artifact_token=token)
@@ -288,7 +294,7 @@ def force_delete_stranded(pods: list[dict[str, Any]]) -> int:
     ]
     if not stranded:
         return 0
-    healthy = cluster().ready_node_names()
+    healthy = ready_node_names()
     deleted = 0
     for pod in stranded:
         if pod["spec"]["nodeName"] not in healthy:
@@ -318,18 +324,27 @@ def log_tail(job: Job, index: int, lines: int = 20) -> list[str]:
 
 
 def nodes() -> list[NodeInfo]:
-    """The cluster's nodes with their free capacity, for admission."""
-    return cluster().nodes()
+    """The cluster's nodes with their free capacity, for admission: the watcher's watch-backed summary
+    while it is fresh, else one list of nodes and of every pod."""
+    cached = nodesummary.read(installation_id())
+    return cached if cached is not None else cluster().nodes()
 
 
 def node_room() -> dict[str, tuple[int, int, int]]:
     """Each node's free room now (GPUs, CPU millicores, memory MiB), every pod on it counted, others' too."""
-    return {n.name: (n.free.gpus, n.free.cpu_millis, n.free.memory_mib) for n in cluster().nodes()}
+    return {n.name: (n.free.gpus, n.free.cpu_millis, n.free.memory_mib) for n in nodes()}
 
 
 def node_names() -> set[str]:
-    """The names of the nodes the cluster has now (one list of nodes, no pods)."""
-    return {node.name for node in cluster().node_states()}
+    """The names of the nodes the cluster has now (the watcher's summary, else one list of nodes)."""
+    cached = nodesummary.read(installation_id())
+    return {node.name for node in (cached if cached is not None else cluster().node_states())}
+
+
+def ready_node_names() -> set[str]:
+    """The names of the nodes whose Ready condition is True (the watcher's summary, else a list of nodes)."""
+    cached = nodesummary.read(installation_id())
+    return {n.name for n in cached if n.ready} if cached is not None else cluster().ready_node_names()
 
 
 def pod_owner(pod: dict[str, Any]) -> tuple[str, int] | None:

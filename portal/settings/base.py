@@ -496,6 +496,10 @@ RECONCILE_INTERVAL_SECONDS = env.float("RECONCILE_INTERVAL_SECONDS", default=30.
 # The watcher lists every managed pod afresh this often (and after any failure), re-judging every active
 # job, so nothing a dropped event or a stalled watch hid stays wrong for longer.
 WATCHER_RELIST_SECONDS = env.float("WATCHER_RELIST_SECONDS", default=300.0)
+# The watcher also keeps a watch-backed cache of nodes and every pod's requests and publishes a per-node
+# capacity summary to Redis, which the scheduler cycle reads instead of listing every node and pod
+# (docs/operations.md "API footprint"). Off: every reader lists the cluster itself.
+NODE_CACHE_ENABLED = env.bool("NODE_CACHE_ENABLED", default=True)
 # Log caps per learner and attempt (jobs/core/logcaps.py, docs/operations.md "Log caps"); a tenant's policy
 # may override each. Lines over a cap are dropped with one marker line and one LogsTruncated event.
 LOG_MAX_LINES_PER_SECOND = env.int("LOG_MAX_LINES_PER_SECOND", default=1000)

@@ -1,0 +1,220 @@
+"""API footprint benchmark: the requests per minute the platform's periodic work sends to the cluster, with
+the watch-backed node cache off (every reader lists nodes and pods) and on, at idle and with other teams'
+pods running, measured in the same run.
+
+Run: ``.venv/bin/python bench/api_footprint.py [--seconds 60] [--pods 1000]``; prints one JSON line per
+phase (requests per minute by ``"verb resource"``) and one per comparison (before, after, ratio).
+Needs the local PostgreSQL and Redis the tests use; it never touches the developer's data:
+
+* database ``trainyard_footprint_bench`` (created if missing, migrated, flushed at start), settings
+  ``portal.settings.test``; Redis db 14 (or ``FOOTPRINT_BENCH_REDIS_URL``);
+* kubesim in-process on a free port, its state in a temporary folder (removed at the end).
+
+What runs: the watch loop (``jobs.watcher.Watcher``, whose node summary NODE_CACHE_ENABLED switches) in a
+thread, and every task of ``CELERY_BEAT_SCHEDULE`` (cycle, reconcile, telemetry, autotune, idle GPUs,
+notifications, TensorBoard sweep) run in this process at its interval, as ``celery beat`` and a worker
+would run them. kubesim counts every API request it serves by verb and resource (``sim.request_counts()``).
+A phase with the cache on starts counting once the watcher has published its summary (its initial lists
+are part of the watcher's start, not of its steady state); watches count the connections opened.
+
+With ``--pods N`` (default 1,000), N pods of another team (``sleep``, 1m CPU, 4Mi) run in namespace
+``other-team`` on extra CPU nodes (100 pods each), on the host network: kubesim's pod network has one /24
+(about 250 addresses), a real cluster's far more. kubesim runs each as a real process on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+BENCH_DB = "trainyard_footprint_bench"
+BENCH_REDIS = os.environ.get("FOOTPRINT_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings.test"
+for _name in ("REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
+    os.environ[_name] = BENCH_REDIS
+
+import django  # noqa: E402
+from django.conf import settings  # noqa: E402
+
+settings.DATABASES["default"]["NAME"] = BENCH_DB
+PODS_PER_NODE = 100
+OTHER_NAMESPACE = "other-team"
+
+
+def emit(record: dict[str, object]) -> None:
+    print(json.dumps(record), flush=True)
+
+
+def prepare_database() -> None:
+    """Create the bench database if missing, then set Django up, migrate and flush it."""
+    import psycopg
+    from psycopg import sql
+
+    db = settings.DATABASES["default"]
+    keys = ("host", "port", "user", "password")
+    params = {k: db.get(k.upper()) for k in keys if db.get(k.upper())}
+    with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DB]).fetchone():
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+    call_command("flush", verbosity=0, interactive=False)
+
+
+def run_beat(seconds: float) -> None:
+    """Run every beat task in this process at its interval for `seconds` (each once at the start)."""
+    from portal.celery import app
+
+    app.loader.import_default_modules()
+    schedule = [(entry["task"], float(entry["schedule"])) for entry in settings.CELERY_BEAT_SCHEDULE.values()]
+    due = dict.fromkeys((name for name, _ in schedule), 0.0)
+    start = time.monotonic()
+    while (now := time.monotonic() - start) < seconds:
+        for name, interval in schedule:
+            if now >= due[name]:
+                app.tasks[name].apply()
+                due[name] = now + interval
+        time.sleep(max(0.0, min(due.values()) - (time.monotonic() - start)))
+
+
+def measure(sim: Any, phase: str, cache: bool, seconds: float) -> dict[str, float]:
+    """Requests per minute by verb and resource over `seconds` of the periodic work, cache on or off."""
+    from jobs import cluster
+    from jobs.cluster import nodesummary
+    from jobs.watcher import Watcher
+
+    settings.NODE_CACHE_ENABLED = cache
+    nodesummary.clear(cluster.installation_id())
+    watcher = Watcher(cluster.cluster(), follow_logs=False)
+    thread = threading.Thread(target=watcher.run, name="watcher", daemon=True)
+    thread.start()
+    try:
+        if cache:
+            deadline = time.monotonic() + 120
+            while nodesummary.read(cluster.installation_id()) is None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the watcher published no node summary in 120 s")
+                time.sleep(0.2)
+        sim.request_counts(reset=True)
+        run_beat(seconds)
+        counts = sim.request_counts()
+    finally:
+        watcher.stop()
+        thread.join(timeout=30)
+    per_minute = {key: round(n * 60 / seconds, 1) for key, n in counts.items()}
+    emit(
+        {
+            "phase": phase,
+            "caches": "on" if cache else "off",
+            "seconds": seconds,
+            "requests_per_minute": per_minute,
+            "total_per_minute": round(sum(per_minute.values()), 1),
+        }
+    )
+    return per_minute
+
+
+def compare(phase: str, before: dict[str, float], after: dict[str, float]) -> None:
+    """One line: totals, the node and pod lists, before and after, and their ratios."""
+
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 1) if b else None
+
+    lists_before = before.get("list nodes", 0) + before.get("list pods", 0)
+    lists_after = after.get("list nodes", 0) + after.get("list pods", 0)
+    total_before, total_after = sum(before.values()), sum(after.values())
+    emit(
+        {
+            "phase": phase,
+            "total_per_minute": {"before": round(total_before, 1), "after": round(total_after, 1)},
+            "total_ratio": ratio(total_before, total_after),
+            "node_and_pod_lists_per_minute": {"before": lists_before, "after": lists_after},
+            "lists_ratio": ratio(lists_before, lists_after) if lists_after else "no lists after",
+        }
+    )
+
+
+def start_other_pods(sim: Any, count: int) -> None:
+    """`count` running pods of another team on extra CPU nodes; waits until all run."""
+    from kubernetes import client
+
+    from jobs import cluster
+
+    for i in range((count + PODS_PER_NODE - 1) // PODS_PER_NODE):
+        sim.cluster.add_node(f"other-{i}", cpu=64, memory=64 * 2**30)
+    core = client.CoreV1Api(cluster.cluster().api_client)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=OTHER_NAMESPACE)))
+    for i in range(count):
+        core.create_namespaced_pod(
+            OTHER_NAMESPACE,
+            client.V1Pod(
+                metadata=client.V1ObjectMeta(name=f"theirs-{i}", labels={"app": "theirs"}),
+                spec=client.V1PodSpec(
+                    containers=[
+                        client.V1Container(
+                            name="main",
+                            image="busybox",
+                            command=["sleep", "86400"],
+                            resources=client.V1ResourceRequirements(requests={"cpu": "1m", "memory": "4Mi"}),
+                        )
+                    ],
+                    termination_grace_period_seconds=0,
+                    host_network=True,
+                ),
+            ),
+        )
+    deadline = time.monotonic() + 600
+    while True:
+        pods = core.list_namespaced_pod(OTHER_NAMESPACE).items
+        running = len([p for p in pods if p.status.phase == "Running"])
+        if running >= count:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {running} of {count} pods running after 600 s")
+        time.sleep(1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="seconds measured per phase")
+    parser.add_argument("--pods", type=int, default=1000, help="other teams' running pods (0: idle only)")
+    args = parser.parse_args()
+    prepare_database()
+    from jobs import cluster
+    from kubesim.testing import running_kubesim
+
+    state = Path(tempfile.mkdtemp(prefix="footprint-bench-"))
+    try:
+        with running_kubesim(state / "kubesim", gpu_nodes=2, gpus_per_node=4) as sim:
+            settings.KUBECONFIG = str(sim.kubeconfig_path)
+            cluster.cluster()
+            before = measure(sim, "idle", cache=False, seconds=args.seconds)
+            after = measure(sim, "idle", cache=True, seconds=args.seconds)
+            compare("idle", before, after)
+            if args.pods:
+                started = time.monotonic()
+                start_other_pods(sim, args.pods)
+                emit({"other_pods_running": args.pods, "start_seconds": round(time.monotonic() - started, 1)})
+                phase = f"{args.pods}_other_pods"
+                before = measure(sim, phase, cache=False, seconds=args.seconds)
+                after = measure(sim, phase, cache=True, seconds=args.seconds)
+                compare(phase, before, after)
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
