@@ -50,6 +50,7 @@ from jobs.cluster.podspec import (
     tenant_limits,
     tolerated_taints,
 )
+from jobs.cluster.pools import node_pools, potential_pool_nodes
 from jobs.models import Job
 from tenants.policy import policy_of
 
@@ -78,8 +79,10 @@ __all__ = [
     "job_credentials",
     "job_inline_credentials",
     "namespace_for",
+    "node_pools",
     "pod_security_problem",
     "pods_spec",
+    "potential_pool_nodes",
     "rendezvous_port",
     "spec_problems",
     "tenant_limits",
@@ -122,8 +125,9 @@ def installation_id() -> str:
 
 
 def gpu_products() -> list[str]:
-    """The GPU product labels the cluster's nodes carry (one list of nodes, no pods)."""
-    return cluster().gpu_products()
+    """The GPU product labels the cluster's nodes carry (one list of nodes, no pods), and those of the
+    NODE_POOLS that can grow (their nodes carry it once they are added, none may be there now)."""
+    return sorted(set(cluster().gpu_products()) | {pool.gpu_type for pool in node_pools()})
 
 
 def launch(job: Job) -> list[str]:
@@ -144,7 +148,7 @@ def launch(job: Job) -> list[str]:
     # nodes that it stands for now, so the kube-scheduler enforces the type (on a node added later with a
     # new product label, a later attempt may run too).
     gpu_type = job.spec["resources"].get("gpu_type")
-    products = gpu_types().matching(gpu_type, client.gpu_products()) if gpu_type else []
+    products = gpu_types().matching(gpu_type, gpu_products()) if gpu_type else []
     spec = pods_spec(job, credentials, products)
     token = mint_token(job_id=job.pk, attempt=job.attempt) if spec.artifacts is not None else None
     return client.launch(spec=spec, credentials=credentials or None, artifact_token=token)
