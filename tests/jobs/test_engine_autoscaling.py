@@ -54,7 +54,7 @@ def pool(engine: KubeSim, settings: Any) -> Iterator[KubeSim]:
 def pool_nodes(sim: KubeSim) -> list[str]:
     with sim.api_client() as api:
         found = client.CoreV1Api(api).list_node(label_selector=f"{GROUP_LABEL}={POOL}").items
-    return [n.metadata.name for n in found]
+    return [str(n.metadata.name) for n in found]
 
 
 @pytest.mark.kubesim_only  # the cluster autoscaler is kubesim's
@@ -94,5 +94,10 @@ def test_a_job_bigger_than_the_pool_maximum_can_never_fit(pool: KubeSim) -> None
         user=user,
         document=json.loads(python_spec("huge", "print(3)", resources=resources, learners=3)),
     )
-    wait_until(lambda: (job.refresh_from_db(), job.message.startswith("can never fit"))[1], 30, "the refusal")
+
+    def refused() -> bool:
+        job.refresh_from_db()
+        return job.message.startswith("can never fit")
+
+    wait_until(refused, 30, "the refusal")
     assert job.status == "queued" and pool_nodes(pool) == []
