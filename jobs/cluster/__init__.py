@@ -51,6 +51,7 @@ from jobs.cluster.podspec import (
     tolerated_taints,
 )
 from jobs.cluster.pools import node_pools, potential_pool_nodes
+from jobs.core.pools import is_potential, pool_of
 from jobs.models import Job
 from tenants.policy import policy_of
 
@@ -71,6 +72,8 @@ __all__ = [
     "NamespaceNotOwned",
     "NodeInfo",
     "PodReflector",
+    "ProvisioningFailed",
+    "ProvisioningPending",
     "QuotaExceeded",
     "Unavailable",
     "credential_problems",
@@ -150,8 +153,40 @@ def launch(job: Job) -> list[str]:
     gpu_type = job.spec["resources"].get("gpu_type")
     products = gpu_types().matching(gpu_type, gpu_products()) if gpu_type else []
     spec = pods_spec(job, credentials, products)
+    request = _provisioned(client, job, spec)
     token = mint_token(job_id=job.pk, attempt=job.attempt) if spec.artifacts is not None else None
-    return client.launch(spec=spec, credentials=credentials or None, artifact_token=token)
+    return client.launch(
+        spec=spec, credentials=credentials or None, artifact_token=token, provisioning_request=request
+    )
+
+
+class ProvisioningPending(Exception):
+    """The gang's ProvisioningRequest is not provisioned yet: the launch waits (its words are the wait reason)."""
+
+
+class ProvisioningFailed(Exception):
+    """The cluster autoscaler gave up on the gang's ProvisioningRequest (Failed, CapacityRevoked,
+    BookingExpired): the job goes back to the queue."""
+
+
+def _provisioned(client: Cluster, job: Job, spec: Any) -> str | None:
+    """For a gang placed on nodes a pool has yet to add (`jobs.core.pools`), on a cluster that serves
+    ProvisioningRequests: the request its pods consume once it is provisioned (ProvisioningPending before,
+    ProvisioningFailed when refused). None when no request is needed: the pods go pending as they are."""
+    potential = [n for n in job.placements or () if is_potential(n)]
+    if not potential or not client.serves_provisioning_requests():
+        return None
+    state = client.provision(spec=spec)
+    if state.failed:
+        raise ProvisioningFailed(
+            f"the cluster autoscaler could not provision the job's nodes ({state.failed})"
+        )
+    if not state.provisioned:
+        pools = sorted({pool_of(n) for n in potential})
+        raise ProvisioningPending(
+            f"waiting for {len(set(potential))} node(s) of pool {', '.join(pools)} to be provisioned"
+        )
+    return state.name
 
 
 def tenant_namespace(tenant_slug: str) -> str:

@@ -12,7 +12,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from clusterio.provisioning import ProvisioningRequests
+from jobs.cluster import namespace_for
 from jobs.core.pools import is_potential
+from jobs.models import Job
 from jobs.services import job_submit
 from kubesim.autoscaler import GROUP_LABEL
 from kubesim.testing import KubeSim
@@ -57,10 +60,25 @@ def pool_nodes(sim: KubeSim) -> list[str]:
     return [str(n.metadata.name) for n in found]
 
 
+def provisioning_requests(sim: KubeSim, namespace: str) -> list[str]:
+    with sim.api_client() as api:
+        found = client.CustomObjectsApi(api).list_namespaced_custom_object(
+            "autoscaling.x-k8s.io", "v1", namespace, "provisioningrequests"
+        )
+    return [str(item["metadata"]["name"]) for item in found["items"]]
+
+
 @pytest.mark.kubesim_only  # the cluster autoscaler is kubesim's
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_jobs_on_a_pool_at_zero_scale_it_up_succeed_and_it_scales_back_down(pool: KubeSim) -> None:
+@pytest.mark.parametrize("api", ["provisioning-request", "pending-pods"])
+def test_jobs_on_a_pool_at_zero_scale_it_up_succeed_and_it_scales_back_down(
+    pool: KubeSim, api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the ProvisioningRequest API each gang waits for its request (the reason says so) and the request
+    goes with the job's objects; without it (a classic autoscaler) the unpinned pods go pending."""
+    if api == "pending-pods":
+        monkeypatch.setattr(ProvisioningRequests, "serves_provisioning_requests", lambda self: False)
     tenant = make_tenant(gpus=16)
     user = member(tenant)
     assert pool_nodes(pool) == []
@@ -75,10 +93,20 @@ def test_jobs_on_a_pool_at_zero_scale_it_up_succeed_and_it_scales_back_down(pool
         document=json.loads(python_spec("gang", "print(2)", resources=gang_resources, learners=2)),
     )
     seen: set[str] = set()
-    one = wait_status(one, "succeeded", timeout=120, poll=lambda: seen.update(pool_nodes(pool)))
-    gang = wait_status(gang, "succeeded", timeout=120, poll=lambda: seen.update(pool_nodes(pool)))
+    messages: set[str] = set()
+
+    def look() -> None:
+        seen.update(pool_nodes(pool))
+        messages.update(Job.objects.filter(pk__in=[one.pk, gang.pk]).values_list("message", flat=True))
+
+    one = wait_status(one, "succeeded", timeout=120, poll=look)
+    gang = wait_status(gang, "succeeded", timeout=120, poll=look)
     assert is_potential(one.placements[0])  # admitted while the pool had no node
     assert 1 <= len(seen) <= 2
+    waited = f"waiting for 1 node(s) of pool {POOL} to be provisioned"
+    assert (waited in messages) == (api == "provisioning-request"), messages
+    namespace = namespace_for(tenant)
+    wait_until(lambda: not provisioning_requests(pool, namespace), 30, "the requests to be deleted")
     wait_until(lambda: not pool_nodes(pool), 60, "the pool to scale back to zero")
 
 
