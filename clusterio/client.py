@@ -30,6 +30,7 @@ from clusterio.capacity import NodeInfo, Resources, node_infos
 from clusterio.connection import Obj, labels_of
 from clusterio.errors import BadRequest, Conflict, NotFound, Unavailable
 from clusterio.logs import Stream
+from clusterio.provisioning import CONSUME, ProvisioningRequests
 from clusterio.tenancy import TenantFences
 
 __all__ = ["Cluster", "ManagedKind", "NodeInfo", "Resources", "Stream"]
@@ -41,7 +42,7 @@ def _rfc3339_seconds(ts: datetime) -> str:
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class Cluster(TenantFences):
+class Cluster(TenantFences, ProvisioningRequests):
     """A connection to one Kubernetes cluster (see `Connection` for its arguments) and all Trainyard asks of it.
 
     Tenant fences come from `TenantFences`; a job's objects (launch, adopt, teardown, claims) and the reads
@@ -56,6 +57,7 @@ class Cluster(TenantFences):
         spec: JobPodsSpec,
         credentials: dict[str, dict[str, str]] | None = None,
         artifact_token: str | None = None,
+        provisioning_request: str | None = None,
     ) -> list[str]:
         """Create one attempt's Secret (`credentials`, `artifact_token`), headless Service and learner pods.
 
@@ -64,7 +66,8 @@ class Cluster(TenantFences):
         A retried call adopts objects of the same job and attempt; a name taken by anything else raises
         `Conflict`. A quota refusal raises `Forbidden` and leaves what was created so far for `teardown`.
         Returns the pod names in learner order. A spec with `artifacts` needs `artifact_token`
-        (ValueError otherwise).
+        (ValueError otherwise). With `provisioning_request` the pods consume that ProvisioningRequest's
+        capacity (`clusterio.provisioning`).
         """
         ns = spec.namespace
         if spec.artifacts is not None and not artifact_token:
@@ -93,6 +96,8 @@ class Cluster(TenantFences):
         pods = []
         for index in range(spec.learners):
             pod = make_learner_pod(spec, index)
+            if provisioning_request and pod.metadata is not None:
+                pod.metadata.annotations = {**(pod.metadata.annotations or {}), CONSUME: provisioning_request}
             self._create_or_adopt(spec, pod, self.core.create_namespaced_pod, self.core.read_namespaced_pod)
             pods.append(names.learner_pod_name(spec.job_id, spec.attempt, index))
         return pods
@@ -163,7 +168,7 @@ class Cluster(TenantFences):
                     continue
                 if not meta.get("deletionTimestamp"):
                     deleted += 1
-        return deleted
+        return deleted + self.delete_provisioning(namespace=namespace, selector=selector)
 
     def delete_checkpoint_claims(self, *, namespace: str, job_id: names.JobId) -> int:
         """Delete every checkpoint claim of a job (when the job itself is deleted), found by its labels: the

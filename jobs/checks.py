@@ -34,3 +34,15 @@ def preemption_check(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     if settings.PREEMPTION_MIN_RUNTIME_SECONDS < 0:
         errors.append(Error("PREEMPTION_MIN_RUNTIME_SECONDS cannot be negative", id="jobs.E003"))
     return errors
+
+
+@register()
+def node_pools_check(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """NODE_POOLS must parse: every cycle counts the pools' potential nodes."""
+    from jobs.cluster import node_pools
+
+    try:
+        node_pools()
+    except ValueError as exc:
+        return [Error(f"NODE_POOLS: {exc}", id="jobs.E010")]
+    return []

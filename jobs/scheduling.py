@@ -112,6 +112,9 @@ def build_snapshot(
                 per_learner=per_learner,
             )
         )
+    # What NODE_POOLS may still add counts as empty nodes (jobs.core.pools): a job that fits a pool at its
+    # maximum size is admitted, and its unpinned pods make the cluster autoscaler add the nodes.
+    nodes = [*nodes, *cluster.potential_pool_nodes(nodes)]
     open_nodes = [n for n in nodes if n.ready and not n.unschedulable]
     tolerated = _Tolerated(open_nodes)
     types = _GpuTypes(n.gpu_type for n in open_nodes)

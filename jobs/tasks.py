@@ -7,6 +7,7 @@ import re
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +24,8 @@ from jobs.cluster import (
     Forbidden,
     Invalid,
     NamespaceNotOwned,
+    ProvisioningFailed,
+    ProvisioningPending,
     QuotaExceeded,
     Unavailable,
 )
@@ -40,6 +43,7 @@ from jobs.services.launches import (
     launch_held,
     launch_lease_drop,
     launch_lease_take,
+    launch_waiting,
     launching,
 )
 from jobs.services.lifecycle import (
@@ -141,6 +145,11 @@ def _launch(task: Any, job_id: str, attempt: int, token: str) -> list[str]:
             cluster.force_delete_stranded(earlier)
             raise again(min(2 ** min(retries, 4), 10))
         pods = cluster.launch(job)
+    except ProvisioningPending as exc:
+        return _await_provisioning(job, exc, lambda: again(min(2 ** min(retries, 4), 10)))
+    except ProvisioningFailed as exc:
+        launch_requeued(job_id, attempt, Reason.UNSCHEDULABLE, str(exc), infra=True)
+        return []
     except NamespaceNotOwned as exc:
         _hold(
             job,
@@ -176,6 +185,18 @@ def _launch(task: Any, job_id: str, attempt: int, token: str) -> list[str]:
         return []
     job_launched(job_id=job_id, attempt=attempt, pod_names=pods)
     return pods
+
+
+def _await_provisioning(job: Job, exc: ProvisioningPending, again: Callable[[], Retry]) -> list[str]:
+    """Wait for the gang's ProvisioningRequest, its words the job's wait reason; after
+    PROVISIONING_TIMEOUT_SECONDS from admission the job goes back to the queue without using a retry."""
+    waited = (timezone.now() - (job.admitted_at or timezone.now())).total_seconds()
+    if waited > settings.PROVISIONING_TIMEOUT_SECONDS:
+        message = f"not provisioned within {settings.PROVISIONING_TIMEOUT_SECONDS} s: {exc}"
+        launch_requeued(job.pk, job.attempt, Reason.PENDING_TIMEOUT, message, infra=True)
+        return []
+    launch_waiting(job_id=job.pk, attempt=job.attempt, message=str(exc))
+    raise again() from exc
 
 
 class _LeaseLost(Exception):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import threading
@@ -75,6 +76,24 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PORT",
         help="let pods reach 127.0.0.1:PORT of this machine at host.kubesim.internal:PORT (repeatable)",
     )
+    serve.add_argument(
+        "--node-group",
+        type=json.loads,
+        action="append",
+        default=[],
+        metavar="JSON",
+        help='a group the autoscaler grows from min_nodes to max_nodes (repeatable), e.g. \'{"name": "gpu-a100", '
+        '"gpus": 8, "gpu_product": "NVIDIA-A100", "cpu": 32, "memory": 274877906944, "max_nodes": 4}\'',
+    )
+    serve.add_argument(
+        "--scale-up-delay", type=float, default=1.0, help="seconds a new node of a group takes to come up"
+    )
+    serve.add_argument(
+        "--scale-down-idle",
+        type=float,
+        default=10.0,
+        help="seconds a group's node runs no pod before the autoscaler removes it (never below min_nodes)",
+    )
     serve.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -111,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         sandbox=not args.no_sandbox,
         network=not args.no_network_isolation,
         expose_host_ports=args.expose_host_port,
+        node_groups=args.node_group,
+        scale_up_delay=args.scale_up_delay,
+        scale_down_idle=args.scale_down_idle,
     )
     sim.start()
     logging.getLogger("kubesim").info("serving %s (kubeconfig %s)", sim.url, sim.kubeconfig_path)

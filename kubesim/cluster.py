@@ -14,6 +14,7 @@ from typing import Any
 from kubesim import persist, resources, runtime, storageclasses
 from kubesim.api import Api
 from kubesim.attach import MAX_WAIT_FOR_UNMOUNT, AttachDetachController
+from kubesim.autoscaler import ClusterAutoscaler, NodeGroup
 from kubesim.cgroups import CgroupManager
 from kubesim.controllers import GarbageCollector, JobController, NamespaceController, QuotaController
 from kubesim.disruption import (
@@ -169,6 +170,9 @@ class Cluster:
         sandbox: bool = True,
         network: bool = True,
         expose_host_ports: tuple[int, ...] | list[int] = (),
+        node_groups: list[NodeGroup | dict[str, Any]] | None = None,
+        scale_up_delay: float = 1.0,
+        scale_down_idle: float = 10.0,
     ):
         self.log = logging.getLogger("kubesim")
         self.state_dir = Path(state_dir).resolve()  # pods run in their own folders: no relative paths
@@ -198,6 +202,8 @@ class Cluster:
         self.policies = PolicyEnforcer(self)
         self.proxy = ServiceProxy(self)
         self.attacher = AttachDetachController(self, max_wait_for_unmount)
+        groups = [g if isinstance(g, NodeGroup) else NodeGroup.from_dict(g) for g in node_groups or []]
+        self.autoscaler = ClusterAutoscaler(self, groups, scale_up_delay, scale_down_idle)
         self.controllers = self._make_controllers(node_monitor_grace)
         self.loop_lock = threading.RLock()
         self.thread: threading.Thread | None = None
@@ -229,6 +235,7 @@ class Cluster:
             PodDirCollector(self),
             self.policies,
             self.proxy,
+            self.autoscaler,
         ]
 
     def _log_enforcement(self) -> None:

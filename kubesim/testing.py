@@ -269,6 +269,19 @@ class KubeSim:
             **options,
         )
 
+    def add_node_group(self, group: dict[str, Any]) -> None:
+        """Let the cluster autoscaler (kubesim.autoscaler) grow a node group from now on (see NodeGroup)."""
+        from kubesim.autoscaler import NodeGroup
+
+        made = NodeGroup.from_dict(group)
+        with self.cluster.loop_lock:
+            self.cluster.autoscaler.groups[made.name] = made
+
+    def remove_node_group(self, name: str) -> None:
+        """Stop scaling a group; its nodes stay (scale it to zero first to leave none)."""
+        with self.cluster.loop_lock:
+            self.cluster.autoscaler.groups.pop(name, None)
+
     def pause_kubelet(self, paused: bool = True) -> None:
         """Freeze or resume all kubelets."""
         self.cluster.pause_kubelets(paused)

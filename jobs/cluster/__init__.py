@@ -52,6 +52,8 @@ from jobs.cluster.podspec import (
     tenant_limits,
     tolerated_taints,
 )
+from jobs.cluster.pools import node_pools, potential_pool_nodes
+from jobs.core.pools import is_potential, pool_of
 from jobs.models import Job
 from tenants.policy import policy_of
 
@@ -73,6 +75,8 @@ __all__ = [
     "NodeCache",
     "NodeInfo",
     "PodReflector",
+    "ProvisioningFailed",
+    "ProvisioningPending",
     "QuotaExceeded",
     "Unavailable",
     "credential_problems",
@@ -81,8 +85,10 @@ __all__ = [
     "job_credentials",
     "job_inline_credentials",
     "namespace_for",
+    "node_pools",
     "pod_security_problem",
     "pods_spec",
+    "potential_pool_nodes",
     "rendezvous_port",
     "spec_problems",
     "tenant_limits",
@@ -125,11 +131,11 @@ def installation_id() -> str:
 
 
 def gpu_products() -> list[str]:
-    """The GPU product labels the cluster's nodes carry (the watcher's summary, else one list of nodes)."""
+    """The GPU product labels the cluster's nodes carry (the watcher's summary, else one list of nodes), and
+    those of the NODE_POOLS that can grow (their nodes carry it once they are added, none may be there now)."""
     cached = nodesummary.read(installation_id())
-    if cached is None:
-        return cluster().gpu_products()
-    return sorted({n.gpu_type for n in cached if n.gpu_type})
+    present = cluster().gpu_products() if cached is None else [n.gpu_type for n in cached if n.gpu_type]
+    return sorted(set(present) | {pool.gpu_type for pool in node_pools()})
 
 
 def launch(job: Job) -> list[str]:
@@ -152,8 +158,40 @@ def launch(job: Job) -> list[str]:
     gpu_type = job.spec["resources"].get("gpu_type")
     products = gpu_types().matching(gpu_type, gpu_products()) if gpu_type else []
     spec = pods_spec(job, credentials, products)
+    request = _provisioned(client, job, spec)
     token = mint_token(job_id=job.pk, attempt=job.attempt) if spec.artifacts is not None else None
-    return client.launch(spec=spec, credentials=credentials or None, artifact_token=token)
+    return client.launch(
+        spec=spec, credentials=credentials or None, artifact_token=token, provisioning_request=request
+    )
+
+
+class ProvisioningPending(Exception):
+    """The gang's ProvisioningRequest is not provisioned yet: the launch waits (its words are the wait reason)."""
+
+
+class ProvisioningFailed(Exception):
+    """The cluster autoscaler gave up on the gang's ProvisioningRequest (Failed, CapacityRevoked,
+    BookingExpired): the job goes back to the queue."""
+
+
+def _provisioned(client: Cluster, job: Job, spec: Any) -> str | None:
+    """For a gang placed on nodes a pool has yet to add (`jobs.core.pools`), on a cluster that serves
+    ProvisioningRequests: the request its pods consume once it is provisioned (ProvisioningPending before,
+    ProvisioningFailed when refused). None when no request is needed: the pods go pending as they are."""
+    potential = [n for n in job.placements or () if is_potential(n)]
+    if not potential or not client.serves_provisioning_requests():
+        return None
+    state = client.provision(spec=spec)
+    if state.failed:
+        raise ProvisioningFailed(
+            f"the cluster autoscaler could not provision the job's nodes ({state.failed})"
+        )
+    if not state.provisioned:
+        pools = sorted({pool_of(n) for n in potential})
+        raise ProvisioningPending(
+            f"waiting for {len(set(potential))} node(s) of pool {', '.join(pools)} to be provisioned"
+        )
+    return state.name
 
 
 def tenant_namespace(tenant_slug: str) -> str:

@@ -32,6 +32,7 @@ from clusterio.builders import (
 )
 from clusterio.taints import Taint, Toleration, learner_tolerations, parse_toleration, tolerates
 from jobs.core.gputypes import GpuTypes
+from jobs.core.pools import is_potential
 from jobs.core.spec.labels import HYPERPARAMETERS_ENV, hyperparameter_env, hyperparameters_json
 from jobs.credentials import Credentials, unseal
 from jobs.models import Job, JobCredentials
@@ -232,9 +233,12 @@ def _hyperparameter_env(spec: dict[str, Any]) -> dict[str, str]:
 def _node_names(job: Job) -> tuple[str, ...] | None:
     """The nodes admission chose for the current attempt's learners, one each (a launch retried for the same
     attempt binds to the same nodes; a requeued job is admitted afresh); None when the job has no full
-    placement (then the kube-scheduler chooses)."""
+    placement or was placed on nodes a pool has yet to add (`jobs.core.pools`): then the kube-scheduler
+    chooses, and the pods it cannot place yet are what the cluster autoscaler grows the pool for."""
     placements = tuple(job.placements or ())
     if len(placements) != job.learners or not all(isinstance(n, str) and n for n in placements):
+        return None
+    if any(is_potential(n) for n in placements):
         return None
     return placements
 

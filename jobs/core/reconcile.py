@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from jobs.core.choices import JobStatus, Reason
+from jobs.core.pools import is_potential
 from jobs.core.states import STOPPING
 
 Key = tuple[str, int]  # (job id, attempt)
@@ -132,12 +133,12 @@ def chosen_node_taken(job: ActiveJob, unschedulable: Sequence[int], room: Mappin
 def chosen_node_gone(job: ActiveJob, unbound: Sequence[int], nodes: Collection[str]) -> str | None:
     """Why the job cannot start where admission placed it: an unscheduled learner's node is gone (its pod,
     bound there by node affinity, would wait for it forever); None when every such node still exists, or
-    when the pods were not bound (no full placement)."""
+    when the pods were not bound (no full placement, or a node a pool has yet to add: `jobs.core.pools`)."""
     if len(job.placements) != job.learners:
         return None
     for index in sorted(unbound):
         node = job.placements[index] if index < len(job.placements) else ""
-        if node and node not in nodes:
+        if node and not is_potential(node) and node not in nodes:
             return f"node {node} chosen for learner {index} is gone"
     return None
 

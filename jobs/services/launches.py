@@ -22,6 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from common.transactions import durable_service
+from jobs.core.choices import Reason
 from jobs.core.states import WAITING, JobStatus
 from jobs.models import Job
 from jobs.services.lifecycle import enqueue, job_requeue_or_fail
@@ -80,6 +81,14 @@ def launch_held(
     job.held_on = held_on[:300]
     job_requeue_or_fail(job, reason=reason, message=message, counts=False)
     return True
+
+
+@durable_service
+def launch_waiting(*, job_id: str, attempt: int, message: str) -> bool:
+    """Say on a starting job why its launch waits (`PodsPending`: e.g. for its pool's nodes to be provisioned);
+    True when the message changed."""
+    jobs = Job.objects.filter(pk=job_id, attempt=attempt, status=JobStatus.STARTING).exclude(message=message)
+    return bool(jobs.update(message=message[:1000], reason=Reason.PODS_PENDING))
 
 
 def held_keys() -> set[str]:

@@ -59,7 +59,8 @@ def kubernetes_version() -> str:
 
 
 def _stored() -> list[resources.Resource]:
-    return [r for r in resources.RESOURCES if r.stored]
+    """Stored resources with a packaged schema (custom resources such as ProvisioningRequest have none)."""
+    return [r for r in resources.RESOURCES if r.stored and definition_name(r) is not None]
 
 
 def served(members: list[resources.Resource]) -> list[tuple[str, str, str]]:

@@ -467,6 +467,14 @@ IMAGE_PULL_GRACE_SECONDS = env.int("IMAGE_PULL_GRACE_SECONDS", default=180)
 GPU_TOLERATIONS = env.list("GPU_TOLERATIONS", default=["nvidia.com/gpu:NoSchedule"])
 # How long a learner may stay on a NotReady/unreachable node before the cluster deletes it and the job
 # resumes elsewhere (the learners' NoExecute tolerationSeconds; clusters default to 300 s).
+# Node pools the cluster autoscaler can grow (from zero too), as a JSON list: admission counts the nodes each
+# may still add, and jobs placed on them get pods the autoscaler sees pending (docs/operations.md, "Node pools").
+# [{"name": "a100", "gpu_type": "NVIDIA-A100-SXM4-80GB", "gpus": 8, "cpu_millis": 94000, "memory_mib": 1300000,
+#   "taints": ["nvidia.com/gpu=present:NoSchedule"], "min_nodes": 0, "max_nodes": 4}]
+NODE_POOLS = env.str("NODE_POOLS", default="")
+# How long a gang placed on a pool's nodes-to-be waits for its ProvisioningRequest to be provisioned before it
+# goes back to the queue (no retry used).
+PROVISIONING_TIMEOUT_SECONDS = env.int("PROVISIONING_TIMEOUT_SECONDS", default=900)
 NODE_LOST_GRACE_SECONDS = env.int("NODE_LOST_GRACE_SECONDS", default=60)
 # How long a learner has from SIGTERM (eviction, cancel, drain) to checkpoint and exit before SIGKILL (the
 # pods' terminationGracePeriodSeconds). A learner on an unreachable node cannot be told: its pod is

@@ -421,6 +421,7 @@ RESOURCES = {
     "event": ("", "events"),
     "config_map": ("", "configmaps"),
     "persistent_volume_claim": ("", "persistentvolumeclaims"),
+    "pod_template": ("", "podtemplates"),
     "network_policy": ("networking.k8s.io", "networkpolicies"),
     "job": ("batch", "jobs"),
 }
@@ -428,7 +429,10 @@ RESOURCES = {
 # (`group` is always first); group and plural must be string literals in the call.
 CUSTOM_OBJECTS = {"namespaced_custom_object": 3, "cluster_custom_object": 2}
 # Calls that reach a non-resource URL.
-NON_RESOURCE_METHODS = {"get_code": ("/version", "get")}
+NON_RESOURCE_METHODS = {
+    "get_code": ("/version", "get"),
+    "get_api_resources": ("/apis/autoscaling.x-k8s.io/v1", "get"),
+}
 HTTP_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 _RAW_PATH = re.compile(
     r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)"

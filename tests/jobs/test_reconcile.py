@@ -52,6 +52,13 @@ def test_a_starting_job_whose_chosen_node_is_gone_is_requeued_naming_the_node() 
     assert chosen_node_gone(job(placements=("n1",), learners=2), (0,), set()) is None, "no full placement"
 
 
+def test_a_learner_waiting_for_a_node_its_pool_has_yet_to_add_is_not_requeued() -> None:
+    pooled = job(placements=("pool:a100/0", "pool:a100/1"), learners=2)
+    assert chosen_node_gone(pooled, (0, 1), {"n1"}) is None
+    assert chosen_node_taken(pooled, (0, 1), {"n1": (8, 1000, 1000)}) is None
+    assert one(pooled, PodFacts(learners=frozenset({0, 1}), unbound=(0, 1)), nodes={"n1"}) is None
+
+
 def test_a_job_pending_past_the_timeout_is_requeued_and_one_short_of_pods_is_launched_again() -> None:
     facts = PodFacts(learners=frozenset({0}))
     decision = one(job(age=700, learners=2), facts)

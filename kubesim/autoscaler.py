@@ -1,0 +1,418 @@
+"""The cluster autoscaler: node groups that grow for unschedulable pods and ProvisioningRequests, and shrink
+when their nodes sit idle.
+
+Like the Cluster Autoscaler, it adds nodes of a group whose node shape fits pods the scheduler marked
+Unschedulable (``scale_up_delay`` seconds later, the time a cloud takes to boot a machine), never beyond the
+group's ``max_nodes``, and removes a node of the group that has run no pod for ``scale_down_idle`` seconds,
+never below ``min_nodes``. It serves ``autoscaling.x-k8s.io/v1`` ProvisioningRequests of two classes:
+``best-effort-atomic-scale-up`` (room for every pod of every podSet at once, or no node at all) and
+``check-capacity`` (only checks that the cluster already has the room). Pods annotated
+``autoscaling.x-k8s.io/consume-provisioning-request`` are left to the request's booked capacity.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kubesim.admission import TERMINAL, pod_requests
+from kubesim.podstatus import set_condition
+from kubesim.scheduler import insufficient, node_affinity_ok, untolerated_taint
+from kubesim.store import Obj, clone
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+
+GROUP = "autoscaling.x-k8s.io"
+PLURAL = "provisioningrequests"
+ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+CHECK = "check-capacity.autoscaling.x-k8s.io"
+CONSUME = "autoscaling.x-k8s.io/consume-provisioning-request"
+GROUP_LABEL = "kubesim.io/node-group"
+# How long provisioned capacity stays booked for the request's pods (the Cluster Autoscaler's default).
+BOOKING_SECONDS = 600.0
+
+
+@dataclass
+class NodeGroup:
+    """One scalable group: the shape of its nodes and how many it may have."""
+
+    name: str
+    cpu: float = 8
+    memory: int = 64 * 2**30
+    gpus: int = 0
+    gpu_product: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[Obj] = field(default_factory=list)
+    min_nodes: int = 0
+    max_nodes: int = 1
+
+    @classmethod
+    def from_dict(cls, spec: dict[str, Any]) -> NodeGroup:
+        """A group from its JSON form (``--node-group``): the dataclass's field names, memory in bytes."""
+        known = set(cls.__dataclass_fields__)
+        unknown = set(spec) - known
+        if unknown or "name" not in spec:
+            raise ValueError(f"a node group needs a name and only {sorted(known)}; got {sorted(spec)}")
+        group = cls(**spec)
+        if not 0 <= group.min_nodes <= group.max_nodes:
+            raise ValueError(f"node group {group.name}: need 0 <= min_nodes <= max_nodes")
+        return group
+
+    def node_labels(self) -> dict[str, str]:
+        """The labels its nodes carry: the group's, the group name and the GPU product."""
+        labels = {GROUP_LABEL: self.name, "node.kubernetes.io/instance-type": f"kubesim-{self.name}"}
+        if self.gpus:
+            labels["nvidia.com/gpu.product"] = self.gpu_product or "Simulated-GPU"
+        labels.update(self.labels)
+        return labels
+
+    def template(self) -> Obj:
+        """A node of this group as the scheduler would see it, for fit checks."""
+        allocatable = {"cpu": str(self.cpu), "memory": str(self.memory), "pods": "110"}
+        allocatable["ephemeral-storage"] = "100Gi"
+        if self.gpus:
+            allocatable["nvidia.com/gpu"] = str(self.gpus)
+        return {
+            "metadata": {"name": f"template-{self.name}", "labels": self.node_labels()},
+            "spec": {"taints": list(self.taints)},
+            "status": {"allocatable": allocatable},
+        }
+
+
+def _fits(pod: Obj, node: Obj, used: Counter[str]) -> bool:
+    """Whether the pod passes the scheduler's filters on the node with ``used`` already taken."""
+    if untolerated_taint(pod, node, ("NoSchedule", "NoExecute")) is not None:
+        return False
+    if not node_affinity_ok(pod, node):
+        return False
+    return not insufficient(pod_requests(pod), used, node["status"]["allocatable"])
+
+
+def _take(used: Counter[str], pod: Obj) -> None:
+    used.update(pod_requests(pod))
+    used["pods"] += 1
+
+
+def _unschedulable(pod: Obj) -> bool:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled":
+            return cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
+    return False
+
+
+def _condition(obj: Obj, type_: str) -> Obj | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == type_:
+            return dict(cond)
+    return None
+
+
+def _as_pod(template: Obj) -> Obj:
+    """The pod a PodTemplate describes, its containers' requests defaulted from their limits as the
+    apiserver defaults a created pod's."""
+    body = clone(template.get("template") or {})
+    body.setdefault("metadata", {})
+    spec = body.setdefault("spec", {})
+    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        resources = container.setdefault("resources", {})
+        requests = resources.setdefault("requests", {})
+        for name, amount in (resources.get("limits") or {}).items():
+            requests.setdefault(name, amount)
+    return body
+
+
+@dataclass
+class _ScaleUp:
+    group: NodeGroup
+    names: list[str]
+    ready_at: float
+    request: tuple[str, str] | None = None
+
+
+class ClusterAutoscaler:
+    """Grows and shrinks the node groups; a controller of ``Cluster`` (one pass per ``step``)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        groups: list[NodeGroup],
+        scale_up_delay: float = 1.0,
+        scale_down_idle: float = 10.0,
+        booking_seconds: float = BOOKING_SECONDS,
+    ):
+        self.cluster = cluster
+        self.groups = {g.name: g for g in groups}
+        self.scale_up_delay = scale_up_delay
+        self.scale_down_idle = scale_down_idle
+        self.booking_seconds = booking_seconds
+        self.in_flight: list[_ScaleUp] = []
+        self.idle_since: dict[str, float] = {}
+        self.booked: dict[tuple[str, str], tuple[list[str], float]] = {}
+        self.counter = 0
+
+    def step(self) -> None:
+        """Finish due scale-ups, serve ProvisioningRequests, grow for unschedulable pods, shrink idle nodes."""
+        if not self.groups:
+            return
+        now = time.monotonic()
+        self._finish_scale_ups(now)
+        nodes = self.cluster.store.list("nodes")[0]
+        pods = self.cluster.store.list("pods")[0]
+        self._keep_minimum(nodes)
+        used = self._usage(nodes, pods)
+        for request in self.cluster.store.list(PLURAL)[0]:
+            self._serve(request, nodes, used, now)
+        self._grow_for_pods(pods, nodes, used, now)
+        self._shrink(nodes, pods, now)
+
+    def _group_nodes(self, nodes: list[Obj], group: str) -> list[Obj]:
+        return [n for n in nodes if (n["metadata"].get("labels") or {}).get(GROUP_LABEL) == group]
+
+    def _planned(self, group: str) -> int:
+        return sum(len(s.names) for s in self.in_flight if s.group.name == group)
+
+    def _usage(self, nodes: list[Obj], pods: list[Obj]) -> dict[str, Counter[str]]:
+        used: dict[str, Counter[str]] = {n["metadata"]["name"]: Counter() for n in nodes}
+        for pod in pods:
+            node = pod["spec"].get("nodeName")
+            if node in used and (pod.get("status") or {}).get("phase") not in TERMINAL:
+                _take(used[node], pod)
+        return used
+
+    def _keep_minimum(self, nodes: list[Obj]) -> None:
+        for group in self.groups.values():
+            missing = group.min_nodes - len(self._group_nodes(nodes, group.name)) - self._planned(group.name)
+            if missing > 0:
+                self._start(group, missing, None, time.monotonic())
+
+    def _start(self, group: NodeGroup, count: int, request: tuple[str, str] | None, now: float) -> list[str]:
+        names = []
+        for _ in range(count):
+            self.counter += 1
+            names.append(f"{group.name}-{self.counter:04d}")
+        self.in_flight.append(_ScaleUp(group, names, now + self.scale_up_delay, request))
+        self.cluster.log.info("autoscaler: scaling %s up by %d (%s)", group.name, count, ", ".join(names))
+        return names
+
+    def _finish_scale_ups(self, now: float) -> None:
+        for scale_up in [s for s in self.in_flight if s.ready_at <= now]:
+            self.in_flight.remove(scale_up)
+            group = scale_up.group
+            for name in scale_up.names:
+                self.cluster.add_node(
+                    name,
+                    cpu=group.cpu,
+                    memory=group.memory,
+                    gpus=group.gpus,
+                    simulated=True,
+                    labels=group.node_labels(),
+                    taints=[dict(t) for t in group.taints],
+                )
+
+    def _place(
+        self, pods: list[Obj], nodes: list[Obj], used: dict[str, Counter[str]], grow: bool
+    ) -> dict[str, int] | None:
+        """Room for every pod: on existing nodes first (reserving it in ``used``), then on new nodes of the
+        groups (when ``grow``) within their maximum. The new nodes per group, or None when some pod has none."""
+        scratch = {k: Counter(v) for k, v in used.items()}
+        new: list[tuple[NodeGroup, Obj, Counter[str]]] = []
+        counts: dict[str, int] = {}
+        for pod in pods:
+            spot = next((n for n in nodes if _fits(pod, n, scratch[n["metadata"]["name"]])), None)
+            if spot is not None:
+                _take(scratch[spot["metadata"]["name"]], pod)
+                continue
+            fresh = next((entry for entry in new if _fits(pod, entry[1], entry[2])), None)
+            if fresh is None and grow:
+                fresh = self._new_node(pod, nodes, counts)
+                if fresh is not None:
+                    new.append(fresh)
+                    counts[fresh[0].name] = counts.get(fresh[0].name, 0) + 1
+            if fresh is None:
+                return None
+            _take(fresh[2], pod)
+        used.update(scratch)
+        return counts
+
+    def _new_node(
+        self, pod: Obj, nodes: list[Obj], counts: dict[str, int]
+    ) -> tuple[NodeGroup, Obj, Counter[str]] | None:
+        for group in self.groups.values():
+            size = len(self._group_nodes(nodes, group.name)) + self._planned(group.name)
+            if size + counts.get(group.name, 0) >= group.max_nodes:
+                continue
+            template = group.template()
+            if _fits(pod, template, Counter()):
+                return group, template, Counter()
+        return None
+
+    def _could_ever_fit(self, pods: list[Obj]) -> bool:
+        """Whether the pods fit the groups at their maximum sizes, all nodes empty."""
+        capacity = [(g.template(), Counter[str]()) for g in self.groups.values() for _ in range(g.max_nodes)]
+        for pod in pods:
+            spot = next((entry for entry in capacity if _fits(pod, entry[0], entry[1])), None)
+            if spot is None:
+                return False
+            _take(spot[1], pod)
+        return True
+
+    def _grow_for_pods(
+        self, pods: list[Obj], nodes: list[Obj], used: dict[str, Counter[str]], now: float
+    ) -> None:
+        waiting = [
+            p
+            for p in pods
+            if not p["spec"].get("nodeName")
+            and not p["metadata"].get("deletionTimestamp")
+            and CONSUME not in (p["metadata"].get("annotations") or {})
+            and _unschedulable(p)
+        ]
+        waiting = self._not_covered(waiting, used)
+        for pod in waiting:
+            counts = self._place([pod], nodes, used, grow=True)
+            for group, count in (counts or {}).items():
+                if count:
+                    self._start(self.groups[group], count, None, now)
+                    key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+                    self.cluster.api.record_event(
+                        pod,
+                        "Normal",
+                        "TriggeredScaleUp",
+                        f"pod triggered scale-up: [{{{group} {count}}}] ({key[0]}/{key[1]})",
+                        "cluster-autoscaler",
+                    )
+
+    def _not_covered(self, pods: list[Obj], used: dict[str, Counter[str]]) -> list[Obj]:
+        """The pods that the nodes already on their way do not have room for."""
+        coming = [(s.group.template(), Counter[str]()) for s in self.in_flight for _ in s.names]
+        left = []
+        for pod in pods:
+            spot = next((entry for entry in coming if _fits(pod, entry[0], entry[1])), None)
+            if spot is None:
+                left.append(pod)
+            else:
+                _take(spot[1], pod)
+        return left
+
+    def _request_pods(self, request: Obj) -> list[Obj] | None:
+        """The pods a request asks room for (its podSets' templates times their counts); None when a
+        referenced PodTemplate does not exist."""
+        namespace = request["metadata"]["namespace"]
+        pods: list[Obj] = []
+        for pod_set in (request.get("spec") or {}).get("podSets") or []:
+            ref = (pod_set.get("podTemplateRef") or {}).get("name", "")
+            template = self.cluster.store.peek("podtemplates", namespace, ref)
+            if template is None:
+                return None
+            pods.extend([_as_pod(template)] * int(pod_set.get("count", 1)))
+        return pods
+
+    def _set(self, request: Obj, type_: str, value: bool, reason: str, message: str) -> None:
+        meta = request["metadata"]
+        self.cluster.api.mutate(
+            PLURAL,
+            meta["namespace"],
+            meta["name"],
+            lambda r: set_condition(r.setdefault("status", {}), type_, value, reason, message),
+        )
+
+    def _serve(self, request: Obj, nodes: list[Obj], used: dict[str, Counter[str]], now: float) -> None:
+        """Move one ProvisioningRequest along: Accepted, then Provisioned (or Failed), BookingExpired once
+        its booking runs out, CapacityRevoked when a booked node goes before that."""
+        meta = request["metadata"]
+        key = (meta["namespace"], meta["name"])
+        kind = (request.get("spec") or {}).get("provisioningClassName")
+        if kind not in (ATOMIC, CHECK) or meta.get("deletionTimestamp"):
+            return
+        if any((_condition(request, t) or {}).get("status") == "True" for t in ("Failed", "BookingExpired")):
+            return
+        if _condition(request, "CapacityRevoked"):
+            return
+        if _condition(request, "Accepted") is None:
+            self._set(request, "Accepted", True, "Accepted", "Provisioning Request was accepted")
+        provisioned = _condition(request, "Provisioned")
+        if provisioned and provisioned["status"] == "True":
+            self._keep_booking(request, key, nodes, now)
+            return
+        if any(s.request == key for s in self.in_flight):
+            return
+        if key in self.booked:
+            booked = self.booked.pop(key)[0]
+            if all(name in {n["metadata"]["name"] for n in nodes} for name in booked):
+                message = "Provisioning Request was successfully provisioned"
+                self._provisioned(request, key, booked, now, "CapacityIsProvisioned", message)
+                return
+        pods = self._request_pods(request)
+        if pods is None:
+            self._set(request, "Failed", True, "FailedToCreatePods", "a podTemplateRef names no PodTemplate")
+            return
+        if kind == CHECK:
+            if self._place(pods, nodes, used, grow=False) is not None:
+                self._provisioned(
+                    request, key, [], now, "CapacityIsFound", "Capacity is found in the cluster"
+                )
+            else:
+                self._set(request, "Provisioned", False, "CapacityIsNotFound", "Capacity is not found")
+            return
+        if not self._could_ever_fit(pods) and self._place(pods, nodes, used, grow=False) is None:
+            message = "pods could not fit the node groups even at their maximum sizes"
+            self._set(request, "Failed", True, "FailedToCreateScaleUpPlan", message)
+            return
+        counts = self._place(pods, nodes, used, grow=True)
+        if counts is None:
+            message = "not enough room for all the pods at once; will retry"
+            self._set(request, "Provisioned", False, "CapacityIsNotFound", message)
+            return
+        names: list[str] = []
+        for group, count in counts.items():
+            names += self._start(self.groups[group], count, key, now)
+        if names:
+            self._set(
+                request, "Provisioned", False, "CapacityIsProvisioning", "Capacity is being provisioned"
+            )
+            self.booked[key] = (names, now + self.scale_up_delay + self.booking_seconds)
+        else:
+            self._provisioned(request, key, [], now, "CapacityIsFound", "Capacity is found in the cluster")
+
+    def _provisioned(
+        self, request: Obj, key: tuple[str, str], names: list[str], now: float, *msg: str
+    ) -> None:
+        self.booked[key] = (names, now + self.booking_seconds)
+        self._set(request, "Provisioned", True, msg[0], msg[1])
+
+    def _keep_booking(self, request: Obj, key: tuple[str, str], nodes: list[Obj], now: float) -> None:
+        names, until = self.booked.get(key, ([], now))
+        present = {n["metadata"]["name"] for n in nodes}
+        if any(name not in present for name in names):
+            self.booked.pop(key, None)
+            self._set(request, "CapacityRevoked", True, "CapacityRevoked", "a provisioned node was removed")
+        elif now >= until:
+            self.booked.pop(key, None)
+            self._set(request, "BookingExpired", True, "BookingExpired", "the capacity booking expired")
+
+    def _shrink(self, nodes: list[Obj], pods: list[Obj], now: float) -> None:
+        busy = {
+            p["spec"].get("nodeName") for p in pods if (p.get("status") or {}).get("phase") not in TERMINAL
+        }
+        requests = {
+            (r["metadata"]["namespace"], r["metadata"]["name"]) for r in self.cluster.store.list(PLURAL)[0]
+        }
+        self.booked = {k: v for k, v in self.booked.items() if k in requests}
+        held = {name for names, _ in self.booked.values() for name in names}
+        for group in self.groups.values():
+            members = self._group_nodes(nodes, group.name)
+            size = len(members)
+            for node in members:
+                name = node["metadata"]["name"]
+                if name in busy or name in held:
+                    self.idle_since.pop(name, None)
+                    continue
+                since = self.idle_since.setdefault(name, now)
+                if now - since >= self.scale_down_idle and size > group.min_nodes:
+                    size -= 1
+                    self.idle_since.pop(name, None)
+                    self.cluster.log.info("autoscaler: removing idle node %s of %s", name, group.name)
+                    self.cluster.lose_node(name)

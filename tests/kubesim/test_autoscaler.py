@@ -1,0 +1,216 @@
+"""The cluster autoscaler emulation: node groups that grow from zero for unschedulable pods and for
+ProvisioningRequests (atomic scale-up of a whole gang, or a capacity check), and shrink when idle."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any, cast
+
+import pytest
+from kubernetes import client
+
+from kubesim.autoscaler import ATOMIC, CHECK, CONSUME, GROUP_LABEL
+from kubesim.cli import build_parser
+from kubesim.testing import KubeSim, running_kubesim
+from tests.kubesim.conftest import make_pod, wait_for, wait_phase
+
+POOL = "gpu-pool"
+TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+TOLERATION = client.V1Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")
+
+
+@pytest.fixture(scope="module")
+def scaling(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeSim]:
+    """No GPU node at start; one group of tainted 4-GPU nodes that may grow from 0 to 2."""
+    group = {
+        "name": POOL,
+        "gpus": 4,
+        "gpu_product": "NVIDIA-A100",
+        "cpu": 16,
+        "memory": 64 * 2**30,
+        "taints": [TAINT],
+        "min_nodes": 0,
+        "max_nodes": 2,
+    }
+    with running_kubesim(
+        tmp_path_factory.mktemp("autoscaler"),
+        local_gpu_count=0,
+        restart_backoff=0.2,
+        node_groups=[group],
+        scale_up_delay=0.3,
+        scale_down_idle=1.0,
+    ) as sim:
+        yield sim
+
+
+@pytest.fixture
+def apis(scaling: KubeSim) -> Iterator[tuple[client.CoreV1Api, client.CustomObjectsApi]]:
+    api_client = scaling.api_client()
+    yield client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
+    api_client.close()
+
+
+@pytest.fixture
+def ns(apis: tuple[client.CoreV1Api, client.CustomObjectsApi]) -> Iterator[str]:
+    """A fresh namespace, with the pool back at zero nodes before the test starts."""
+    core = apis[0]
+    wait_for(lambda: not pool_nodes(core), timeout=30)
+    name = f"as-{uuid.uuid4().hex[:8]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name)
+
+
+def pool_nodes(core: client.CoreV1Api) -> list[str]:
+    return [str(n.metadata.name) for n in core.list_node(label_selector=f"{GROUP_LABEL}={POOL}").items]
+
+
+def gpu_pod(name: str, gpus: int, seconds: float = 0.5, annotations: dict[str, str] | None = None) -> Any:
+    pod = make_pod(
+        name,
+        ["sleep", str(seconds)],
+        resources=client.V1ResourceRequirements(limits={"nvidia.com/gpu": str(gpus)}),
+    )
+    pod.spec.tolerations = [TOLERATION]
+    pod.metadata.annotations = annotations
+    return pod
+
+
+def request_body(name: str, template: str, count: int, kind: str = ATOMIC) -> dict[str, Any]:
+    return {
+        "apiVersion": "autoscaling.x-k8s.io/v1",
+        "kind": "ProvisioningRequest",
+        "metadata": {"name": name},
+        "spec": {
+            "provisioningClassName": kind,
+            "podSets": [{"podTemplateRef": {"name": template}, "count": count}],
+        },
+    }
+
+
+def make_template(core: client.CoreV1Api, ns: str, name: str, gpus: int) -> None:
+    pod = gpu_pod("learner", gpus)
+    body = client.V1PodTemplate(
+        metadata=client.V1ObjectMeta(name=name),
+        template=client.V1PodTemplateSpec(
+            metadata=client.V1ObjectMeta(labels={"app": "learner"}), spec=pod.spec
+        ),
+    )
+    core.create_namespaced_pod_template(ns, body)
+
+
+def condition(custom: client.CustomObjectsApi, ns: str, name: str, type_: str) -> dict[str, Any] | None:
+    obj = cast(
+        dict[str, Any],
+        custom.get_namespaced_custom_object_status(
+            "autoscaling.x-k8s.io", "v1", ns, "provisioningrequests", name
+        ),
+    )
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), None)
+
+
+def test_provisioning_requests_are_in_discovery(
+    apis: tuple[client.CoreV1Api, client.CustomObjectsApi],
+) -> None:
+    api_client = apis[0].api_client
+    groups = {g.name for g in client.ApisApi(api_client).get_api_versions().groups}
+    assert "autoscaling.x-k8s.io" in groups
+    found = client.CustomObjectsApi(api_client).get_api_resources("autoscaling.x-k8s.io", "v1")
+    names = {r.name for r in found.resources}
+    assert {"provisioningrequests", "provisioningrequests/status"} <= names
+
+
+def test_unschedulable_gpu_pod_scales_the_pool_up_from_zero_and_the_idle_node_goes(
+    apis: tuple[client.CoreV1Api, client.CustomObjectsApi], ns: str
+) -> None:
+    core = apis[0]
+    core.create_namespaced_pod(ns, gpu_pod("one-gpu", 1))
+    pod = wait_phase(core, ns, "one-gpu", ("Succeeded",), timeout=30)
+    assert pod.spec.node_name in pool_nodes(core)
+    events = core.list_namespaced_event(ns, field_selector="involvedObject.name=one-gpu").items
+    assert "TriggeredScaleUp" in {e.reason for e in events}
+    core.delete_namespaced_pod("one-gpu", ns, grace_period_seconds=0)
+    wait_for(lambda: not pool_nodes(core), timeout=30)
+
+
+def test_pod_no_node_shape_fits_triggers_no_scale_up(
+    scaling: KubeSim, apis: tuple[client.CoreV1Api, client.CustomObjectsApi], ns: str
+) -> None:
+    core = apis[0]
+    core.create_namespaced_pod(ns, gpu_pod("too-big", 8))
+    wait_for(lambda: core.read_namespaced_pod("too-big", ns).status.conditions)
+    with scaling.cluster.loop_lock:
+        scaling.cluster.autoscaler.step()
+    assert not scaling.cluster.autoscaler.in_flight
+    assert pool_nodes(core) == []
+    assert core.read_namespaced_pod("too-big", ns).status.phase == "Pending"
+
+
+def test_atomic_request_provisions_the_whole_gang_at_once_for_its_pods(
+    apis: tuple[client.CoreV1Api, client.CustomObjectsApi], ns: str
+) -> None:
+    core, custom = apis
+    make_template(core, ns, "learners", 4)
+    custom.create_namespaced_custom_object(
+        "autoscaling.x-k8s.io", "v1", ns, "provisioningrequests", request_body("gang", "learners", 2)
+    )
+    provisioned = wait_for(
+        lambda: (c := condition(custom, ns, "gang", "Provisioned")) and c["status"] == "True" and c
+    )
+    assert provisioned["reason"] == "CapacityIsProvisioned"
+    assert condition(custom, ns, "gang", "Accepted")["status"] == "True"
+    assert len(pool_nodes(core)) == 2
+    for i in range(2):
+        core.create_namespaced_pod(ns, gpu_pod(f"learner-{i}", 4, annotations={CONSUME: "gang"}))
+    placed = {
+        wait_phase(core, ns, f"learner-{i}", ("Succeeded",), timeout=30).spec.node_name for i in range(2)
+    }
+    assert placed == set(pool_nodes(core))
+    custom.delete_namespaced_custom_object("autoscaling.x-k8s.io", "v1", ns, "provisioningrequests", "gang")
+    for i in range(2):
+        core.delete_namespaced_pod(f"learner-{i}", ns, grace_period_seconds=0)
+    wait_for(lambda: not pool_nodes(core), timeout=30)
+
+
+def test_atomic_request_beyond_the_pool_maximum_fails_without_adding_a_node(
+    scaling: KubeSim, apis: tuple[client.CoreV1Api, client.CustomObjectsApi], ns: str
+) -> None:
+    core, custom = apis
+    make_template(core, ns, "learners", 4)
+    custom.create_namespaced_custom_object(
+        "autoscaling.x-k8s.io", "v1", ns, "provisioningrequests", request_body("huge", "learners", 3)
+    )
+    failed = wait_for(lambda: condition(custom, ns, "huge", "Failed"))
+    assert (failed["status"], failed["reason"]) == ("True", "FailedToCreateScaleUpPlan")
+    assert not scaling.cluster.autoscaler.in_flight
+    assert pool_nodes(core) == []
+
+
+def test_check_capacity_request_only_checks(
+    scaling: KubeSim, apis: tuple[client.CoreV1Api, client.CustomObjectsApi], ns: str
+) -> None:
+    core, custom = apis
+    make_template(core, ns, "learners", 1)
+    custom.create_namespaced_custom_object(
+        "autoscaling.x-k8s.io", "v1", ns, "provisioningrequests", request_body("check", "learners", 1, CHECK)
+    )
+    found = wait_for(lambda: condition(custom, ns, "check", "Provisioned"))
+    assert (found["status"], found["reason"]) == ("False", "CapacityIsNotFound")
+    assert not scaling.cluster.autoscaler.in_flight
+    assert pool_nodes(core) == []
+
+
+def test_node_group_option_parses_json() -> None:
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--state-dir",
+            "s",
+            "--kubeconfig",
+            "k",
+            "--node-group",
+            '{"name": "a", "gpus": 8, "max_nodes": 3}',
+        ]
+    )
+    assert args.node_group == [{"name": "a", "gpus": 8, "max_nodes": 3}]
