@@ -62,9 +62,9 @@ def test_a_cpu_job_stays_off_a_tainted_gpu_node_and_a_gpu_job_tolerates_it(
         "gke-gpu-0", gpus=2, labels={"nvidia.com/gpu.product": "GKE-GPU"}, taints=[GKE_GPU_TAINT]
     )
     nodes.append("gke-gpu-0")
-    assert [str(t) for t in {n.name: n for n in cluster.nodes()}["gke-gpu-0"].taints] == [
-        "nvidia.com/gpu=present:NoSchedule"
-    ]
+    # The platform reads nodes from the watcher's summary: wait for it to see the new node.
+    added = wait_until(lambda: {n.name: n for n in cluster.nodes()}.get("gke-gpu-0"), what="the node summary")
+    assert [str(t) for t in added.taints] == ["nvidia.com/gpu=present:NoSchedule"]
 
     cpu_job = submit(python_spec("cpu-only", WORKING, cpu="3"))
     assert "gke-gpu-0" not in assert_on_chosen_nodes(cpu_job)
