@@ -7,7 +7,7 @@ import re
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -261,21 +261,70 @@ def reconcile() -> dict[str, int]:
     ran past its `activeDeadlineSeconds` (max_runtime) fails with DeadlineExceeded, for clusters whose
     kubelet does not enforce it (kubesim).
     """
-    pods, _ = cluster.cluster().managed_pods()
+    full = _full_pass_due()
+    watched = None if full else cluster.watched_managed_pods()
+    if watched is not None and not _needs_repair(watched):
+        # The watcher's copy shows nothing to repair: no request to the cluster this round.
+        return dict.fromkeys(_COUNTS, 0) | {"watched": 1, "released": release_holds()}
+    # Something to repair (or no usable copy, or the periodic full pass): act on the cluster as it is now.
+    pods = cluster.managed_pods()
     forced = cluster.force_delete_stranded(pods)
     now = timezone.now()
     facts, unowned = _pod_facts(pods, now)
     active = {(j.pk, j.attempt): j for j in Job.objects.filter(status__in=ACTIVE).select_related("tenant")}
-    counts = {
-        "orphans": unowned + _remove_orphans(pods, set(facts) - set(active)) + _remove_leftovers(),
+    counts = dict.fromkeys(_COUNTS, 0) | {
+        "orphans": sum(cluster.delete_pod(p) for p in unowned)
+        + _remove_orphans(pods, set(facts) - set(active))
+        + (_remove_leftovers() if full else 0),
         "forced": forced,
-        "relaunched": 0,
-        "requeued": 0,
-        "cancelled": 0,
-        "halted": 0,
-        "deadline": 0,
     }
-    views = [
+    views = _views(active.values(), now)
+    clocks = repair.Clocks(settings.LAUNCH_GRACE_SECONDS, settings.PENDING_TIMEOUT_SECONDS)
+    nodes = cluster.node_names() if repair.needs_nodes(views, facts, clocks) else None
+    room = cluster.node_room() if repair.needs_room(views, facts, clocks) else None
+    for decision in repair.decide(views, facts, clocks, nodes, room):
+        _carry_out(decision, active[decision.job.key], counts)
+    counts["released"] = release_holds()
+    return counts
+
+
+_COUNTS = ("orphans", "forced", "relaunched", "requeued", "cancelled", "halted", "deadline", "watched")
+
+
+def _full_pass_due() -> bool:
+    """Whether this round lists everything (the platform's pods, Services, Secrets and claims) whatever the
+    watcher's copy says: always when reconcile does not read the copy, else once per
+    RECONCILE_FULL_PASS_SECONDS across all workers (the net under the net: pods nobody's attempt owns,
+    leftovers of a teardown that failed half-way)."""
+    if not (settings.RECONCILE_FROM_WATCH_CACHE and settings.NODE_CACHE_ENABLED):
+        return True
+    seconds = int(settings.RECONCILE_FULL_PASS_SECONDS)
+    if seconds <= 0:
+        return True
+    return cluster.full_pass_due(seconds)
+
+
+def _needs_repair(pods: list[dict[str, Any]]) -> bool:
+    """Whether the watcher's copy of the pods shows anything reconcile would act on: a pod nobody's attempt
+    owns, a pod past its deletion deadline (stranded on a dead node?), pods of an attempt that is not
+    active, or a decision about an active job. Side-effect free; reconcile then lists and acts."""
+    now = timezone.now()
+    facts, unowned = _pod_facts(pods, now)
+    if unowned or any(cluster.deletion_overdue(p, now) for p in pods):
+        return True
+    active = {(j.pk, j.attempt): j for j in Job.objects.filter(status__in=ACTIVE).select_related("tenant")}
+    if set(facts) - set(active):
+        return True
+    views = _views(active.values(), now)
+    clocks = repair.Clocks(settings.LAUNCH_GRACE_SECONDS, settings.PENDING_TIMEOUT_SECONDS)
+    nodes = cluster.node_names() if repair.needs_nodes(views, facts, clocks) else None
+    room = cluster.node_room() if repair.needs_room(views, facts, clocks) else None
+    return bool(repair.decide(views, facts, clocks, nodes, room))
+
+
+def _views(jobs: Iterable[Job], now: datetime) -> list[repair.ActiveJob]:
+    """Active jobs as reconcile's decisions see them."""
+    return [
         repair.ActiveJob(
             id=job.pk,
             attempt=job.attempt,
@@ -286,15 +335,8 @@ def reconcile() -> dict[str, int]:
             launching=launching(job, now),
             per_learner=(job.gpus, job.cpu_millis, job.memory_mib),
         )
-        for job in active.values()
+        for job in jobs
     ]
-    clocks = repair.Clocks(settings.LAUNCH_GRACE_SECONDS, settings.PENDING_TIMEOUT_SECONDS)
-    nodes = cluster.node_names() if repair.needs_nodes(views, facts, clocks) else None
-    room = cluster.node_room() if repair.needs_room(views, facts, clocks) else None
-    for decision in repair.decide(views, facts, clocks, nodes, room):
-        _carry_out(decision, active[decision.job.key], counts)
-    counts["released"] = release_holds()
-    return counts
 
 
 def release_holds() -> int:
@@ -323,18 +365,20 @@ def release_holds() -> int:
     return holds_release(keys=changed)
 
 
-def _pod_facts(pods: list[dict[str, Any]], now: datetime) -> tuple[dict[repair.Key, repair.PodFacts], int]:
+def _pod_facts(
+    pods: list[dict[str, Any]], now: datetime
+) -> tuple[dict[repair.Key, repair.PodFacts], list[dict[str, Any]]]:
     """What the cluster holds per attempt (learners with a pod, those not on a node, one past its deadline),
-    and how many pods were deleted for carrying no job or attempt label (managed by us, yet nobody's)."""
+    and the pods that carry no job or attempt label (managed by us, yet nobody's: reconcile deletes them)."""
     live: dict[repair.Key, set[int]] = defaultdict(set)
     overdue: dict[repair.Key, int] = {}
     unbound: dict[repair.Key, list[int]] = defaultdict(list)
     unschedulable: dict[repair.Key, list[int]] = defaultdict(list)
-    unowned = 0
+    unowned = []
     for pod in pods:
         key = cluster.pod_owner(pod)
         if key is None:
-            unowned += cluster.delete_pod(pod)
+            unowned.append(pod)
             continue
         learner = cluster.pod_learner(pod) or 0
         live[key].add(learner)

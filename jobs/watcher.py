@@ -21,7 +21,16 @@ from django.db import close_old_connections, connection
 
 from common import telemetry
 from jobs import cluster as jobs_cluster
-from jobs.cluster import Cluster, LogCursor, LogFollower, LogRecord, NodeCache, PodReflector, nodesummary
+from jobs.cluster import (
+    Cluster,
+    LogCursor,
+    LogFollower,
+    LogRecord,
+    NodeCache,
+    PodReflector,
+    nodesummary,
+    podsummary,
+)
 from jobs.core.choices import Reason, VerdictState
 from jobs.core.podstate import Verdict, judge, view_from_pod
 from jobs.core.states import ACTIVE, STOPPING, TERMINAL, JobStatus
@@ -60,6 +69,7 @@ class Watcher:
         self.drained: set[Key] = set()
         self.stop_event = threading.Event()
         self.lock = threading.RLock()
+        self.pod_publisher: podsummary.Publisher | None = None
         self.reflector = PodReflector(
             cluster,
             on_sync=self.on_sync,
@@ -69,19 +79,33 @@ class Watcher:
         )
 
     def run(self) -> None:
-        """Watch until `stop()` (and, with NODE_CACHE_ENABLED, publish the node summary); then stop every
-        follower."""
-        publisher = None
+        """Watch until `stop()` (and, with NODE_CACHE_ENABLED, publish the node summary and the managed pods
+        for reconcile); then stop every follower."""
+        publishers = []
         if settings.NODE_CACHE_ENABLED:
-            publisher = threading.Thread(target=self._publish_nodes, name="node-summary", daemon=True)
-            publisher.start()
+            self.pod_publisher = podsummary.Publisher(
+                jobs_cluster.installation_id(), self._snapshot, lambda: self.reflector.healthy
+            )
+            publishers = [
+                threading.Thread(target=self._publish_nodes, name="node-summary", daemon=True),
+                threading.Thread(
+                    target=self.pod_publisher.run, args=(self.stop_event,), name="pod-summary", daemon=True
+                ),
+            ]
+        for thread in publishers:
+            thread.start()
         try:
             self.reflector.run(self.stop_event)
         finally:
             for thread in [*self.followers.values(), *self.draining.values()]:
                 thread.join(timeout=5)
-            if publisher is not None:
-                publisher.join(timeout=15)
+            for thread in publishers:
+                thread.join(timeout=15)
+
+    def _snapshot(self) -> list[dict[str, Any]]:
+        """Every managed pod of an attempt the watcher holds now (what the pod summary publishes)."""
+        with self.lock:
+            return [pod for pods in self.pods.values() for pod in pods.values()]
 
     def _publish_nodes(self) -> None:
         try:
@@ -106,6 +130,8 @@ class Watcher:
             for pod in pods:
                 self._remember("ADDED", pod)
             keys = set(self.pods)
+        if self.pod_publisher is not None:
+            self.pod_publisher.changed()
         close_old_connections()
         keys |= set(Job.objects.filter(status__in=ACTIVE).values_list("pk", "attempt"))
         for key in sorted(keys):
@@ -116,6 +142,8 @@ class Watcher:
         telemetry.observe_pod_event(kind, pod)
         with self.lock:
             key = self._remember(kind, pod)
+        if self.pod_publisher is not None:
+            self.pod_publisher.changed()
         if key is not None:
             close_old_connections()
             self._evaluate(key)

@@ -35,7 +35,7 @@ from clusterio.nodecache import NodeCache
 from clusterio.reflector import PodReflector
 from clusterio.telemetry import PodUsage
 from jobs.artifacts.tokens import mint_token
-from jobs.cluster import nodesummary
+from jobs.cluster import nodesummary, podsummary
 from jobs.cluster.podspec import (
     RENDEZVOUS_PORT_BASE,
     RENDEZVOUS_PORT_SPAN,
@@ -306,6 +306,31 @@ def unbound_claims(pod: dict[str, Any]) -> list[str]:
     return found
 
 
+def managed_pods() -> list[dict[str, Any]]:
+    """Every pod of this installation, listed now."""
+    pods, _ = cluster().managed_pods()
+    return pods
+
+
+def full_pass_due(seconds: int) -> bool:
+    """True for the first caller in each `seconds` (across processes, through Redis; True when Redis cannot
+    say, so the full pass is never skipped for an outage)."""
+    return podsummary.claim_turn(full_pass_turn(), seconds)
+
+
+def full_pass_turn() -> str:
+    """The name of reconcile's full-pass turn (one per installation)."""
+    return f"reconcile-full:{installation_id()}"
+
+
+def watched_managed_pods() -> list[dict[str, Any]] | None:
+    """The watcher's copy of this installation's pods (`podsummary`), or None when reconcile should not use
+    one (RECONCILE_FROM_WATCH_CACHE off, no watcher publishing, or its copy is stale)."""
+    if not (settings.RECONCILE_FROM_WATCH_CACHE and settings.NODE_CACHE_ENABLED):
+        return None
+    return podsummary.read(installation_id())
+
+
 def delete_pod(pod: dict[str, Any]) -> bool:
     """Delete one pod, as listed (True when this call deleted it; False when it was gone or going)."""
     meta = pod.get("metadata") or {}
@@ -325,11 +350,7 @@ def force_delete_stranded(pods: list[dict[str, Any]]) -> int:
     is gone, NotReady or unreachable: no kubelet will confirm their deletion, and until they are gone they
     hold their namespace's quota (and cancels wait on them). Returns how many were deleted."""
     now = datetime.now(UTC)
-    stranded = [
-        p
-        for p in pods
-        if _past(p["metadata"].get("deletionTimestamp"), now) and p.get("spec", {}).get("nodeName")
-    ]
+    stranded = [p for p in pods if deletion_overdue(p, now)]
     if not stranded:
         return 0
     healthy = ready_node_names()
@@ -339,6 +360,12 @@ def force_delete_stranded(pods: list[dict[str, Any]]) -> int:
             meta = pod["metadata"]
             deleted += cluster().delete_pod(namespace=meta["namespace"], pod=meta["name"], grace_seconds=0)
     return deleted
+
+
+def deletion_overdue(pod: dict[str, Any], now: datetime) -> bool:
+    """Whether a pod on a node is past its deletion deadline (deletionTimestamp: the grace has run out)."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    return _past(meta.get("deletionTimestamp"), now) and bool(spec.get("nodeName"))
 
 
 def _past(stamp: str | None, now: datetime) -> bool:

@@ -508,6 +508,11 @@ WATCHER_RELIST_SECONDS = env.float("WATCHER_RELIST_SECONDS", default=300.0)
 # capacity summary to Redis, which the scheduler cycle reads instead of listing every node and pod
 # (docs/operations.md "API footprint"). Off: every reader lists the cluster itself.
 NODE_CACHE_ENABLED = env.bool("NODE_CACHE_ENABLED", default=True)
+# Reconcile reads the watcher's copy of the platform's own pods (published with the node summary) and lists
+# the cluster only when that copy shows something to repair, when it is missing or stale, and for a full pass
+# (pods, Services, Secrets, claims) once per RECONCILE_FULL_PASS_SECONDS. Off: every round is a full pass.
+RECONCILE_FROM_WATCH_CACHE = env.bool("RECONCILE_FROM_WATCH_CACHE", default=True)
+RECONCILE_FULL_PASS_SECONDS = env.int("RECONCILE_FULL_PASS_SECONDS", default=300)
 # Log caps per learner and attempt (jobs/core/logcaps.py, docs/operations.md "Log caps"); a tenant's policy
 # may override each. Lines over a cap are dropped with one marker line and one LogsTruncated event.
 LOG_MAX_LINES_PER_SECOND = env.int("LOG_MAX_LINES_PER_SECOND", default=1000)

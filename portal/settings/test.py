@@ -56,3 +56,6 @@ LEARNER_TERMINATION_GRACE_SECONDS = env.int("LEARNER_TERMINATION_GRACE_SECONDS",
 NOTIFY_ALLOW_PRIVATE_TARGETS = True
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 NOTIFY_BASE_URL = env("NOTIFY_BASE_URL", default="http://testserver")
+# Tests call reconcile right after changing the cluster and expect it to see the change: every round lists
+# (a full pass). tests/jobs/test_reconcile_watch_cache.py turns the watcher's copy on and proves that path.
+RECONCILE_FROM_WATCH_CACHE = env.bool("RECONCILE_FROM_WATCH_CACHE", default=False)
