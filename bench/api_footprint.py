@@ -1,6 +1,6 @@
 """API footprint benchmark: the requests per minute the platform's periodic work sends to the cluster, with
-the watch-backed caches off (every reader lists nodes and pods; reconcile lists every round) and on, at idle and with other teams'
-pods running, measured in the same run.
+the watch-backed caches off (every reader lists nodes and pods; reconcile lists every round) and on, at idle
+and with other teams' pods running, measured in the same run.
 
 Run: ``.venv/bin/python bench/api_footprint.py [--seconds 60] [--pods 1000]``; prints one JSON line per
 phase (requests per minute by ``"verb resource"``) and one per comparison (before, after, ratio).

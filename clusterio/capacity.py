@@ -59,6 +59,7 @@ class NodeInfo:
     free: Resources
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
+    pool: str | None = None  # the value of the node's pool label (`Connection.pool_label`), if any
 
 
 def quantity(value: Any) -> Decimal:
@@ -122,8 +123,11 @@ def _is_ready(node: Mapping[str, Any]) -> bool:
     return False
 
 
-def node_infos(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> list[NodeInfo]:
-    """Combine node objects and pod objects (API JSON) into `NodeInfo`s, sorted by node name."""
+def node_infos(
+    nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], pool_label: str = ""
+) -> list[NodeInfo]:
+    """Combine node objects and pod objects (API JSON) into `NodeInfo`s, sorted by node name; `pool_label`
+    is the node label whose value names the node's pool."""
     used: dict[str, Resources] = {}
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
@@ -144,6 +148,7 @@ def node_infos(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, A
                 free=allocatable - used.get(meta.get("name", ""), ZERO),
                 unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
                 taints=taints_of(node),
+                pool=(meta.get("labels") or {}).get(pool_label) if pool_label else None,
             )
         )
     return sorted(infos, key=lambda info: info.name)

@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from clusterio import names
+from clusterio.autoscalerstatus import NodeGroupSize, parse_status
 from clusterio.builders import (
     JobPodsSpec,
     attempt_secret_name,
@@ -28,7 +29,7 @@ from clusterio.builders import (
 from clusterio.builders.job import gpu_product
 from clusterio.capacity import NodeInfo, Resources, node_infos
 from clusterio.connection import Obj, labels_of
-from clusterio.errors import BadRequest, Conflict, NotFound, Unavailable
+from clusterio.errors import BadRequest, Conflict, Forbidden, NotFound, Unavailable
 from clusterio.logs import Stream
 from clusterio.provisioning import CONSUME, ProvisioningRequests
 from clusterio.tenancy import TenantFences
@@ -325,13 +326,13 @@ class Cluster(TenantFences, ProvisioningRequests):
             self.core.list_pod_for_all_namespaces,
             field_selector="status.phase!=Succeeded,status.phase!=Failed",
         )
-        return node_infos(nodes, pods)
+        return node_infos(nodes, pods, self.pool_label)
 
     def node_states(self) -> list[NodeInfo]:
         """Every node's name, readiness, taints and allocatable resources, from one list of nodes and no
         pods (so `free` is not counted: use `nodes` for that)."""
         nodes, _ = self._list_all(self.core.list_node)
-        return node_infos(nodes, [])
+        return node_infos(nodes, [], self.pool_label)
 
     def ready_node_names(self) -> set[str]:
         """The names of the nodes whose Ready condition is True (one list of nodes, no pods)."""
@@ -342,6 +343,15 @@ class Cluster(TenantFences, ProvisioningRequests):
         only (no pods): cheap enough for every submit and launch."""
         nodes, _ = self._list_all(self.core.list_node)
         return sorted({p for node in nodes if (p := gpu_product(labels_of(node)))})
+
+    def autoscaler_node_groups(self, namespace: str, name: str) -> dict[str, NodeGroupSize] | None:
+        """The node groups the cluster autoscaler reports in its status ConfigMap (`autoscalerstatus`), or
+        None when there is no such ConfigMap or this installation may not read it."""
+        try:
+            found = self._json(self.core.read_namespaced_config_map, name, namespace)
+        except (NotFound, Forbidden):
+            return None
+        return parse_status(str(((found or {}).get("data") or {}).get("status") or ""))
 
     def pod_log_tail(
         self, *, namespace: str, pod: str, lines: int = 20, container: str = "learner"

@@ -52,6 +52,7 @@ class Connection:
         retries: int = 3,
         backoff: float = 0.2,
         installation: str | None = None,
+        pool_label: str = "",
     ) -> None:
         configuration = client.Configuration()
         try:
@@ -75,6 +76,9 @@ class Connection:
         # Every job object this client creates carries the installation's label, and every selector it
         # lists, watches or tears down by is narrowed to it: two installations can share a cluster.
         self.installation = names.label_value(installation) if installation else None
+        # The node label that names a node's pool (GKE `cloud.google.com/gke-nodepool`, EKS
+        # `eks.amazonaws.com/nodegroup`, Karpenter `karpenter.sh/nodepool`): `NodeInfo.pool` reads it.
+        self.pool_label = pool_label
         self.api_client = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api_client)
         self.networking = client.NetworkingV1Api(self.api_client)

@@ -58,6 +58,7 @@ class NodeCache:
         relist_seconds: float = 300.0,
     ) -> None:
         self._lock = threading.Lock()
+        self._pool_label = cluster.pool_label
         self._nodes: dict[tuple[str, str], Obj] = {}
         self._pods: dict[tuple[str, str], Obj] = {}
         self._synced: set[str] = set()
@@ -114,7 +115,7 @@ class NodeCache:
         """Every node with its allocatable and free resources, as `Cluster.nodes()` computes them."""
         with self._lock:
             nodes, pods = list(self._nodes.values()), list(self._pods.values())
-        return node_infos(nodes, pods)
+        return node_infos(nodes, pods, self._pool_label)
 
     def run(self, stop: threading.Event) -> list[threading.Thread]:
         """Start both reflectors in daemon threads until `stop` is set; returns the threads (to join)."""

@@ -61,9 +61,11 @@ class ProvisioningRequests(Connection):
             self._serves = any(r.get("name") == PLURAL for r in (found or {}).get("resources") or [])
         return self._serves
 
-    def provision(self, *, spec: JobPodsSpec) -> Provisioning:
+    def provision(self, *, spec: JobPodsSpec, valid_until_seconds: int | None = None) -> Provisioning:
         """Create (or adopt) the attempt's PodTemplate and atomic ProvisioningRequest for all its learners,
-        and say where the request stands."""
+        and say where the request stands. `valid_until_seconds` is the class's `ValidUntilSeconds`
+        parameter: how long the autoscaler keeps retrying before it marks the request Failed (the launch
+        gives up at the same time, so no node comes up for a job that went back to the queue)."""
         name = request_name(spec.job_id, spec.attempt)
         labels = {**names.job_labels(spec.tenant, spec.job_id, spec.attempt)}
         if self.installation:
@@ -84,6 +86,7 @@ class ProvisioningRequests(Connection):
             "spec": {
                 "provisioningClassName": ATOMIC,
                 "podSets": [{"podTemplateRef": {"name": name}, "count": spec.learners}],
+                "parameters": {"ValidUntilSeconds": str(valid_until_seconds)} if valid_until_seconds else {},
             },
         }
         with contextlib.suppress(Conflict):

@@ -12,12 +12,19 @@ never below ``min_nodes``. It serves ``autoscaling.x-k8s.io/v1`` ProvisioningReq
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
+from kubesim import resources
 from kubesim.admission import TERMINAL, pod_requests
+from kubesim.errors import ApiError
+from kubesim.meta import now_iso
 from kubesim.podstatus import set_condition
 from kubesim.scheduler import insufficient, node_affinity_ok, untolerated_taint
 from kubesim.store import Obj, clone
@@ -31,6 +38,10 @@ ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK = "check-capacity.autoscaling.x-k8s.io"
 CONSUME = "autoscaling.x-k8s.io/consume-provisioning-request"
 GROUP_LABEL = "kubesim.io/node-group"
+# The status ConfigMap the Cluster Autoscaler keeps (``--status-config-map-name``), and how often it rewrites
+# it (every loop, ~10 s; at once here when a group's sizes change).
+STATUS_NAMESPACE, STATUS_NAME = "kube-system", "cluster-autoscaler-status"
+STATUS_SECONDS = 10.0
 # How long provisioned capacity stays booked for the request's pods (the Cluster Autoscaler's default).
 BOOKING_SECONDS = 600.0
 
@@ -103,6 +114,26 @@ def _unschedulable(pod: Obj) -> bool:
     return False
 
 
+def _ready(node: Obj) -> bool:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def _past_valid_until(request: Obj) -> bool:
+    """Whether an atomic request has outlived its ``ValidUntilSeconds`` parameter (counted from creation),
+    after which the autoscaler stops retrying it."""
+    raw = ((request.get("spec") or {}).get("parameters") or {}).get("ValidUntilSeconds")
+    created = (request.get("metadata") or {}).get("creationTimestamp")
+    try:
+        limit = float(str(raw))
+        born = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return False
+    return (datetime.now(UTC) - born).total_seconds() > limit
+
+
 def _condition(obj: Obj, type_: str) -> Obj | None:
     for cond in (obj.get("status") or {}).get("conditions") or []:
         if cond.get("type") == type_:
@@ -152,6 +183,8 @@ class ClusterAutoscaler:
         self.idle_since: dict[str, float] = {}
         self.booked: dict[tuple[str, str], tuple[list[str], float]] = {}
         self.counter = 0
+        self.status_at = -STATUS_SECONDS
+        self.status_groups: list[Obj] = []
 
     def step(self) -> None:
         """Finish due scale-ups, serve ProvisioningRequests, grow for unschedulable pods, shrink idle nodes."""
@@ -167,6 +200,7 @@ class ClusterAutoscaler:
             self._serve(request, nodes, used, now)
         self._grow_for_pods(pods, nodes, used, now)
         self._shrink(nodes, pods, now)
+        self._publish_status(self.cluster.store.list("nodes")[0], now)
 
     def _group_nodes(self, nodes: list[Obj], group: str) -> list[Obj]:
         return [n for n in nodes if (n["metadata"].get("labels") or {}).get(GROUP_LABEL) == group]
@@ -339,6 +373,10 @@ class ClusterAutoscaler:
             return
         if any(s.request == key for s in self.in_flight):
             return
+        if kind == ATOMIC and _past_valid_until(request):
+            message = "not provisioned within the request's ValidUntilSeconds"
+            self._set(request, "Failed", True, "ValidUntilSecondsExpired", message)
+            return
         if key in self.booked:
             booked = self.booked.pop(key)[0]
             if all(name in {n["metadata"]["name"] for n in nodes} for name in booked):
@@ -392,6 +430,47 @@ class ClusterAutoscaler:
         elif now >= until:
             self.booked.pop(key, None)
             self._set(request, "BookingExpired", True, "BookingExpired", "the capacity booking expired")
+
+    def _publish_status(self, nodes: list[Obj], now: float) -> None:
+        """Write ``kube-system/cluster-autoscaler-status`` as the Cluster Autoscaler 1.30+ does: YAML under
+        ``status``, one ``nodeGroups`` entry per group with its health (node counts, cloudProviderTarget,
+        minSize, maxSize)."""
+        groups = []
+        for group in sorted(self.groups.values(), key=lambda g: g.name):
+            members = self._group_nodes(nodes, group.name)
+            ready = sum(1 for n in members if _ready(n))
+            groups.append(
+                {
+                    "name": group.name,
+                    "health": {
+                        "status": "Healthy",
+                        "nodeCounts": {"registered": {"total": len(members), "ready": ready}},
+                        "cloudProviderTarget": len(members) + self._planned(group.name),
+                        "minSize": group.min_nodes,
+                        "maxSize": group.max_nodes,
+                    },
+                    "scaleUp": {"status": "InProgress" if self._planned(group.name) else "NoActivity"},
+                }
+            )
+        if groups == self.status_groups and now - self.status_at < STATUS_SECONDS:
+            return
+        self.status_groups, self.status_at = groups, now
+        status = yaml.safe_dump(
+            {"time": now_iso(), "autoscalerStatus": "Running", "nodeGroups": groups}, sort_keys=False
+        )
+        if self.cluster.store.peek("configmaps", STATUS_NAMESPACE, STATUS_NAME) is None:
+            configmaps = resources.find("", "v1", "configmaps")
+            assert configmaps is not None
+            body = {"metadata": {"name": STATUS_NAME}, "data": {"status": status}}
+            with contextlib.suppress(ApiError):  # created meanwhile: the next loop rewrites it
+                self.cluster.api.create(configmaps, STATUS_NAMESPACE, body)
+            return
+        self.cluster.api.mutate(
+            "configmaps",
+            STATUS_NAMESPACE,
+            STATUS_NAME,
+            lambda c: c.setdefault("data", {}).update(status=status),
+        )
 
     def _shrink(self, nodes: list[Obj], pods: list[Obj], now: float) -> None:
         busy = {

@@ -283,6 +283,8 @@ def _node_affinity(spec: JobPodsSpec, index: int) -> client.V1Affinity | None:
       selectors). The name (`matchFields`), not the `kubernetes.io/hostname` label: admission knows nodes
       by name, and the label differs from it where kubelets run with `--hostname-override`. It is added
       to every term, since requirements within a term are ANDed.
+    * The pool admission chose, when `node_pool` is set (nodes that pool has yet to add): its label, in
+      every term too.
     """
     terms: list[client.V1NodeSelectorTerm] = []
     if spec.gpu_type:
@@ -293,6 +295,13 @@ def _node_affinity(spec: JobPodsSpec, index: int) -> client.V1Affinity | None:
             )
             for key in GPU_PRODUCT_LABELS
         ]
+    if spec.node_pool:
+        pool = client.V1NodeSelectorRequirement(
+            key=spec.node_pool[0], operator="In", values=[spec.node_pool[1]]
+        )
+        terms = terms or [client.V1NodeSelectorTerm(match_expressions=[])]
+        for term in terms:
+            term.match_expressions = [*(term.match_expressions or []), pool]
     if spec.node_names:
         binding = [
             client.V1NodeSelectorRequirement(

@@ -199,7 +199,8 @@ class JobPodsSpec:
     `gpu_tolerations` are what a learner that asks for GPUs tolerates (the GPU nodes' taints), and what
     admission assumes it tolerates. `node_names` binds learner i to node `node_names[i]` (required node
     affinity on the node's name: admission chose the nodes, the kube-scheduler still checks the rest);
-    None leaves the choice to the scheduler.
+    None leaves the choice to the scheduler. `node_pool` (label key, value) keeps the learners on the nodes of
+    one pool (those carrying that label), when admission placed them on nodes the pool has yet to add.
     `platform_env` are further variables the platform sets (such as TRAINYARD_HYPERPARAMETERS): added after
     its own, before the user's `env`, and like its own they win over a user entry of the same name.
     """
@@ -249,6 +250,7 @@ class JobPodsSpec:
     termination_grace_seconds: int = 30
     gpu_tolerations: tuple[Toleration, ...] = DEFAULT_GPU_TOLERATIONS
     node_names: tuple[str, ...] | None = None
+    node_pool: tuple[str, str] | None = None
     platform_env: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +38,7 @@ from clusterio.reflector import PodReflector
 from clusterio.telemetry import PodUsage
 from jobs.artifacts.tokens import mint_token
 from jobs.cluster import nodesummary, podsummary
+from jobs.cluster import pools as _pools
 from jobs.cluster.podspec import (
     RENDEZVOUS_PORT_BASE,
     RENDEZVOUS_PORT_SPAN,
@@ -52,7 +55,7 @@ from jobs.cluster.podspec import (
     tenant_limits,
     tolerated_taints,
 )
-from jobs.cluster.pools import node_pools, potential_pool_nodes
+from jobs.cluster.pools import node_pools
 from jobs.core.pools import is_potential, pool_of
 from jobs.models import Job
 from tenants.policy import policy_of
@@ -95,6 +98,7 @@ __all__ = [
     "tolerated_taints",
 ]
 
+log = logging.getLogger(__name__)
 _local = threading.local()
 
 
@@ -102,12 +106,13 @@ def cluster() -> Cluster:
     """This thread's client for the configured cluster (kubeconfig from settings, else in-cluster), scoped
     to this installation's objects."""
     client: Cluster | None = getattr(_local, "cluster", None)
-    config = (settings.KUBECONFIG, settings.KUBE_CONTEXT, installation_id())
+    config = (settings.KUBECONFIG, settings.KUBE_CONTEXT, installation_id(), settings.NODE_POOL_LABEL)
     if client is None or getattr(_local, "config", None) != config:
         client = Cluster(
             kubeconfig=settings.KUBECONFIG or None,
             context=settings.KUBE_CONTEXT or None,
             installation=config[2],
+            pool_label=settings.NODE_POOL_LABEL,
         )
         _local.cluster, _local.config = client, config
     return client
@@ -135,7 +140,19 @@ def gpu_products() -> list[str]:
     those of the NODE_POOLS that can grow (their nodes carry it once they are added, none may be there now)."""
     cached = nodesummary.read(installation_id())
     present = cluster().gpu_products() if cached is None else [n.gpu_type for n in cached if n.gpu_type]
-    return sorted(set(present) | {pool.gpu_type for pool in node_pools()})
+    return sorted(set(present) | {pool.gpu_type for pool in node_pools() if pool.gpu_type})
+
+
+def potential_pool_nodes(nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
+    """The nodes NODE_POOLS may still add beyond `nodes` (`jobs.cluster.pools`); pools that name a node group
+    take its sizes from the cluster autoscaler's status (declared sizes when the cluster cannot say)."""
+    client = None
+    if any(pool.node_group for pool in node_pools()):
+        try:
+            client = cluster()
+        except ClusterError as exc:
+            log.warning("no cluster to read node group sizes from (%s)", exc)
+    return _pools.potential_pool_nodes(nodes, client)
 
 
 def launch(job: Job) -> list[str]:
@@ -181,7 +198,7 @@ def _provisioned(client: Cluster, job: Job, spec: Any) -> str | None:
     potential = [n for n in job.placements or () if is_potential(n)]
     if not potential or not client.serves_provisioning_requests():
         return None
-    state = client.provision(spec=spec)
+    state = client.provision(spec=spec, valid_until_seconds=settings.PROVISIONING_TIMEOUT_SECONDS)
     if state.failed:
         raise ProvisioningFailed(
             f"the cluster autoscaler could not provision the job's nodes ({state.failed})"

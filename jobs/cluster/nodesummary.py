@@ -51,6 +51,7 @@ def _encode(info: NodeInfo) -> dict[str, Any]:
         "free": res(info.free),
         "unschedulable": info.unschedulable,
         "taints": [[t.key, t.value, t.effect] for t in info.taints],
+        "pool": info.pool,
     }
 
 
@@ -63,6 +64,7 @@ def _decode(data: dict[str, Any]) -> NodeInfo:
         free=Resources(*data["free"]),
         unschedulable=data["unschedulable"],
         taints=tuple(Taint(*t) for t in data["taints"]),
+        pool=data.get("pool"),
     )
 
 

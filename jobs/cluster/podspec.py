@@ -32,7 +32,7 @@ from clusterio.builders import (
 )
 from clusterio.taints import Taint, Toleration, learner_tolerations, parse_toleration, tolerates
 from jobs.core.gputypes import GpuTypes
-from jobs.core.pools import is_potential
+from jobs.core.pools import is_potential, pool_of
 from jobs.core.spec.labels import HYPERPARAMETERS_ENV, hyperparameter_env, hyperparameters_json
 from jobs.credentials import Credentials, unseal
 from jobs.models import Job, JobCredentials
@@ -216,6 +216,7 @@ def pods_spec(
         run_as_user=settings.POD_RUN_AS_USER,
         gpu_tolerations=gpu_tolerations(),
         node_names=_node_names(job),
+        node_pool=_node_pool(job),
         platform_env=_hyperparameter_env(spec),
         **_checkpoints(job),
     )
@@ -241,6 +242,16 @@ def _node_names(job: Job) -> tuple[str, ...] | None:
     if any(is_potential(n) for n in placements):
         return None
     return placements
+
+
+def _node_pool(job: Job) -> tuple[str, str] | None:
+    """(NODE_POOL_LABEL, pool) when every learner was placed on nodes one pool has yet to add and pools are
+    told by that label: the pods then wait for that pool's nodes, not any node with room. None otherwise."""
+    placements = tuple(job.placements or ())
+    if not settings.NODE_POOL_LABEL or not placements or not all(is_potential(n) for n in placements):
+        return None
+    pools = {pool_of(n) for n in placements}
+    return (settings.NODE_POOL_LABEL, pools.pop()) if len(pools) == 1 else None
 
 
 @functools.cache

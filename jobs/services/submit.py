@@ -83,7 +83,9 @@ def gpu_type_problem(*, gpu_type: str, nodes: tuple[Sequence[NodeInfo] | None, s
     elif nodes[0] is None:
         return None
     else:
-        products = [n.gpu_type for n in nodes[0]] + [pool.gpu_type for pool in cluster.node_pools()]
+        products = [n.gpu_type for n in nodes[0]] + [
+            pool.gpu_type for pool in cluster.node_pools() if pool.gpu_type
+        ]
     types = cluster.gpu_types()
     known = types.known(products)
     if types.resolve(gpu_type, known) is not None:

@@ -472,6 +472,16 @@ GPU_TOLERATIONS = env.list("GPU_TOLERATIONS", default=["nvidia.com/gpu:NoSchedul
 # [{"name": "a100", "gpu_type": "NVIDIA-A100-SXM4-80GB", "gpus": 8, "cpu_millis": 94000, "memory_mib": 1300000,
 #   "taints": ["nvidia.com/gpu=present:NoSchedule"], "min_nodes": 0, "max_nodes": 4}]
 NODE_POOLS = env.str("NODE_POOLS", default="")
+# The node label whose value names a node's pool (GKE `cloud.google.com/gke-nodepool`, EKS
+# `eks.amazonaws.com/nodegroup`, Karpenter `karpenter.sh/nodepool`, kubesim `kubesim.io/node-group`). Set, a
+# pool's nodes are those carrying its name there, so CPU pools and two pools of one GPU type can be declared,
+# and jobs placed on a pool's future nodes wait for that pool's. Empty: a pool's nodes are told by GPU type.
+NODE_POOL_LABEL = env.str("NODE_POOL_LABEL", default="")
+# Where the cluster autoscaler publishes its status (namespace/name): pools declared with a `node_group` take
+# that group's min and max sizes from it, so resizing the group in the cloud needs no change here.
+AUTOSCALER_STATUS_CONFIGMAP = env.str(
+    "AUTOSCALER_STATUS_CONFIGMAP", default="kube-system/cluster-autoscaler-status"
+)
 # How long a gang placed on a pool's nodes-to-be waits for its ProvisioningRequest to be provisioned before it
 # goes back to the queue (no retry used).
 PROVISIONING_TIMEOUT_SECONDS = env.int("PROVISIONING_TIMEOUT_SECONDS", default=900)

@@ -127,7 +127,9 @@ def test_the_folder_holds_the_expected_objects() -> None:
     ]:
         assert expected in kinds
     for _, doc in all_documents():
-        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+        if doc["kind"] in ("Role", "RoleBinding") and doc["metadata"]["name"] == STATUS_ROLE:
+            assert doc["metadata"]["namespace"] == "kube-system"  # where the autoscaler's status lives
+        elif doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
             assert doc["metadata"].get("namespace") == "trainyard", doc["metadata"]["name"]
 
 
@@ -596,9 +598,26 @@ def clusterio_permissions() -> set[Permission]:
     return permissions
 
 
+STATUS_ROLE = "trainyard-autoscaler-status"
+
+
 def granted_permissions() -> set[Permission]:
+    """What the ClusterRole grants, and the one read of the autoscaler's status ConfigMap that a Role in
+    kube-system grants (by name: the only rule allowed resourceNames)."""
     role = find("ClusterRole", "trainyard")
-    granted: set[Permission] = set()
+    status = find("Role", STATUS_ROLE)
+    assert status["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["cluster-autoscaler-status"],
+            "verbs": ["get"],
+        }
+    ]
+    binding = find("RoleBinding", STATUS_ROLE)
+    assert binding["roleRef"]["name"] == STATUS_ROLE
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "trainyard", "namespace": "trainyard"}]
+    granted: set[Permission] = {("", "configmaps", "get")}
     for rule in role["rules"]:
         values = [*rule.get("verbs", []), *rule.get("resources", []), *rule.get("apiGroups", [])]
         assert "*" not in values and "*" not in rule.get("nonResourceURLs", []), f"wildcard in {rule}"

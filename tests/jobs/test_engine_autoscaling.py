@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from clusterio.autoscalerstatus import parse_status
 from clusterio.provisioning import ProvisioningRequests
 from jobs.cluster import namespace_for
-from jobs.core.pools import is_potential
+from jobs.cluster.pools import forget_node_group_sizes
+from jobs.core.pools import is_potential, pool_of
 from jobs.models import Job
 from jobs.services import job_submit
 from kubesim.autoscaler import GROUP_LABEL
@@ -54,9 +56,9 @@ def pool(engine: KubeSim, settings: Any) -> Iterator[KubeSim]:
         engine.remove_node_group(POOL)
 
 
-def pool_nodes(sim: KubeSim) -> list[str]:
+def pool_nodes(sim: KubeSim, pool: str = POOL) -> list[str]:
     with sim.api_client() as api:
-        found = client.CoreV1Api(api).list_node(label_selector=f"{GROUP_LABEL}={POOL}").items
+        found = client.CoreV1Api(api).list_node(label_selector=f"{GROUP_LABEL}={pool}").items
     return [str(n.metadata.name) for n in found]
 
 
@@ -129,3 +131,52 @@ def test_a_job_bigger_than_the_pool_maximum_can_never_fit(pool: KubeSim) -> None
 
     wait_until(refused, 30, "the refusal")
     assert job.status == "queued" and pool_nodes(pool) == []
+
+
+CPU_POOL = "cpu-big"
+
+
+@pytest.fixture
+def cpu_pool(engine: KubeSim, settings: Any) -> Iterator[KubeSim]:
+    """A CPU pool of 128-core nodes, 0 to 1 of them, told by its pool label and sized by the autoscaler's
+    status (the platform is given no max_nodes)."""
+    engine.add_node_group({"name": CPU_POOL, "cpu": 128, "memory": 64 * 2**30, "max_nodes": 1})
+    settings.NODE_POOL_LABEL = GROUP_LABEL
+    settings.NODE_POOLS = json.dumps(
+        [{"name": CPU_POOL, "node_group": CPU_POOL, "gpus": 0, "cpu_millis": 128_000, "memory_mib": 65_536}]
+    )
+
+    def reported() -> bool:
+        with engine.api_client() as api:
+            status = client.CoreV1Api(api).read_namespaced_config_map(
+                "cluster-autoscaler-status", "kube-system"
+            )
+        return CPU_POOL in parse_status(status.data["status"])
+
+    wait_until(reported, 30, "the autoscaler's status to report the group")
+    forget_node_group_sizes()
+    try:
+        yield engine
+    finally:
+        forget_node_group_sizes()
+        wait_until(lambda: not pool_nodes(engine, CPU_POOL), 60, "the CPU pool to scale back to zero")
+        engine.remove_node_group(CPU_POOL)
+
+
+@pytest.mark.kubesim_only  # the cluster autoscaler is kubesim's
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_cpu_job_too_big_for_every_node_grows_the_cpu_pool_it_was_placed_on(cpu_pool: KubeSim) -> None:
+    """No node has 100 cores; the CPU pool's may, up to the size the autoscaler reports. The job is admitted
+    on the pool's future node, its pod asks for that pool by label, the pool grows and the job succeeds."""
+    tenant = make_tenant(cpu_millis=200_000, memory_mib=65_536)
+    resources = {"cpu": "100", "memory": "128Mi"}
+    job = job_submit(
+        tenant=tenant,
+        user=member(tenant),
+        document=json.loads(python_spec("wide", "print('wide')", resources=resources)),
+    )
+    seen: set[str] = set()
+    job = wait_status(job, "succeeded", timeout=120, poll=lambda: seen.update(pool_nodes(cpu_pool, CPU_POOL)))
+    assert [pool_of(n) for n in job.placements] == [CPU_POOL]
+    assert len(seen) == 1

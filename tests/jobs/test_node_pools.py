@@ -4,6 +4,7 @@ can never fit."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -12,8 +13,8 @@ import pytest
 from clusterio.capacity import NodeInfo, Resources
 from clusterio.taints import Taint
 from jobs.cluster import node_pools, potential_pool_nodes
-from jobs.cluster.podspec import _node_names
-from jobs.core.pools import is_potential, parse_pools, pool_of
+from jobs.cluster.podspec import _node_names, _node_pool
+from jobs.core.pools import is_potential, parse_pools, pool_of, sized
 from jobs.core.states import JobStatus
 from jobs.models import Job
 from jobs.scheduling import run_cycle
@@ -105,3 +106,62 @@ def test_a_gpu_type_only_a_pool_at_zero_has_is_accepted_at_submit(settings: Any)
     )
     settings.NODE_POOLS = json.dumps([POOL])
     assert gpu_type_problem(gpu_type="A100", nodes=([CPU_NODE], "")) is None
+
+
+CPU_POOL = {"name": "cpu-big", "gpus": 0, "cpu_millis": 32_000, "memory_mib": 131_072, "max_nodes": 3}
+
+
+def test_with_a_pool_label_a_cpu_pool_and_two_pools_of_one_gpu_type_can_be_declared() -> None:
+    pools = parse_pools(json.dumps([CPU_POOL, POOL, {**POOL, "name": "a100-spot"}]), by_label=True)
+    assert [(p.name, p.gpu_type, p.gpus) for p in pools] == [
+        ("cpu-big", "", 0),
+        ("a100", A100, 8),
+        ("a100-spot", A100, 8),
+    ]
+    with pytest.raises(ValueError, match=r"missing fields \['gpu_type'\]"):
+        parse_pools(json.dumps([CPU_POOL]))
+    with pytest.raises(ValueError, match="or set NODE_POOL_LABEL"):
+        parse_pools(json.dumps([POOL, {**POOL, "name": "a100-spot"}]))
+    with pytest.raises(ValueError, match="needs gpus > 0"):
+        parse_pools(json.dumps([{**CPU_POOL, "gpu_type": A100}]), by_label=True)
+
+
+def test_a_pool_naming_a_node_group_needs_no_max_and_takes_the_autoscalers_sizes() -> None:
+    with pytest.raises(ValueError, match=r"missing fields \['max_nodes'\]"):
+        parse_pools(json.dumps([{k: v for k, v in CPU_POOL.items() if k != "max_nodes"}]), by_label=True)
+    entry = {k: v for k, v in CPU_POOL.items() if k != "max_nodes"} | {"node_group": "mig-cpu-big"}
+    (pool,) = parse_pools(json.dumps([entry]), by_label=True)
+    assert pool.max_nodes == 0, "until the autoscaler's status says"
+    (resized,) = sized([pool], {"mig-cpu-big": (1, 5)})
+    assert (resized.min_nodes, resized.max_nodes) == (1, 5)
+    assert sized([pool], {"other": (1, 5)}) == [pool], "a group the status does not report keeps its sizes"
+
+
+def test_with_a_pool_label_a_pools_nodes_are_those_carrying_its_name(settings: Any) -> None:
+    settings.NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+    settings.NODE_POOLS = json.dumps([CPU_POOL, POOL, {**POOL, "name": "a100-spot", "max_nodes": 1}])
+    shape = Resources(8, 64_000, 262_144)
+    spot = NodeInfo("gke-spot-1", True, A100, shape, shape, taints=(GPU_TAINT,), pool="a100-spot")
+    cpu = NodeInfo("gke-cpu-1", True, None, Resources(0, 32_000, 131_072), Resources(0, 32_000, 131_072))
+    cpu_member = dataclasses.replace(cpu, pool="cpu-big")
+    names = [n.name for n in potential_pool_nodes([CPU_NODE, spot, cpu_member])]
+    # The spot node is a100-spot's only (its one node is there), not a100's: a100 may still add both.
+    assert names == ["pool:cpu-big/0", "pool:cpu-big/1", "pool:a100/0", "pool:a100/1"]
+    assert [n.pool for n in potential_pool_nodes([cpu])][:1] == ["cpu-big"]
+    cpu_potential = potential_pool_nodes([cpu])[0]
+    assert cpu_potential.gpu_type is None and cpu_potential.taints == ()
+
+
+@pytest.mark.django_db
+def test_a_cpu_job_on_a_cpu_pool_at_zero_waits_for_that_pools_nodes(settings: Any) -> None:
+    settings.NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+    settings.NODE_POOLS = json.dumps([CPU_POOL])
+    tenant = make_tenant(cpu_millis=100_000, memory_mib=500_000)
+    spec = {"name": "train", "image": "busybox", "command": ["x"], "resources": {}}
+    job = make_job(tenant, spec=spec, learners=2, gpus=0, cpu_millis=20_000, memory_mib=1024)
+    assert run_cycle(nodes=[CPU_NODE]).admitted == [job.pk]
+    job.refresh_from_db()
+    assert [pool_of(n) for n in job.placements] == ["cpu-big", "cpu-big"]
+    assert _node_pool(job) == ("cloud.google.com/gke-nodepool", "cpu-big")
+    settings.NODE_POOL_LABEL = ""
+    assert _node_pool(job) is None, "pools told by GPU type: the scheduler chooses"

@@ -187,6 +187,22 @@ def test_atomic_request_beyond_the_pool_maximum_fails_without_adding_a_node(
     assert pool_nodes(core) == []
 
 
+def test_an_atomic_request_past_its_valid_until_seconds_fails_without_adding_a_node(
+    scaling: KubeSim, apis: tuple[client.CoreV1Api, client.CustomObjectsApi], ns: str
+) -> None:
+    """`ValidUntilSeconds` (the class's parameter, counted from creation) bounds the retries: past it the
+    request is Failed. 0 expires before the autoscaler's first look."""
+    core, custom = apis
+    make_template(core, ns, "late", 1)
+    body = request_body("late", "late", 1)
+    body["spec"]["parameters"] = {"ValidUntilSeconds": "0"}
+    custom.create_namespaced_custom_object("autoscaling.x-k8s.io", "v1", ns, "provisioningrequests", body)
+    failed = wait_for(lambda: condition(custom, ns, "late", "Failed"))
+    assert (failed["status"], failed["reason"]) == ("True", "ValidUntilSecondsExpired")
+    assert not scaling.cluster.autoscaler.in_flight
+    assert pool_nodes(core) == []
+
+
 def test_check_capacity_request_only_checks(
     scaling: KubeSim, apis: tuple[client.CoreV1Api, client.CustomObjectsApi], ns: str
 ) -> None:
@@ -214,3 +230,24 @@ def test_node_group_option_parses_json() -> None:
         ]
     )
     assert args.node_group == [{"name": "a", "gpus": 8, "max_nodes": 3}]
+
+
+def test_the_status_configmap_reports_each_group_as_the_cluster_autoscaler_does(
+    apis: tuple[client.CoreV1Api, client.CustomObjectsApi], ns: str
+) -> None:
+    """kube-system/cluster-autoscaler-status, YAML under `status` (Cluster Autoscaler 1.30+): the group's
+    minSize, maxSize and cloudProviderTarget, which follows a scale-up."""
+    from clusterio.autoscalerstatus import parse_status
+
+    core = apis[0]
+
+    def sizes() -> Any:
+        found = core.read_namespaced_config_map("cluster-autoscaler-status", "kube-system")
+        return parse_status(found.data["status"]).get(POOL)
+
+    size = wait_for(sizes, timeout=30)
+    assert (size.min_nodes, size.max_nodes) == (0, 2)
+    core.create_namespaced_pod(ns, gpu_pod("wants-gpu", 1))
+    wait_for(lambda: (sizes().target or 0) >= 1, timeout=30)
+    wait_phase(core, ns, "wants-gpu", ("Succeeded",), timeout=30)
+    core.delete_namespaced_pod("wants-gpu", ns, grace_period_seconds=0)
