@@ -77,6 +77,39 @@ def test_ffdl_regex_extractor_turns_free_form_log_lines_into_metrics(engine: Kub
     assert points == [("loss", 0, 1.0), ("loss", 10, 0.5), ("loss", 20, 0.3333), ("loss", 30, 0.25)]
 
 
+def test_an_ffdl_manifest_with_a_heredoc_of_indented_python_runs_as_written(engine: KubeSim) -> None:
+    manifest = """\
+name: heredoc
+description: indented Python fed to the interpreter by a here-document
+version: "1.0"
+cpus: 0.25
+memory: 256MiB
+learners: 1
+framework:
+  name: custom
+  version: "python:3.11"
+  command: |
+    echo starting
+    python -u - <<'EOF'
+    total = 0
+    for step in range(3):
+        total += step
+        if step:
+            print(f"step {step} total {total}")
+    print("done")
+    EOF
+"""
+    job, _ = submit(manifest)
+    job = wait_status(job, "succeeded")
+    lines = list(LogLine.objects.filter(job=job).order_by("seq").values_list("text", flat=True))
+    assert [line for line in lines if not line.startswith("[trainyard]")] == [
+        "starting",
+        "step 1 total 1",
+        "step 2 total 3",
+        "done",
+    ], describe(job, logs=True)
+
+
 def test_failing_command_fails_with_exit_code_and_log_tail(engine: KubeSim) -> None:
     script = "import sys\nfor i in range(30):\n    print(f'line {i}')\nsys.exit(3)"
     job, _ = submit(spec("boom", script))

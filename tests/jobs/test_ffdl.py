@@ -259,6 +259,32 @@ def test_folded_command_continuation_lines_join_into_one_shell_line() -> None:
     assert command == ["/bin/sh", "-c", "python a.py --x 1 --y 2 \\\n  --z 3\nnext"]
 
 
+HEREDOC = """python -u - <<'EOF'
+import sys
+for step in range(3):
+    if step:
+        print(f"step {step}")
+print("done", file=sys.stdout)
+EOF
+"""
+
+
+def test_a_command_with_a_heredoc_is_kept_byte_for_byte() -> None:
+    for command in (HEREDOC, HEREDOC.replace("<<'EOF'", "<<-EOF"), "cat << END\n  a\n    b\nEND\n"):
+        framework = {"name": "pytorch", "version": "1", "command": command}
+        shell = parse_spec(manifest_with(framework=framework)).spec["command"]
+        assert shell == ["/bin/sh", "-c", command.rstrip("\n")], (
+            "as written (the spec drops the last newline)"
+        )
+
+
+def test_a_here_string_or_a_shift_is_no_heredoc() -> None:
+    for command in ("cat <<<word\n  --x", "python -c 'print(1<<2)'\n  --x"):
+        framework = {"name": "pytorch", "version": "1", "command": command}
+        shell = parse_spec(manifest_with(framework=framework)).spec["command"][2]
+        assert "\n" not in shell, "folded as any command without a here-document"
+
+
 def test_manifest_detection_tells_ffdl_from_trainyard() -> None:
     assert looks_like_ffdl({"name": "x", "framework": {}})
     assert looks_like_ffdl({"name": "x", "gpus": 1})

@@ -63,6 +63,9 @@ _FRAMEWORK_KEYS = keys_under("framework")
 _STORE_KEYS = keys_under("data_stores[]")
 _CONNECTION_KEYS = keys_under("data_stores[].connection")
 _CONTINUATION = re.compile(r"(?<!\\)\n[ \t]+")
+# A here-document (`<<WORD`, `<<-WORD`, `<< 'WORD'`; not the here-string `<<<`): its lines are the command's
+# input, so they are kept as written.
+_HEREDOC = re.compile(r"(?<!<)<<-?[ \t]*['\"]?[A-Za-z_][A-Za-z0-9_]*")
 _STORE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
 _CAPTURE = re.compile(r"\$?([A-Za-z_][A-Za-z0-9_]*)")
@@ -196,9 +199,7 @@ def _translate_framework(manifest: Mapping[str, Any], document: dict[str, Any], 
     version = framework.get("version")
     if "command" in framework:
         command = framework["command"]
-        document["command"] = (
-            _CONTINUATION.sub(" ", command).rstrip() if isinstance(command, str) else command
-        )
+        document["command"] = _shell_command(command) if isinstance(command, str) else command
     else:
         error("framework.command", "required: the shell command that starts training")
     key = name.strip().lower() if isinstance(name, str) else None
@@ -218,6 +219,19 @@ def _translate_framework(manifest: Mapping[str, Any], document: dict[str, Any], 
     version = version.strip()
     document["image"] = FRAMEWORK_IMAGES[key].format(version=version)
     document["framework"] = {"name": key, "version": version}
+
+
+def _shell_command(command: str) -> str:
+    """FfDL's `framework.command` as the learner's shell line.
+
+    FfDL itself replaced every newline with a space before `eval` (trainer/trainer_impl.go), so a folded
+    command (`command: >` whose more-indented lines YAML keeps on their own lines) ran as one line. Here
+    indented continuation lines are joined the same way, while lines that start at the margin stay separate
+    commands. A command with a here-document is kept byte for byte: its lines (indented Python, say) are
+    the input of a command, which joining would break, as it broke on FfDL."""
+    if _HEREDOC.search(command):
+        return command
+    return _CONTINUATION.sub(" ", command).rstrip()
 
 
 def _translate_metrics(metrics: Any, paths: dict[str, str], error: Any) -> Any:
