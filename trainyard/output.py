@@ -17,8 +17,17 @@ from trainyard.client import LogLine, TrainyardError
 
 
 def console() -> Console:
-    """A console on the current stdout (looked up at each call, so test runners can capture it)."""
-    return Console(highlight=False, soft_wrap=False)
+    """A console on the current stdout (looked up at each call, so test runners can capture it). Nothing it
+    prints is read as Rich markup or emoji codes: job names, commands and messages are users' text."""
+    return Console(highlight=False, soft_wrap=False, markup=False, emoji=False)
+
+
+class PlainTable(Table):
+    """A table whose text cells are shown as written (`[[x] for x in y]` stays), whatever console prints it."""
+
+    def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+        cells = [Text(cell) if isinstance(cell, str) else cell for cell in renderables]
+        super().add_row(*cells, **kwargs)
 
 
 def report(exc: TrainyardError) -> None:
@@ -103,9 +112,12 @@ def expired(stamp: str | None) -> bool:
 
 
 def table(*columns: str, title: str | None = None) -> Table:
-    """A plain table whose first column (an id) never wraps."""
-    grid = Table(*columns, title=title, box=None, header_style="bold", pad_edge=False)
+    """A plain table whose first column (an id) never wraps; other cells too long for a narrow terminal
+    fold onto more lines instead of losing their ends to an ellipsis (sweep runs differ at the end)."""
+    grid = PlainTable(*columns, title=title, box=None, header_style="bold", pad_edge=False)
     grid.columns[0].no_wrap = True
+    for column in grid.columns[1:]:
+        column.overflow = "fold"
     return grid
 
 
