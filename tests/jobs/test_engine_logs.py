@@ -135,7 +135,7 @@ def test_a_log_flood_with_catastrophic_patterns_slows_no_other_tenant(engine: Ku
 
 
 def test_a_job_whose_log_is_still_being_stored_holds_up_no_other_job(
-    engine: KubeSim, monkeypatch: pytest.MonkeyPatch
+    engine: KubeSim, monkeypatch: pytest.MonkeyPatch, settings: Any
 ) -> None:
     """A job is declared finished only once its log is stored to the end; while its follower is still at it
     (a flood's backlog, here a batch held back), the watch loop goes on with everyone else's events."""
@@ -152,7 +152,7 @@ def test_a_job_whose_log_is_still_being_stored_holds_up_no_other_job(
         return store(**batch)
 
     monkeypatch.setattr(watcher, "logs_append", held)
-    monkeypatch.setattr(watcher, "DRAIN_TIMEOUT", 120.0)
+    settings.LOG_DRAIN_SECONDS = 120.0
     try:
         learner = wait_until(lambda: Learner.objects.filter(job=slow).exclude(pod_name="").first(), 90)
         namespace = cluster.namespace_for(slow.tenant)
