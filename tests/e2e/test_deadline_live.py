@@ -66,3 +66,20 @@ def test_a_job_past_its_max_runtime_keeps_the_result_it_saves_on_sigterm_and_fai
     assert texts[:2] == ["training", "saved on SIGTERM"], texts
     assert any("uploaded 1 result file(s)" in text for text in texts), texts
     wait_until(lambda: not cluster.job_pods(Job.objects.get(pk=job.pk)), what="the pod to be gone")
+
+
+def test_a_20_mb_line_without_a_newline_is_stored_cut_with_a_marker_and_the_launchers_line_is_kept(
+    engine: KubeSim, live_server_url: str, settings: Any
+) -> None:
+    settings.ARTIFACTS_BASE_URL = pod_url(engine, live_server_url)
+    tenant = make_tenant()
+    script = "import sys\nsys.stdout.write('x' * 20_000_000)\nsys.stdout.flush()\n"
+    job = job_submit(tenant=tenant, user=member(tenant), document=python_spec("one-huge-line", script))
+    job = wait_status(job, "succeeded", timeout=120, logs=True)
+    texts = list(LogLine.objects.filter(job=job).order_by("seq").values_list("text", flat=True))
+    assert len(texts) == 2, [text[:80] for text in texts]
+    assert len(texts[0]) == 8192 and texts[0].startswith("x" * 8000)
+    assert texts[0].endswith(
+        "[trainyard] line cut here: it was 20000000 characters long, over the 8192 stored"
+    )
+    assert texts[1] == "trainyard: uploaded 0 result file(s), 0 bytes"
