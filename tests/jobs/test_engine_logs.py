@@ -244,3 +244,21 @@ def test_a_requeued_attempt_keeps_the_lines_its_follower_had_not_read_when_its_p
             assert requeued.reason == "Evicted", describe(job)
     job_cancel(job=Job.objects.get(pk=job.pk), user=job.owner)
     wait_status(job, "cancelled", timeout=60)
+
+
+def test_the_log_follower_of_a_cancelled_flood_stops_once_the_job_is_cancelled(engine: KubeSim) -> None:
+    """The issue saw ingest go on after a cancel at ~10k lines/s until the watcher restarted: now the
+    follower stops within seconds of the job's end, whatever backlog the flood left."""
+    tenant = allow(make_tenant(), log_max_lines=1000)
+    user = member(tenant)
+    job = job_submit(tenant=tenant, user=user, document=python_spec("flood", FLOOD))
+    wait_until(lambda: stored_seq(job) >= 1000, 90, "the flood to reach its cap")
+    job.refresh_from_db()
+    follower = wait_until(
+        lambda: next((t for t in threading.enumerate() if t.name == f"logs-{job.pk}-1-0"), None)
+    )
+    job_cancel(job=job, user=user)
+    wait_status(job, "cancelled", timeout=60)
+    wait_until(lambda: not follower.is_alive(), 10, "the cancelled job's log follower to stop")
+    learner = Learner.objects.get(job=job)
+    assert learner.log_lines == 1001 and texts(job)[-1].startswith(MARKER_PREFIX)
