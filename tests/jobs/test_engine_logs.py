@@ -210,7 +210,8 @@ def test_a_requeued_attempt_keeps_the_lines_its_follower_had_not_read_when_its_p
     with socket.create_server(("127.0.0.1", 0)) as gate:
         gate.settimeout(120)
         document = python_spec("last-words", LAST_WORDS, env=gate_env(engine, gate.getsockname()[1]))
-        job = job_submit(tenant=tenant, user=member(tenant), document=document)
+        user = member(tenant)
+        job = job_submit(tenant=tenant, user=user, document=document)
         conn, _ = gate.accept()
         with conn:
             wait_until(lambda: texts(job) == ["holding"], 60, "the first line to be stored")
@@ -242,7 +243,7 @@ def test_a_requeued_attempt_keeps_the_lines_its_follower_had_not_read_when_its_p
             )
             assert stored == ["holding", *(f"printed while the API server was down {i}" for i in range(5))]
             assert requeued.reason == "Evicted", describe(job)
-    job_cancel(job=Job.objects.get(pk=job.pk), user=job.owner)
+    job_cancel(job=Job.objects.get(pk=job.pk), user=user)
     wait_status(job, "cancelled", timeout=60)
 
 
