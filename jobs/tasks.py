@@ -47,7 +47,7 @@ from jobs.services.launches import (
     launching,
 )
 from jobs.services.lifecycle import (
-    deadline_exceeded,
+    job_deadline_exceeded,
     job_launched,
     job_pods_gone,
     job_repair,
@@ -257,9 +257,9 @@ def reconcile() -> dict[str, int]:
     left is cancelled or halted; a starting job whose pods never all appeared (a launch
     that died half-way) is launched again; a running job whose pods vanished is requeued; a starting job
     whose unscheduled learner is bound to a node that no longer exists, or one stuck pending past
-    PENDING_TIMEOUT_SECONDS, goes back to the queue without using up a retry; a job whose pod
-    ran past its `activeDeadlineSeconds` (max_runtime) fails with DeadlineExceeded, for clusters whose
-    kubelet does not enforce it (kubesim).
+    PENDING_TIMEOUT_SECONDS, goes back to the queue without using up a retry; a job whose learner has run
+    for its max_runtime (from its pod's startTime) is stopped as a halt stops it and then fails,
+    DeadlineExceeded (the watcher's deadline clock does that on time; this is the net).
     """
     full = _full_pass_due()
     watched = None if full else cluster.watched_managed_pods()
@@ -270,8 +270,8 @@ def reconcile() -> dict[str, int]:
     pods = cluster.managed_pods()
     forced = cluster.force_delete_stranded(pods)
     now = timezone.now()
-    facts, unowned = _pod_facts(pods, now)
     active = {(j.pk, j.attempt): j for j in Job.objects.filter(status__in=ACTIVE).select_related("tenant")}
+    facts, unowned = _pod_facts(pods, now, _runtimes(active))
     counts = dict.fromkeys(_COUNTS, 0) | {
         "orphans": sum(cluster.delete_pod(p) for p in unowned)
         + _remove_orphans(pods, set(facts) - set(active))
@@ -309,10 +309,10 @@ def _needs_repair(pods: list[dict[str, Any]]) -> bool:
     owns, a pod past its deletion deadline (stranded on a dead node?), pods of an attempt that is not
     active, or a decision about an active job. Side-effect free; reconcile then lists and acts."""
     now = timezone.now()
-    facts, unowned = _pod_facts(pods, now)
+    active = {(j.pk, j.attempt): j for j in Job.objects.filter(status__in=ACTIVE).select_related("tenant")}
+    facts, unowned = _pod_facts(pods, now, _runtimes(active))
     if unowned or any(cluster.deletion_overdue(p, now) for p in pods):
         return True
-    active = {(j.pk, j.attempt): j for j in Job.objects.filter(status__in=ACTIVE).select_related("tenant")}
     if set(facts) - set(active):
         return True
     views = _views(active.values(), now)
@@ -320,6 +320,11 @@ def _needs_repair(pods: list[dict[str, Any]]) -> bool:
     nodes = cluster.node_names() if repair.needs_nodes(views, facts, clocks) else None
     room = cluster.node_room() if repair.needs_room(views, facts, clocks) else None
     return bool(repair.decide(views, facts, clocks, nodes, room))
+
+
+def _runtimes(active: dict[repair.Key, Job]) -> dict[repair.Key, int | None]:
+    """Each active attempt's max_runtime (seconds, None for none)."""
+    return {key: job.spec.get("max_runtime_seconds") for key, job in active.items()}
 
 
 def _views(jobs: Iterable[Job], now: datetime) -> list[repair.ActiveJob]:
@@ -366,10 +371,11 @@ def release_holds() -> int:
 
 
 def _pod_facts(
-    pods: list[dict[str, Any]], now: datetime
+    pods: list[dict[str, Any]], now: datetime, runtimes: dict[repair.Key, int | None]
 ) -> tuple[dict[repair.Key, repair.PodFacts], list[dict[str, Any]]]:
-    """What the cluster holds per attempt (learners with a pod, those not on a node, one past its deadline),
-    and the pods that carry no job or attempt label (managed by us, yet nobody's: reconcile deletes them)."""
+    """What the cluster holds per attempt (learners with a pod, those not on a node, one that has run for
+    its job's max_runtime: `runtimes`, per active attempt), and the pods that carry no job or attempt label
+    (managed by us, yet nobody's: reconcile deletes them)."""
     live: dict[repair.Key, set[int]] = defaultdict(set)
     overdue: dict[repair.Key, int] = {}
     unbound: dict[repair.Key, list[int]] = defaultdict(list)
@@ -386,7 +392,7 @@ def _pod_facts(
             unbound[key].append(learner)
             if _unschedulable(pod):
                 unschedulable[key].append(learner)
-        if key not in overdue and _past_deadline(pod, now):
+        if key not in overdue and repair.past_max_runtime(pod, runtimes.get(key), now):
             overdue[key] = learner
     facts = {
         key: repair.PodFacts(
@@ -424,7 +430,8 @@ def _remove_orphans(pods: list[dict[str, Any]], attempts: set[repair.Key]) -> in
 def _carry_out(decision: repair.Decision, job: Job, counts: dict[str, int]) -> None:
     """Do what reconcile decided about one job, counting it."""
     if decision.action == "deadline":
-        counts["deadline"] += deadline_exceeded(job, decision.learner or 0)
+        stopped = job_deadline_exceeded(job_id=job.pk, attempt=job.attempt, learner=decision.learner or 0)
+        counts["deadline"] += stopped is not None
     elif decision.action == "teardown":
         teardown.delay(job.pk, job.attempt)  # again: a launch may have raced the first teardown
     elif decision.action == "requeue":
@@ -452,19 +459,6 @@ def _remove_leftovers() -> int:
         if job_id not in known:
             removed += cluster.delete_claim(namespace, name)
     return removed
-
-
-def _past_deadline(pod: dict[str, Any], now: datetime) -> bool:
-    """Whether an unfinished pod has run longer than its `activeDeadlineSeconds` since its startTime."""
-    deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
-    status = pod.get("status") or {}
-    if not deadline or not status.get("startTime") or status.get("phase") in ("Succeeded", "Failed"):
-        return False
-    try:
-        started = datetime.fromisoformat(status["startTime"])
-    except (TypeError, ValueError):
-        return False
-    return bool((now - started).total_seconds() > int(deadline))
 
 
 @shared_task(name="jobs.tasks.telemetry", acks_late=True, soft_time_limit=30, time_limit=45)

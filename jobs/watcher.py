@@ -2,9 +2,13 @@
 follower per learner stores its lines. Runs as its own process (`manage.py watch_cluster`).
 
 Pod events are cached per pod; each event re-judges the whole attempt of its job (jobs/core/podstate.py) and
-hands the verdict to jobs/services/lifecycle.py, which ignores anything stale. A job is only declared finished
-after its learners' followers have drained their logs (bounded by DRAIN_TIMEOUT), so a finished job has its
-full log; that wait happens in a drainer thread, never in the watch loop, so no job's log holds up another's.
+hands the verdict to jobs/services/lifecycle.py, which ignores anything stale. A job is only declared finished,
+or sent back to the queue (its pods then torn down), after the followers of its ended pods have drained their
+logs (bounded by LOG_DRAIN_SECONDS), so a finished job and a failed attempt have their full log; that wait
+happens in a drainer thread, never in the watch loop, so no job's log holds up another's.
+
+A deadline clock stops a job on time once a learner has run for its max_runtime (counted from the pod's
+startTime, as the kubelet counts activeDeadlineSeconds): each pod event (re)arms it, a thread fires it.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.utils import timezone
 
 from common import telemetry
 from jobs import cluster as jobs_cluster
@@ -32,11 +38,13 @@ from jobs.cluster import (
     podsummary,
 )
 from jobs.core.choices import Reason, VerdictState
-from jobs.core.podstate import Verdict, judge, view_from_pod
+from jobs.core.podstate import LearnerView, Verdict, judge, view_from_pod
+from jobs.core.reconcile import max_runtime_due
 from jobs.core.states import ACTIVE, STOPPING, TERMINAL, JobStatus
 from jobs.models import Job, Learner, LogLine
 from jobs.services.lifecycle import (
     job_apply_verdict,
+    job_deadline_exceeded,
     job_pods_gone,
     learner_node_unready,
     learner_update,
@@ -44,11 +52,11 @@ from jobs.services.lifecycle import (
 from jobs.services.logs import LogIngest, logs_append, logs_ingest
 
 log = logging.getLogger(__name__)
-DRAIN_TIMEOUT = 15.0
 FOLLOWER_BACKOFF = 1.0
 FOLLOWER_BACKOFF_MAX = 30.0
 FOLLOWER_CHECK_SECONDS = 1.0  # how often a follower asks whether its job has ended
 TAIL_LINES = 20
+DEADLINE_TICK = 0.2  # seconds: how late the deadline clock may fire at most
 Key = tuple[str, int]
 
 
@@ -67,6 +75,8 @@ class Watcher:
         # thread waits for those (bounded) and judges the attempt again, so the watch loop never waits.
         self.draining: dict[Key, threading.Thread] = {}
         self.drained: set[Key] = set()
+        # The deadline clock: per attempt of a job with a max_runtime, when its first learner reaches it.
+        self.deadlines: dict[Key, tuple[datetime, int]] = {}
         self.stop_event = threading.Event()
         self.lock = threading.RLock()
         self.pod_publisher: podsummary.Publisher | None = None
@@ -94,9 +104,13 @@ class Watcher:
             ]
         for thread in publishers:
             thread.start()
+        clock = threading.Thread(target=self._deadline_clock, name="deadline-clock", daemon=True)
+        clock.start()
         try:
             self.reflector.run(self.stop_event)
         finally:
+            self.stop_event.set()
+            clock.join(timeout=5)
             for thread in [*self.followers.values(), *self.draining.values()]:
                 thread.join(timeout=5)
             for thread in publishers:
@@ -169,6 +183,7 @@ class Watcher:
             with self.lock:
                 self.seen.pop(key, None)
                 self.drained.discard(key)
+                self.deadlines.pop(key, None)
             return
         with self.lock:
             pods = list(self.pods.get(key, {}).values())
@@ -185,7 +200,13 @@ class Watcher:
                 learner_node_unready(job_id=job_id, attempt=attempt, view=view)
             if self.follow_logs and view.phase in ("Running", "Succeeded", "Failed"):
                 self._ensure_follower(job, index, pod["metadata"]["name"])
+        if self._past_deadline(job, pods):
+            return
         if job.status in STOPPING and not views:
+            # A halt's, a preemption's or a deadline's SIGTERM handler prints its last words (a checkpoint
+            # saved) while the pod terminates: they are stored before the job moves on. A cancel waits not.
+            if job.status == JobStatus.HALTING and not self._drained(key):
+                return
             job_pods_gone(job_id=job_id, attempt=attempt)
             return
         # Every learner of a running job has had its pod; a starting one may still be being launched.
@@ -201,6 +222,8 @@ class Watcher:
                 return
             if verdict.state == VerdictState.FAILED and verdict.learner is not None:
                 tail = log_tail(job_id, verdict.learner)
+        elif verdict.state == VerdictState.REQUEUE and not self._drained(key, _ended(views)):
+            return  # the teardown that follows the requeue would cut the ended pods' logs short
         job_apply_verdict(job_id=job_id, attempt=attempt, verdict=verdict, log_tail=tail)
 
     def _ensure_follower(self, job: Job, index: int, pod_name: str) -> None:
@@ -291,16 +314,64 @@ class Watcher:
         finally:
             connection.close()
 
-    def _drained(self, key: Key) -> bool:
-        """Whether the attempt's followers have stored their logs to the end (or had DRAIN_TIMEOUT to); if
-        not, a drainer thread (one per attempt) waits for them and then judges the attempt again, so that a
-        job whose log is still being read, a flood's backlog say, holds up no other job's events."""
+    def _past_deadline(self, job: Job, pods: list[dict[str, Any]]) -> bool:
+        """Arm the deadline clock for a starting or running job with a max_runtime (disarm it otherwise);
+        stop the job now if a learner has already run for it. True when it was stopped."""
+        key: Key = (job.pk, job.attempt)
+        runtime = job.spec.get("max_runtime_seconds")
+        due: tuple[datetime, int] | None = None
+        if runtime and job.status in (JobStatus.STARTING, JobStatus.RUNNING):
+            for pod in pods:
+                when, index = max_runtime_due(pod, runtime), jobs_cluster.pod_learner(pod)
+                if when is not None and index is not None and (due is None or when < due[0]):
+                    due = (when, index)
+        with self.lock:
+            if due is None:
+                self.deadlines.pop(key, None)
+                return False
+            if due[0] > timezone.now():
+                self.deadlines[key] = due
+                return False
+            self.deadlines.pop(key, None)
+        job_deadline_exceeded(job_id=job.pk, attempt=job.attempt, learner=due[1])
+        return True
+
+    def _deadline_clock(self) -> None:
+        """Stop each job whose learner reaches its max_runtime within DEADLINE_TICK of the moment, rather
+        than at the next pod event or reconcile pass (the job then ends as a halt does, see lifecycle)."""
+        try:
+            while not self.stop_event.wait(DEADLINE_TICK):
+                now = timezone.now()
+                with self.lock:
+                    due = [(key, learner) for key, (when, learner) in self.deadlines.items() if when <= now]
+                    for key, _ in due:
+                        del self.deadlines[key]
+                for (job_id, attempt), learner in due:
+                    try:
+                        close_old_connections()
+                        job_deadline_exceeded(job_id=job_id, attempt=attempt, learner=learner)
+                    except Exception:
+                        log.exception(
+                            "stopping %s/%s at its max_runtime failed; reconcile does it", job_id, attempt
+                        )
+        finally:
+            connection.close()
+
+    def _drained(self, key: Key, learners: set[int] | None = None) -> bool:
+        """Whether the attempt's followers (those of `learners` only, when given) have stored their logs to the
+        end (or had LOG_DRAIN_SECONDS to); if not, a drainer thread (one per attempt) waits for them and then
+        judges the attempt again, so that a job whose log is still being read, a flood's backlog say, holds up
+        no other job's events."""
         with self.lock:
             if key in self.drained:
                 return True
-            threads = [t for (j, a, _), t in self.followers.items() if (j, a) == key and t.is_alive()]
+            threads = [
+                t
+                for (j, a, i), t in self.followers.items()
+                if (j, a) == key and t.is_alive() and (learners is None or i in learners)
+            ]
             if not threads:
-                for done in [k for k in self.followers if k[:2] == key]:
+                for done in [k for k, t in self.followers.items() if k[:2] == key and not t.is_alive()]:
                     del self.followers[done]
                 return True
             if key not in self.draining:
@@ -315,7 +386,7 @@ class Watcher:
         return False
 
     def _drain_then_judge(self, key: Key, threads: list[threading.Thread]) -> None:
-        deadline = time.monotonic() + DRAIN_TIMEOUT
+        deadline = time.monotonic() + settings.LOG_DRAIN_SECONDS
         for thread in threads:
             while thread.is_alive() and time.monotonic() < deadline and not self.stop_event.is_set():
                 thread.join(timeout=0.1)
@@ -331,6 +402,11 @@ class Watcher:
             log.exception("judging %s/%s after its logs were drained failed; the next relist does it", *key)
         finally:
             connection.close()
+
+
+def _ended(views: list[LearnerView]) -> set[int]:
+    """The learners whose pods have ended (their logs are complete and can be read to the end)."""
+    return {view.index for view in views if view.phase in ("Succeeded", "Failed")}
 
 
 def _with_claims(verdict: Verdict, pods: list[dict[str, Any]]) -> Verdict:

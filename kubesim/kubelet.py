@@ -6,6 +6,7 @@ import logging
 import signal
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kubesim.kubelet")
 GPU = "nvidia.com/gpu"
 DELETION_DEADLINE = "kubesim.io/deletion-deadline"
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 _IGNORED_IMAGE = (
     'kubesim ignores container images: "{image}" was not pulled; '
     "the container's command runs as a local process"
@@ -53,6 +55,7 @@ class PodRuntime:
     init_done: set[str] = field(default_factory=set)
     init_failed: str | None = None
     terminating_since: float | None = None
+    deadline_since: float | None = None  # when the kubelet began stopping it for activeDeadlineSeconds
     sidecars_stopping_since: float | None = None
     done: bool = False
     net: PodNet | None = None
@@ -211,6 +214,9 @@ class Kubelet:
         spec = pod["spec"]
         if pod["metadata"].get("deletionTimestamp"):
             self._terminate(rt, pod)
+            return
+        if rt.deadline_since is not None or past_active_deadline(pod, time.time()):
+            self._stop_for_deadline(rt, pod)
             return
         changed = False
         if not rt.initialized(pod):
@@ -410,6 +416,33 @@ class Kubelet:
             self.cluster.store.remove("pods", meta["namespace"], meta["name"])
             self.cluster.api._notify()
 
+    def _stop_for_deadline(self, rt: PodRuntime, pod: Obj) -> None:
+        """A pod active longer than its `activeDeadlineSeconds` (counted from its startTime), as the kubelet's
+        activeDeadlineHandler stops it: a `DeadlineExceeded` warning, SIGTERM to its containers, SIGKILL
+        once its terminationGracePeriodSeconds have passed, and once they have stopped the pod is Failed
+        with reason DeadlineExceeded (kubelets since 1.27 give the terminal phase only when no container
+        runs any more). Whatever its restartPolicy, nothing is restarted."""
+        running = [c for c in rt.containers.values() if c.poll() is None]
+        now = time.monotonic()
+        if rt.deadline_since is None:
+            rt.deadline_since = now
+            self.cluster.api.record_event(pod, "Warning", "DeadlineExceeded", DEADLINE_MESSAGE, "kubelet")
+            for proc in running:
+                proc.signal_group(signal.SIGTERM)
+                self.cluster.api.record_event(
+                    pod, "Normal", "Killing", f"Stopping container {proc.name}", "kubelet"
+                )
+        grace = pod["spec"].get("terminationGracePeriodSeconds")
+        if running and now - rt.deadline_since >= (30 if grace is None else int(grace)):
+            for proc in running:
+                proc.signal_group(signal.SIGKILL, self.cluster.cgroups.pids(proc.cgroup))
+            runtime.wait_all(running, 2)
+        if any(c.poll() is None for c in rt.containers.values()):
+            return
+        for proc in rt.containers.values():
+            self._reap(rt, proc)
+        self._report(rt, pod, ("Failed", "DeadlineExceeded", DEADLINE_MESSAGE))
+
     def _kill(self, rt: PodRuntime) -> None:
         for proc in rt.containers.values():
             if proc.poll() is None:
@@ -520,6 +553,20 @@ class Kubelet:
         for rt in list(self.pods.values()):
             self._kill(rt)
             self._release(rt)
+
+
+def past_active_deadline(pod: Obj, now: float) -> bool:
+    """Whether a pod has been active on its node longer than its `activeDeadlineSeconds`, counted from its
+    status' startTime (set when the kubelet admitted it, before any image pull or init container)."""
+    deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+    started = (pod.get("status") or {}).get("startTime")
+    if not deadline or not started:
+        return False
+    try:
+        since = datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return False
+    return now - since >= int(deadline)
 
 
 def _gpus(container: Obj) -> int:

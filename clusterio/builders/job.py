@@ -328,7 +328,7 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
     Guaranteed QoS (requests == limits), GPUs only when asked for (with `spec.gpu_tolerations` and
     the product required by node affinity when `gpu_type` is set), bound to `spec.node_names[index]` when given, a
     non-root restricted security context, no API token, stable DNS (`hostname.subdomain`) for the
-    rendezvous, and the runtime cap as `activeDeadlineSeconds`. With `spec.artifacts`: the `fetch`
+    rendezvous, and `spec.active_deadline_seconds` as `activeDeadlineSeconds`. With `spec.artifacts`: the `fetch`
     init container when there is code or S3 data to fetch, the code folder as working directory, and
     the launcher around the command.
     """
@@ -351,7 +351,7 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
             automount_service_account_token=False,
             enable_service_links=False,
             termination_grace_period_seconds=spec.termination_grace_seconds,
-            active_deadline_seconds=spec.max_runtime_seconds,
+            active_deadline_seconds=spec.active_deadline_seconds,
             affinity=_node_affinity(spec, index),
             tolerations=tolerations or None,
             security_context=_pod_security_context(spec),

@@ -227,7 +227,10 @@ class JobPodsSpec:
     threads: ThreadsMode = "auto"
     master_port: int = 29500
     master_addr: str | None = None
-    max_runtime_seconds: int | None = None
+    # The pods' activeDeadlineSeconds: past it (from the pod's startTime) the kubelet stops the pod and fails
+    # it, DeadlineExceeded. The platform stops a job itself at its max_runtime and sets this a little later,
+    # as a backstop for when it cannot (jobs.cluster.podspec).
+    active_deadline_seconds: int | None = None
     service_account: str = SERVICE_ACCOUNT_NAME
     extra_labels: Mapping[str, str] = field(default_factory=dict)
     checkpoint_claim: str | None = None
@@ -276,8 +279,8 @@ class JobPodsSpec:
             _positive(self.run_as_user, "run_as_user (runAsNonRoot forbids 0)")
         if self.master_port > 65535:
             raise ValueError(f"master_port must be at most 65535, got {self.master_port}")
-        if self.max_runtime_seconds is not None:
-            _positive(self.max_runtime_seconds, "max_runtime_seconds")
+        if self.active_deadline_seconds is not None:
+            _positive(self.active_deadline_seconds, "active_deadline_seconds")
         if self.threads not in ("auto", "off"):
             raise ValueError(f"threads must be 'auto' or 'off', got {self.threads!r}")
         if not self.image:

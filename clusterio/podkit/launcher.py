@@ -1,8 +1,12 @@
 """Trainyard's wrapper around a learner's command: run it, then hand its results to the platform.
 
 Run as `python -c <this file's text> <the user's argv...>` (see docs/artifacts.md). The child runs in
-its own process group with the launcher's stdout and stderr, so its output reaches the pod log
-unchanged; SIGTERM and SIGINT are forwarded to the whole group, so a graceful stop reaches every
+its own process group; its stdout and stderr are pipes the launcher relays byte for byte to its own (one
+pipe for both where the launcher's two are the same file, as kubesim's runtime merges them, so their order
+is kept), so its output reaches the pod log unchanged and the launcher knows whether the command's last
+line on each stream is complete: the launcher's own lines (`trainyard: ...`, on stderr) always start on a
+new line, a newline ending the command's unfinished line first (a 20 MB line without one would otherwise
+swallow them). SIGTERM and SIGINT are forwarded to the whole group, so a graceful stop reaches every
 process the command started. When the child ends, every regular file under RESULT_DIR is uploaded
 (symlinks are skipped, never followed), CHECKPOINT_DIR is measured, and the end is reported; the
 launcher then exits with the child's code (128 + signal when a signal killed it). Upload problems
@@ -51,8 +55,102 @@ CHUNK = 1 << 20
 PR_SET_DUMPABLE = 4
 
 
+RELAY_CHUNK = 1 << 16
+# How long the launcher waits, once the command has exited, for the last of its output: a process it left
+# behind that holds the pipes open (a daemon) must not keep the results from being uploaded.
+RELAY_DRAIN_SECONDS = 2.0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _same_file(one: int, other: int) -> bool:
+    first, second = os.fstat(one), os.fstat(other)
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
+
+
+class Output:
+    """The command's stdout and stderr, relayed to the launcher's own by one thread per pipe, remembering
+    whether the last line written on each is unfinished (no newline yet), so that `say` can end it first."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open_line = {1: False, 2: False}
+        self.threads: list[threading.Thread] = []
+        self.child_ends: list[int] = []
+
+    def start(self) -> tuple[int, int]:
+        """The child's stdout and stderr: pipes relayed to fd 1 (and 2), or fd 1 and 2 themselves when no
+        pipe can be made (then output passes straight through, as without a launcher)."""
+        try:
+            targets = []
+            read_out, write_out = os.pipe()
+            targets.append((read_out, 1))
+            write_err = write_out
+            if not _same_file(1, 2):
+                read_err, write_err = os.pipe()
+                targets.append((read_err, 2))
+        except OSError:
+            return 1, 2
+        for source, target in targets:
+            thread = threading.Thread(
+                target=self._relay, args=(source, target), name=f"trainyard-relay-{target}", daemon=True
+            )
+            thread.start()
+            self.threads.append(thread)
+        self.child_ends = sorted({write_out, write_err})
+        return write_out, write_err
+
+    def started(self) -> None:
+        """The child has its ends of the pipes (or never will): close the launcher's copies, so that the
+        relays see the end of the output once the child and its processes have closed theirs."""
+        for fd in self.child_ends:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.child_ends = []
+
+    def _relay(self, source: int, target: int) -> None:
+        try:
+            while True:
+                chunk = os.read(source, RELAY_CHUNK)
+                if not chunk:
+                    return
+                with self.lock:
+                    _write_all(target, chunk)
+                    self.open_line[target] = not chunk.endswith(b"\n")
+        except OSError:
+            return
+        finally:
+            os.close(source)
+
+    def finish(self, timeout: float = RELAY_DRAIN_SECONDS) -> None:
+        """Wait (at most `timeout` seconds) for the rest of the command's output."""
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def say(self, line: bytes) -> None:
+        """Write one of the launcher's own lines to stderr, on a line of its own: a newline first ends each
+        stream's unfinished line (on its own stream, so a runtime that keeps them apart ends it too)."""
+        with self.lock:
+            try:
+                for fd, unfinished in self.open_line.items():
+                    if unfinished:
+                        _write_all(fd, b"\n")
+                        self.open_line[fd] = False
+                _write_all(2, line)
+            except OSError:
+                pass
+
+
+OUTPUT = Output()
+
+
 def _say(message: str) -> None:
-    print(f"trainyard: {' '.join(message.split())}", file=sys.stderr, flush=True)
+    OUTPUT.say(f"trainyard: {' '.join(message.split())}\n".encode("utf-8", "replace"))
 
 
 class Forwarder:
@@ -103,11 +201,14 @@ def hide_from_the_command() -> None:
 def run_child(argv: list[str], forwarder: Forwarder) -> int:
     """Start `argv` in its own process group, wait for it (reaping orphans), return its exit code."""
     env = {key: value for key, value in os.environ.items() if key != TOKEN_ENV}
+    stdout, stderr = OUTPUT.start()
     try:
-        child = subprocess.Popen(argv, env=env, start_new_session=True)
+        child = subprocess.Popen(argv, env=env, start_new_session=True, stdout=stdout, stderr=stderr)
     except OSError as exc:
+        OUTPUT.started()
         _say(f"cannot run {argv[0]!r}: {exc.strerror or exc}")
         return 126 if isinstance(exc, PermissionError) else 127
+    OUTPUT.started()
     forwarder.attach(child.pid)
     while True:
         try:
@@ -437,6 +538,7 @@ def main(argv: list[str]) -> int:
     forwarder.install()
     events = start_event_sync()
     code = run_child(argv, forwarder)
+    OUTPUT.finish()
     finish_event_sync(events)
     base = os.environ.get("TRAINYARD_RESULTS_URL", "").strip()
     if base:

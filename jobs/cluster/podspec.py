@@ -206,7 +206,7 @@ def pods_spec(
         data_dir=data,
         result_dir=results,
         threads=tuning.get("threads", "auto"),
-        max_runtime_seconds=spec.get("max_runtime_seconds"),
+        active_deadline_seconds=_active_deadline(spec.get("max_runtime_seconds")),
         master_port=rendezvous_port(job),
         datastore_secret=names.datastore_secret_name(job.pk, job.attempt) if credentials else None,
         datastore_keys=datastore_secret_keys(credentials),
@@ -220,6 +220,15 @@ def pods_spec(
         platform_env=_hyperparameter_env(spec),
         **_checkpoints(job),
     )
+
+
+def _active_deadline(runtime: int | None) -> int | None:
+    """The pods' activeDeadlineSeconds for a job's max_runtime: the platform stops the job itself at its
+    max_runtime with a halt's grace (the launcher uploads RESULT_DIR meanwhile), so the kubelet's deadline is
+    only a backstop for when it cannot, set past that grace by MAX_RUNTIME_BACKSTOP_SECONDS."""
+    if not runtime:
+        return None
+    return int(runtime) + settings.LEARNER_TERMINATION_GRACE_SECONDS + settings.MAX_RUNTIME_BACKSTOP_SECONDS
 
 
 def _hyperparameter_env(spec: dict[str, Any]) -> dict[str, str]:

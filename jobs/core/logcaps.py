@@ -1,5 +1,8 @@
 """Caps on what one learner's log may store: lines and bytes per second, and in total per attempt.
 
+A line longer than MAX_LINE characters is stored cut, ending with a marker that says so and how long the
+line was (`cut_line`), so a reader sees that something is missing.
+
 A job that prints without pause (1.8 GB in 20 s was seen) would otherwise fill the database and keep the
 log ingest busy for every tenant. Lines over a cap are dropped, never stored; the first drop of a learner's
 attempt adds one marker line (`MARKER_PREFIX ...`) to its stored log and one `LogsTruncated` JobEvent
@@ -17,6 +20,8 @@ import dataclasses
 from dataclasses import dataclass
 
 MARKER_PREFIX = "[trainyard] log truncated:"
+MAX_LINE = 8192
+"""The most characters of one line that are stored: a longer line is cut, and ends with `cut_marker`."""
 
 
 @dataclass(frozen=True)
@@ -86,3 +91,17 @@ def marker(over: str, caps: LogCaps) -> str:
         f"{MARKER_PREFIX} {over}; lines over the caps ({caps.describe()}) are dropped from here on, "
         "the job keeps running"
     )
+
+
+def cut_marker(length: int) -> str:
+    """What ends a line cut to MAX_LINE characters: that it was cut, and from how many."""
+    return f" [trainyard] line cut here: it was {length} characters long, over the {MAX_LINE} stored"
+
+
+def cut_line(text: str) -> str:
+    """`text` as stored: unchanged up to MAX_LINE characters; longer, cut so that with `cut_marker` at its end
+    it is MAX_LINE characters long."""
+    if len(text) <= MAX_LINE:
+        return text
+    marker = cut_marker(len(text))
+    return text[: MAX_LINE - len(marker)] + marker

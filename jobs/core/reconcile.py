@@ -4,8 +4,10 @@ the node names when a decision needs them) and carries the decisions out.
 
 For each active job (its current attempt), in this order:
 
-* a learner ran past its `activeDeadlineSeconds` (clusters whose kubelet does not enforce it) and the job is
-  not stopping (cancelling or halting): fail it, DeadlineExceeded;
+* a learner has run for the job's max_runtime (from its pod's startTime, as the kubelet counts
+  `activeDeadlineSeconds`) and the job is not stopping (cancelling or halting): stop it as a halt does and
+  fail it once its pods are gone, DeadlineExceeded (`past_max_runtime`; the watcher's deadline clock does it
+  on time, this is the net);
 * its pods exist and it is stopping: tear down again (a launch may have raced the first teardown);
 * starting past LAUNCH_GRACE_SECONDS with an unscheduled learner bound to a node that is gone: requeue,
   NodeGone (no retry used);
@@ -25,7 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
 from jobs.core.choices import JobStatus, Reason
 from jobs.core.pools import is_potential
@@ -202,3 +205,22 @@ def _decide_one(
     if job.status == JobStatus.RUNNING:
         return Decision(job, "requeue", Reason.POD_LOST)
     return None
+
+
+def past_max_runtime(pod: dict[str, Any], runtime: int | None, now: datetime) -> bool:
+    """Whether an unfinished pod has run for `runtime` seconds (its job's max_runtime) since its startTime."""
+    due = max_runtime_due(pod, runtime)
+    return due is not None and now >= due
+
+
+def max_runtime_due(pod: dict[str, Any], runtime: int | None) -> datetime | None:
+    """When an unfinished pod will have run for `runtime` seconds since its startTime (counted as the
+    kubelet counts `activeDeadlineSeconds`); None without a runtime, a start time, or once it has ended."""
+    status = pod.get("status") or {}
+    if not runtime or not status.get("startTime") or status.get("phase") in ("Succeeded", "Failed"):
+        return None
+    try:
+        started = datetime.fromisoformat(status["startTime"])
+    except (TypeError, ValueError):
+        return None
+    return started + timedelta(seconds=int(runtime))

@@ -16,7 +16,8 @@ TERMINAL: frozenset[str] = frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED})
 """Final: nothing moves a job out of these."""
 # HALTED is in none of the groups: stopped by a person, holding no resources (its checkpoint claims stay),
 # waiting for nothing but `job_resume`, which sends it back to the queue. A preempted job passes through
-# HALTING too (its pods get the same graceful stop) but goes back to the queue (REQUEUED) once they are gone.
+# HALTING too (its pods get the same graceful stop) but goes back to the queue (REQUEUED) once they are gone;
+# so does a job past its max_runtime, which fails (DeadlineExceeded) once they are gone.
 
 TRANSITIONS: dict[str, frozenset[str]] = {
     S.QUEUED: frozenset({S.STARTING, S.CANCELLED, S.FAILED, S.HALTED}),
@@ -24,7 +25,7 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     S.STARTING: frozenset({S.RUNNING, S.SUCCEEDED, S.FAILED, S.REQUEUED, S.CANCELLING, S.HALTING}),
     S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.REQUEUED, S.CANCELLING, S.HALTING}),
     S.CANCELLING: frozenset({S.CANCELLED, S.SUCCEEDED, S.FAILED}),
-    S.HALTING: frozenset({S.HALTED, S.CANCELLING, S.REQUEUED}),
+    S.HALTING: frozenset({S.HALTED, S.CANCELLING, S.REQUEUED, S.FAILED}),
     S.HALTED: frozenset({S.REQUEUED, S.CANCELLED}),
     S.SUCCEEDED: frozenset(),
     S.FAILED: frozenset(),

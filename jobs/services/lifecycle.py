@@ -268,7 +268,7 @@ def _note_pod_reason(job: Job, verdict: Verdict) -> Job:
 def job_pods_gone(*, job_id: str, attempt: int) -> Job | None:
     """A stopping job whose pods are all gone ends: a cancelling one is cancelled, a halting one halted (its
     quota is free again; its checkpoint claims stay for `job_resume`), a preempted one back in the queue to
-    resume from its checkpoint (no retry used)."""
+    resume from its checkpoint (no retry used), one stopped past its max_runtime failed (DeadlineExceeded)."""
     job = _locked(job_id)
     if job.attempt != attempt or job.status not in STOPPING:
         return None
@@ -277,6 +277,10 @@ def job_pods_gone(*, job_id: str, attempt: int) -> Job | None:
         return transition(
             job, JobStatus.REQUEUED, reason=Reason.PREEMPTED, message=message, data={"counts": False}
         )
+    if job.status == JobStatus.HALTING and job.reason == Reason.DEADLINE_EXCEEDED:
+        runtime = job.spec.get("max_runtime_seconds")
+        message = f"ran past max_runtime ({runtime} s); its pods stopped after their grace period"
+        return transition(job, JobStatus.FAILED, reason=Reason.DEADLINE_EXCEEDED, message=message)
     if job.status == JobStatus.HALTING:
         message = "all pods stopped; resume it to go on from its checkpoint"
         if job.reason == Reason.IDLE_GPU_HALTED:  # the owner's `halted` notification says why
@@ -345,21 +349,24 @@ def launch_requeued(
 
 
 @durable_service
-def deadline_exceeded(stale: Job, learner: int) -> int:
-    """Fail a job whose learner ran past max_runtime, as the kubelet would have (pods torn down)."""
-    job = Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=stale.pk)
-    if job.attempt != stale.attempt or job.status not in (JobStatus.STARTING, JobStatus.RUNNING):
-        return 0
+def job_deadline_exceeded(*, job_id: str, attempt: int, learner: int) -> Job | None:
+    """Stop a job whose learner has run for its max_runtime (from its pod's startTime, as the kubelet
+    counts `activeDeadlineSeconds`) as a halt stops it: `halting`, reason DeadlineExceeded, its pods get
+    SIGTERM and their grace period, during which the launcher still uploads RESULT_DIR (the attempt's
+    token holds while the job is active); once the pods are gone it fails, DeadlineExceeded
+    (`job_pods_gone`). None when the attempt has moved on or is no longer starting or running."""
+    job = _locked(job_id)
+    if job.attempt != attempt or job.status not in (JobStatus.STARTING, JobStatus.RUNNING):
+        return None
     runtime = job.spec.get("max_runtime_seconds")
-    transition(
-        job,
-        JobStatus.FAILED,
-        reason=Reason.DEADLINE_EXCEEDED,
-        message=f"learner {learner} ran past max_runtime ({runtime} s)",
-        data={"learner": learner},
-    )
     enqueue("jobs.tasks.teardown", job.pk, job.attempt)
-    return 1
+    return transition(
+        job,
+        JobStatus.HALTING,
+        reason=Reason.DEADLINE_EXCEEDED,
+        message=f"learner {learner} ran for its max_runtime ({runtime} s); stopping its pods",
+        data={"learner": learner, "max_runtime_seconds": runtime},
+    )
 
 
 @durable_service

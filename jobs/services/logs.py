@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from common.telemetry import count as metrics_count
 from jobs.core.choices import EventKind, Reason
-from jobs.core.logcaps import LogCaps, LogMeter, marker
+from jobs.core.logcaps import LogCaps, LogMeter, cut_line, marker
 from jobs.core.metricparse import Extractor, checkpoint_step, extractors_for, parse_metric_line
 from jobs.models import Job, JobEvent, Learner, LogLine, MetricSample
 from jobs.streams import job_group, send_after_commit
@@ -38,7 +38,6 @@ from tenants.policy import policy_of
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
-MAX_LOG_LINE = 8192
 SAVE_DROPPED_EVERY = 1.0  # seconds: how often a follower whose every line is dropped saves its position
 
 
@@ -181,7 +180,7 @@ def _prepare(state: LogIngest, records: Sequence[tuple[datetime | None, str]]) -
     checkpoint = None
     for ts, raw in records:
         # PostgreSQL text cannot hold NUL: show it as U+FFFD rather than lose the whole batch.
-        text = raw.replace("\x00", "\ufffd")[:MAX_LOG_LINE]
+        text = cut_line(raw.replace("\x00", "\ufffd"))
         second = int(ts.timestamp()) if ts is not None else None
         over = meter.exceeded(second=second, size=len(text.encode("utf-8", "replace")))
         if over is not None:

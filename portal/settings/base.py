@@ -490,6 +490,10 @@ NODE_LOST_GRACE_SECONDS = env.int("NODE_LOST_GRACE_SECONDS", default=60)
 # pods' terminationGracePeriodSeconds). A learner on an unreachable node cannot be told: its pod is
 # force-deleted once this much time has passed since its deletion.
 LEARNER_TERMINATION_GRACE_SECONDS = env.int("LEARNER_TERMINATION_GRACE_SECONDS", default=30)
+# A job stops itself at its max_runtime (SIGTERM, the grace above, RESULT_DIR uploaded) and then fails,
+# DeadlineExceeded; its pods' activeDeadlineSeconds, the kubelet's backstop for when the platform cannot stop
+# it, is max_runtime + the grace + this.
+MAX_RUNTIME_BACKSTOP_SECONDS = env.int("MAX_RUNTIME_BACKSTOP_SECONDS", default=60)
 # A launch refused by the namespace's ResourceQuota (the previous attempt's pods still count while they
 # terminate) is tried again with back-off this many times before the job goes back to the queue.
 LAUNCH_QUOTA_RETRIES = env.int("LAUNCH_QUOTA_RETRIES", default=8)
@@ -514,6 +518,10 @@ RECONCILE_INTERVAL_SECONDS = env.float("RECONCILE_INTERVAL_SECONDS", default=30.
 # The watcher lists every managed pod afresh this often (and after any failure), re-judging every active
 # job, so nothing a dropped event or a stalled watch hid stays wrong for longer.
 WATCHER_RELIST_SECONDS = env.float("WATCHER_RELIST_SECONDS", default=300.0)
+# How long the watcher waits for the log followers of an attempt's ended pods to store their logs to the end
+# before it declares the job finished or sends it back to the queue (whose teardown deletes the pods, and a
+# deleted pod's log can no longer be read): a flood's backlog must not hold the job forever.
+LOG_DRAIN_SECONDS = env.float("LOG_DRAIN_SECONDS", default=15.0)
 # The watcher also keeps a watch-backed cache of nodes and every pod's requests and publishes a per-node
 # capacity summary to Redis, which the scheduler cycle reads instead of listing every node and pod
 # (docs/operations.md "API footprint"). Off: every reader lists the cluster itself.

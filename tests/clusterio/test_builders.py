@@ -80,7 +80,7 @@ def _all_objects() -> list[Any]:
         ],
         checkpoint_claim="acme-checkpoints",
         checkpoint_sub_path="ty-42",
-        max_runtime_seconds=3600,
+        active_deadline_seconds=3600,
         extra_labels={"team": "vision"},
         env={"FOO": "bar"},
         node_names=("gpu-a", "gpu-b"),
@@ -495,10 +495,9 @@ def test_pods_run_as_non_root_without_privileges_or_api_token() -> None:
     assert pod["spec"]["enableServiceLinks"] is False
 
 
-def test_max_runtime_becomes_active_deadline() -> None:
-    assert (
-        to_dict(make_learner_pod(_spec(max_runtime_seconds=7200), 0))["spec"]["activeDeadlineSeconds"] == 7200
-    )
+def test_active_deadline_is_set_when_given() -> None:
+    pod = to_dict(make_learner_pod(_spec(active_deadline_seconds=7200), 0))
+    assert pod["spec"]["activeDeadlineSeconds"] == 7200
     assert "activeDeadlineSeconds" not in to_dict(make_learner_pod(_spec(), 0))["spec"]
 
 

@@ -7,6 +7,7 @@ platform that is down or refuses never changes the exit code.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -87,9 +88,68 @@ def test_launcher_passes_output_through_unchanged_and_then_reports(
 ) -> None:
     result = _launch(_py(CHATTY), _env(tmp_path, server.results_url))
     assert result.returncode == 0
-    assert result.stdout == b"line one\n\x00\xff raw bytes, no newline"
+    # The command's unfinished stdout line is ended (on its own stream) before the launcher speaks.
+    assert result.stdout == b"line one\n\x00\xff raw bytes, no newline\n"
     assert result.stderr == b"to stderr\ntrainyard: uploaded 0 result file(s), 0 bytes\n"
     assert _complete(server) == {"exit_code": 0, "files": 0, "bytes": 0, "checkpoint_bytes": 0}
+
+
+def _launch_merged(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    """The launcher with stdout and stderr on one pipe, as kubesim's runtime gives a container."""
+    return subprocess.run(
+        [PODKIT_PYTHON, "-c", LAUNCHER_SOURCE, *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=TIMEOUT,
+    )
+
+
+def test_launchers_lines_start_on_a_new_line_after_a_huge_line_without_one(
+    server: ArtifactServer, tmp_path: Path
+) -> None:
+    """The issue's 20 MB line without a newline: the launcher's report was glued onto it (and cut off with
+    it at ingest); now a newline ends the command's line first, and the bytes are otherwise unchanged."""
+    huge = "import sys\nsys.stdout.write('x' * 20_000_000)\nsys.stdout.flush()\n"
+    result = _launch_merged(_py(huge), _env(tmp_path, server.results_url))
+    assert result.returncode == 0
+    assert result.stdout[:20_000_000] == b"x" * 20_000_000
+    assert result.stdout[20_000_000:] == b"\ntrainyard: uploaded 0 result file(s), 0 bytes\n"
+
+
+def test_launcher_adds_no_blank_line_after_output_that_ends_its_line_and_keeps_the_streams_order(
+    server: ArtifactServer, tmp_path: Path
+) -> None:
+    child = (
+        "import sys\n"
+        "for i in range(200):\n"
+        "    stream = sys.stdout if i % 2 else sys.stderr\n"
+        "    stream.write(f'{i}\\n')\n"
+        "    stream.flush()\n"
+    )
+    result = _launch_merged(_py(child), _env(tmp_path, server.results_url))
+    expected = "".join(f"{i}\n" for i in range(200)) + "trainyard: uploaded 0 result file(s), 0 bytes\n"
+    assert result.stdout.decode() == expected
+
+
+def test_launcher_waits_not_for_a_process_the_command_left_holding_its_output(
+    server: ArtifactServer, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "daemon.pid"
+    child = (
+        "import subprocess, sys\n"
+        "daemon = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(daemon.pid))\n"
+    )
+    started = time.monotonic()
+    try:
+        result = _launch(_py(child), _env(tmp_path, server.results_url))
+        assert result.returncode == 0 and _complete(server)["exit_code"] == 0
+        assert time.monotonic() - started < 30
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
 @pytest.mark.parametrize(

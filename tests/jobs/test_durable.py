@@ -27,9 +27,9 @@ from jobs.scheduling import run_cycle
 from jobs.services import job_cancel, job_delete, job_requeue, job_retry, job_submit, job_transition
 from jobs.services.caps import result_release, result_reserve, result_room
 from jobs.services.lifecycle import (
-    deadline_exceeded,
     job_admit,
     job_apply_verdict,
+    job_deadline_exceeded,
     job_launched,
     job_pods_gone,
     job_repair,
@@ -51,8 +51,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 SPEC = {"name": "a", "image": "busybox", "command": ["echo", "hi"]}
 ENTRY_POINTS: list[Callable[..., Any]] = [
     job_submit, job_cancel, job_retry, job_requeue, job_delete, job_transition, job_admit, job_launched,
-    job_apply_verdict, job_pods_gone, learner_node_unready, launch_refused, launch_requeued,
-    deadline_exceeded, job_repair, logs_append, results_reported, result_room, result_reserve, result_release,
+    job_apply_verdict, job_deadline_exceeded, job_pods_gone, learner_node_unready, launch_refused, launch_requeued,
+    job_repair, logs_append, results_reported, result_room, result_reserve, result_release,
     event_file_append, job_autotune, tenant_create,
     membership_set, membership_remove, policy_set, quota_set,
 ]  # fmt: skip

@@ -25,6 +25,7 @@ from clusterio.builders import (
 from clusterio.capacity import NodeInfo, Resources
 from clusterio.client import Cluster, ManagedKind
 from jobs import cluster, scheduling, tasks
+from jobs import watcher as watcher_module
 from jobs.core.states import TERMINAL
 from jobs.models import Job, JobEvent, LogLine, MetricSample
 from jobs.scheduling import CycleResult
@@ -291,10 +292,22 @@ def test_max_runtime_is_enforced_with_deadline_exceeded(engine: KubeSim) -> None
     assert job.spec["max_runtime_seconds"] == 2
     wait_status(job, "running")
     started = time.monotonic()
-    job = wait_status(job, "failed", timeout=20, poll=tasks.reconcile)
+    job = wait_status(job, "failed", timeout=20)  # the watcher's deadline clock, no reconcile pass
     assert job.reason == "DeadlineExceeded", describe(job)
     assert time.monotonic() - started < 10
+    assert job.events.filter(to_status="halting", reason="DeadlineExceeded").exists(), describe(job)
     wait_until(lambda: not cluster.job_pods(job), what="the pod to be deleted")
+
+
+def test_reconcile_stops_a_job_past_its_max_runtime_when_the_watcher_did_not(
+    engine: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watcher_module.Watcher, "_past_deadline", lambda *_: False)
+    job, _ = submit(spec("unwatched", "import time\nprint('up', flush=True)\ntime.sleep(60)", max_runtime=2))
+    job = wait_status(job, "running")
+    wait_until(lambda: tasks.reconcile()["deadline"] == 1, timeout=20, what="reconcile to see the deadline")
+    job = wait_status(job, "failed", timeout=30)
+    assert job.reason == "DeadlineExceeded", describe(job)
 
 
 # -- two scheduler cycles at once ----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ client); every assertion is about the order of events, never about how long some
 
 from __future__ import annotations
 
+import socket
 import threading
 from typing import Any
 
@@ -14,6 +15,8 @@ import pytest
 from django.db import IntegrityError
 from django.test import Client
 
+from clusterio import names
+from clusterio.client import Cluster
 from jobs import cluster, watcher
 from jobs.core.choices import Reason
 from jobs.core.logcaps import MARKER_PREFIX
@@ -21,7 +24,7 @@ from jobs.models import Job, Learner, LogLine
 from jobs.services import job_cancel, job_submit
 from kubesim.testing import KubeSim
 from tests.factories import allow, make_tenant, member
-from tests.jobs.engine import describe, python_spec, wait_status, wait_until
+from tests.jobs.engine import describe, gate_env, python_spec, wait_status, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -135,7 +138,7 @@ def test_a_log_flood_with_catastrophic_patterns_slows_no_other_tenant(engine: Ku
 
 
 def test_a_job_whose_log_is_still_being_stored_holds_up_no_other_job(
-    engine: KubeSim, monkeypatch: pytest.MonkeyPatch
+    engine: KubeSim, monkeypatch: pytest.MonkeyPatch, settings: Any
 ) -> None:
     """A job is declared finished only once its log is stored to the end; while its follower is still at it
     (a flood's backlog, here a batch held back), the watch loop goes on with everyone else's events."""
@@ -152,7 +155,7 @@ def test_a_job_whose_log_is_still_being_stored_holds_up_no_other_job(
         return store(**batch)
 
     monkeypatch.setattr(watcher, "logs_append", held)
-    monkeypatch.setattr(watcher, "DRAIN_TIMEOUT", 120.0)
+    settings.LOG_DRAIN_SECONDS = 120.0
     try:
         learner = wait_until(lambda: Learner.objects.filter(job=slow).exclude(pod_name="").first(), 90)
         namespace = cluster.namespace_for(slow.tenant)
@@ -171,3 +174,92 @@ def test_a_job_whose_log_is_still_being_stored_holds_up_no_other_job(
         gate.set()
     slow = wait_status(slow, "succeeded", timeout=60)
     assert texts(slow) == ["last"]
+
+
+LAST_WORDS = """
+import os, socket, time
+gate = (os.environ.get("GATE_HOST", "127.0.0.1"), int(os.environ["GATE_PORT"]))
+with socket.create_connection(gate, timeout=120) as s:
+    print("holding", flush=True)
+    s.recv(1)
+    for i in range(5):
+        print(f"printed while the API server was down {i}", flush=True)
+    s.sendall(b"y")
+    time.sleep(300)
+"""
+
+
+def test_a_requeued_attempt_keeps_the_lines_its_follower_had_not_read_when_its_pod_failed(
+    engine: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's kubesim restart: every log stream is cut, the learner prints on and its pod fails (here a
+    kubelet eviction: a disruption, so the job goes back to the queue). The requeue's teardown deletes the
+    pod, whose log cannot be read after that: the watcher lets the follower read it to its end first. The
+    follower's reconnection is held until the watcher has either started that wait or (without it) requeued
+    the job and deleted the pod, so the race the issue lost is run the same way every time."""
+    tenant = make_tenant()
+    hold, released = threading.Event(), threading.Event()
+    follow_log = Cluster.follow_log
+
+    def held_follow_log(self: Cluster, **request: Any) -> Any:
+        if hold.is_set() and request.get("pod") == pod:
+            released.wait(60)
+        return follow_log(self, **request)
+
+    monkeypatch.setattr(Cluster, "follow_log", held_follow_log)
+    with socket.create_server(("127.0.0.1", 0)) as gate:
+        gate.settimeout(120)
+        document = python_spec("last-words", LAST_WORDS, env=gate_env(engine, gate.getsockname()[1]))
+        user = member(tenant)
+        job = job_submit(tenant=tenant, user=user, document=document)
+        conn, _ = gate.accept()
+        with conn:
+            wait_until(lambda: texts(job) == ["holding"], 60, "the first line to be stored")
+            job.refresh_from_db()
+            pod, namespace = names.learner_pod_name(job.pk, job.attempt, 0), cluster.namespace_for(tenant)
+            hold.set()
+            engine.stop_api_server()
+            try:
+                conn.sendall(b"x")
+                assert conn.recv(1) == b"y"
+                engine.kubelet_evict(namespace, pod)
+            finally:
+                engine.start_api_server()
+
+            def draining_or_torn_down() -> bool:
+                if any(t.name == f"drain-{job.pk}-1" for t in threading.enumerate()):
+                    return True
+                return job.events.filter(to_status="requeued").exists() and not cluster.job_pods(job)
+
+            try:
+                wait_until(draining_or_torn_down, 60, "the watcher to wait for the log, or to tear down")
+            finally:
+                released.set()
+            requeued = wait_until(
+                lambda: job.events.filter(to_status="requeued").first(), 60, "the job to be requeued"
+            )
+            stored = list(
+                LogLine.objects.filter(job=job, attempt=1).order_by("seq").values_list("text", flat=True)
+            )
+            assert stored == ["holding", *(f"printed while the API server was down {i}" for i in range(5))]
+            assert requeued.reason == "Evicted", describe(job)
+    job_cancel(job=Job.objects.get(pk=job.pk), user=user)
+    wait_status(job, "cancelled", timeout=60)
+
+
+def test_the_log_follower_of_a_cancelled_flood_stops_once_the_job_is_cancelled(engine: KubeSim) -> None:
+    """The issue saw ingest go on after a cancel at ~10k lines/s until the watcher restarted: now the
+    follower stops within seconds of the job's end, whatever backlog the flood left."""
+    tenant = allow(make_tenant(), log_max_lines=1000)
+    user = member(tenant)
+    job = job_submit(tenant=tenant, user=user, document=python_spec("flood", FLOOD))
+    wait_until(lambda: stored_seq(job) >= 1000, 90, "the flood to reach its cap")
+    job.refresh_from_db()
+    follower = wait_until(
+        lambda: next((t for t in threading.enumerate() if t.name == f"logs-{job.pk}-1-0"), None)
+    )
+    job_cancel(job=job, user=user)
+    wait_status(job, "cancelled", timeout=60)
+    wait_until(lambda: not follower.is_alive(), 10, "the cancelled job's log follower to stop")
+    learner = Learner.objects.get(job=job)
+    assert learner.log_lines == 1001 and texts(job)[-1].startswith(MARKER_PREFIX)

@@ -183,3 +183,14 @@ def test_the_admin_console_policy_form_sets_log_caps_with_the_same_checks() -> N
     assert form.is_valid(), form.errors
     saved = form.save()
     assert (saved.log_max_lines, saved.log_max_bytes_per_second, saved.log_max_bytes) == (2000, 4096, None)
+
+
+@pytest.mark.django_db
+def test_a_line_longer_than_the_limit_is_stored_cut_with_a_visible_marker_and_the_next_is_whole() -> None:
+    job = make_job()
+    learner_of(job)
+    append(job, ["z" * 50_000, "trainyard: uploaded 0 result file(s), 0 bytes"])
+    first, second = stored(job)
+    assert len(first) == 8192 and first.startswith("z" * 8000)
+    assert first.endswith("[trainyard] line cut here: it was 50000 characters long, over the 8192 stored")
+    assert second == "trainyard: uploaded 0 result file(s), 0 bytes"

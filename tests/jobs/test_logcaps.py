@@ -40,3 +40,13 @@ def test_the_marker_names_what_was_exceeded_and_the_caps() -> None:
     text = marker("more than 3 lines in one second", CAPS)
     assert text.startswith(MARKER_PREFIX) and "more than 3 lines in one second" in text
     assert "3 lines/s, 100 bytes/s, 10 lines and 1000 bytes per learner and attempt" in text
+
+
+def test_a_line_over_the_limit_is_cut_to_it_and_ends_with_a_marker_saying_how_long_it_was() -> None:
+    from jobs.core.logcaps import MAX_LINE, cut_line, cut_marker
+
+    assert cut_line("x" * MAX_LINE) == "x" * MAX_LINE
+    long = "y" * 20_000_000
+    stored = cut_line(long)
+    assert len(stored) == MAX_LINE and stored.endswith(cut_marker(20_000_000))
+    assert "20000000 characters long" in stored and stored.startswith("y" * 8000)

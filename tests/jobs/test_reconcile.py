@@ -117,3 +117,18 @@ def test_no_second_launch_is_decided_while_a_launch_chain_holds_the_attempt() ->
     assert one(job(learners=2, launching=True), PodFacts(learners=frozenset({0}))) is None
     decision = one(job(learners=2), PodFacts(learners=frozenset({0})))
     assert decision is not None and decision.action == "launch"
+
+
+def test_max_runtime_counts_from_the_pods_start_time_until_it_ends() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from jobs.core.reconcile import max_runtime_due, past_max_runtime
+
+    started = datetime(2026, 12, 7, 8, 0, 0, tzinfo=UTC)
+    pod = {"status": {"phase": "Running", "startTime": "2026-12-07T08:00:00Z"}}
+    assert max_runtime_due(pod, 15) == started + timedelta(seconds=15)
+    assert not past_max_runtime(pod, 15, started + timedelta(seconds=14.9))
+    assert past_max_runtime(pod, 15, started + timedelta(seconds=15))
+    assert max_runtime_due(pod, None) is None
+    assert max_runtime_due({"status": {"phase": "Pending"}}, 15) is None  # not started on a node yet
+    assert max_runtime_due({"status": {**pod["status"], "phase": "Failed"}}, 15) is None

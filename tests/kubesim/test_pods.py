@@ -251,3 +251,40 @@ def test_pod_metrics_report_cpu_and_memory(
     listed = custom.list_namespaced_custom_object("metrics.k8s.io", "v1beta1", ns, "pods")
     assert [i["metadata"]["name"] for i in listed["items"]] == ["busy"]
     core.delete_namespaced_pod("busy", ns, grace_period_seconds=0)
+
+
+def test_active_deadline_stops_the_pod_gracefully_and_fails_it_with_deadline_exceeded(
+    core: client.CoreV1Api, ns: str
+) -> None:
+    """As the kubelet does: past `activeDeadlineSeconds` from its startTime the pod's containers get SIGTERM
+    and their grace period (the handler's last words reach the log), and the pod ends Failed,
+    DeadlineExceeded, whatever its restartPolicy."""
+    script = (
+        "import signal, sys, time\n"
+        "def stop(*_):\n"
+        "    print('saving on SIGTERM', flush=True)\n"
+        "    sys.exit(3)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "print('up', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    pod = make_pod("overtime", ["python", "-c", script], restart_policy="Always")
+    pod.spec.active_deadline_seconds = 2
+    core.create_namespaced_pod(ns, pod)
+    wait_phase(core, ns, "overtime", ("Running",))
+    wait_for(lambda: core.read_namespaced_pod_log("overtime", ns).startswith("up"), timeout=15)
+    started = time.monotonic()
+    ended = wait_phase(core, ns, "overtime", ("Succeeded", "Failed"), timeout=20)
+    assert time.monotonic() - started < 6
+    assert (ended.status.phase, ended.status.reason) == ("Failed", "DeadlineExceeded")
+    assert ended.status.message == "Pod was active on the node longer than the specified deadline"
+    terminated = ended.status.container_statuses[0].state.terminated
+    assert terminated.exit_code == 3 and ended.status.container_statuses[0].restart_count == 0
+    assert core.read_namespaced_pod_log("overtime", ns).splitlines() == ["up", "saving on SIGTERM"]
+    reasons = {e.reason for e in core.list_namespaced_event(ns).items if e.involved_object.name == "overtime"}
+    assert "DeadlineExceeded" in reasons
+
+
+def test_a_pod_without_active_deadline_runs_on(core: client.CoreV1Api, ns: str) -> None:
+    core.create_namespaced_pod(ns, make_pod("untimed", ["python", "-c", "import time; time.sleep(3)"]))
+    assert wait_phase(core, ns, "untimed", ("Succeeded", "Failed"), timeout=20).status.phase == "Succeeded"

@@ -195,7 +195,8 @@ SPEC = Field(
             "max_runtime",
             ("integer", "string"),
             "The longest a learner may run: seconds, or a duration like `90m`, `2h`, `1d`, `1h30m`; stored "
-            "as `max_runtime_seconds`. It is each pod's `activeDeadlineSeconds`: past it the job fails "
+            "as `max_runtime_seconds`, counted from each learner pod's start. At it the job is stopped as a "
+            "halt stops it: SIGTERM, the grace period to save (RESULT_DIR is still uploaded), then it fails "
             "(`DeadlineExceeded`). The scheduler also uses it as the job's expected duration. Unset: no "
             "limit.",
             example="2h",
