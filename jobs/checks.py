@@ -37,6 +37,18 @@ def preemption_check(app_configs: Any = None, **kwargs: Any) -> list[Error]:
 
 
 @register()
+def notify_allowed_targets_check(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """NOTIFY_ALLOWED_TARGETS must be CIDRs and host names: every webhook check reads it."""
+    from jobs.notifications.targets import allowed_targets
+
+    try:
+        allowed_targets()
+    except ValueError as exc:
+        return [Error(f"NOTIFY_ALLOWED_TARGETS: {exc}", id="jobs.E011")]
+    return []
+
+
+@register()
 def node_pools_check(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     """NODE_POOLS must parse: every cycle counts the pools' potential nodes."""
     from jobs.cluster import node_pools

@@ -584,6 +584,9 @@ NOTIFY_BACKOFF_SECONDS = env.float("NOTIFY_BACKOFF_SECONDS", default=30.0)
 NOTIFY_BACKOFF_MAX_SECONDS = env.float("NOTIFY_BACKOFF_MAX_SECONDS", default=3600.0)
 NOTIFY_TIMEOUT_SECONDS = env.float("NOTIFY_TIMEOUT_SECONDS", default=10.0)
 NOTIFY_ALLOW_PRIVATE_TARGETS = env.bool("NOTIFY_ALLOW_PRIVATE_TARGETS", default=False)
+# Private webhook targets an operator allows (on-prem chat, incident tools): CIDRs and host names (`*.corp.example`
+# for subdomains), comma-separated; jobs/notifications/targets.py says what each opens.
+NOTIFY_ALLOWED_TARGETS = env.list("NOTIFY_ALLOWED_TARGETS", default=[])
 NOTIFY_BASE_URL = env("NOTIFY_BASE_URL", default="")
 NOTIFY_SWEEP_SECONDS = env.float("NOTIFY_SWEEP_SECONDS", default=30.0)
 # "Send a test" (page and API): at most NOTIFY_TEST_PER_TARGET tests to one address or URL and
