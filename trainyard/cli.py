@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from trainyard import config
+from trainyard import __version__, config
 from trainyard.archive import pack_code, unpack
 from trainyard.client import Client, LogLine, TrainyardError
 from trainyard.notify_cli import notifications_app
@@ -145,6 +145,12 @@ def emit(data: Any, fmt: Output, render: Callable[[], None]) -> None:
         render()
 
 
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"trainyard {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def root(
     ctx: typer.Context,
@@ -152,6 +158,9 @@ def root(
     token: Annotated[
         str | None, typer.Option("--token", help=f"API token (else ${config.TOKEN_ENV}).")
     ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """Submit, watch and manage Trainyard training jobs."""
     ctx.obj = {"url": url, "token": token}
