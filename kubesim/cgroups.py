@@ -20,7 +20,9 @@ class Cgroup:
 
     dirs: list[Path] = field(default_factory=list)
     memory_dir: Path | None = None
+    memory_limited: bool = False
     cpu_limited: bool = False
+    cpuacct_dir: Path | None = None  # where CPU usage is counted (v2: the container's cgroup; v1: cpuacct)
 
     @property
     def procs_files(self) -> list[str]:
@@ -41,6 +43,7 @@ class CgroupManager:
         self.version = 0
         self.memory_parent: Path | None = None
         self.cpu_parent: Path | None = None
+        self.cpuacct_parent: Path | None = None
         self.problems: list[str] = []
         if enabled:
             self._detect()
@@ -54,6 +57,12 @@ class CgroupManager:
         cpu = self.root / "cpu" / self.instance
         self.memory_parent = memory if _try_mkdir(memory) else None
         self.cpu_parent = cpu if _try_mkdir(cpu) else None
+        # cpuacct counts CPU time: its own hierarchy, or co-mounted with cpu ("cpu,cpuacct").
+        if self.cpu_parent is not None and (self.cpu_parent / "cpuacct.usage").exists():
+            self.cpuacct_parent = self.cpu_parent
+        else:
+            cpuacct = self.root / "cpuacct" / self.instance
+            self.cpuacct_parent = cpuacct if _try_mkdir(cpuacct) else None
 
     def _detect_v2(self) -> None:
         """On v2 a child only gets ``cpu.max``/``memory.max`` when every cgroup from the root down to its
@@ -104,17 +113,20 @@ class CgroupManager:
         return f"memory limits: {mem}; cpu limits: {cpu}{why}"
 
     def create(self, name: str, memory_bytes: int | None, cpu_cores: float | None) -> Cgroup:
-        """Make the cgroups for one container with the given limits (None: unlimited)."""
+        """Make the cgroups for one container with the given limits (None: unlimited). Every container
+        gets a memory cgroup and a CPU-accounting one where the machine allows, limits or not: its usage
+        is read from them (`usage`), as the kubelet's cAdvisor reads it."""
         group = Cgroup()
-        if memory_bytes is not None and self.memory_parent is not None:
+        if self.memory_parent is not None:
             path = self.memory_parent / name
             if _try_mkdir(path):
                 limit_file = "memory.max" if self.version == 2 else "memory.limit_in_bytes"
                 if self.version == 1:
                     _write(path / "memory.swappiness", "0")
-                if _write(path / limit_file, str(memory_bytes)):
+                if memory_bytes is None or _write(path / limit_file, str(memory_bytes)):
                     group.dirs.append(path)
                     group.memory_dir = path
+                    group.memory_limited = memory_bytes is not None
         if cpu_cores is not None and self.cpu_parent is not None:
             quota = max(int(cpu_cores * _PERIOD_US), 1000)
             if self.version == 2:
@@ -129,7 +141,36 @@ class CgroupManager:
                 if period_ok and _write(path / "cpu.cfs_quota_us", str(quota)):
                     group.dirs.append(path)
                     group.cpu_limited = True
+        if self.version == 2:
+            group.cpuacct_dir = group.memory_dir or next(iter(group.dirs), None)
+        elif self.cpuacct_parent is not None:
+            path = self.cpuacct_parent / name
+            if path in group.dirs or _try_mkdir(path):
+                if path not in group.dirs:
+                    group.dirs.append(path)
+                group.cpuacct_dir = path
         return group
+
+    def usage(self, group: Cgroup) -> tuple[float | None, int | None]:
+        """CPU seconds used so far and the working set in bytes (usage less inactive file cache, as
+        cAdvisor counts it) of a container's cgroups; None for what they do not count."""
+        cpu: float | None = None
+        if group.cpuacct_dir is not None:
+            if self.version == 2:
+                stat = _fields(_read(group.cpuacct_dir / "cpu.stat"))
+                cpu = stat["usage_usec"] / 1e6 if "usage_usec" in stat else None
+            else:
+                text = _read(group.cpuacct_dir / "cpuacct.usage").strip()
+                cpu = int(text) / 1e9 if text.isdigit() else None
+        memory: int | None = None
+        if group.memory_dir is not None:
+            current = "memory.current" if self.version == 2 else "memory.usage_in_bytes"
+            text = _read(group.memory_dir / current).strip()
+            if text.isdigit():
+                stat = _fields(_read(group.memory_dir / "memory.stat"))
+                inactive = stat.get("inactive_file" if self.version == 2 else "total_inactive_file", 0)
+                memory = max(int(text) - inactive, 0)
+        return cpu, memory
 
     def oom_killed(self, group: Cgroup) -> bool:
         """Whether the kernel OOM killer fired inside this container's memory cgroup."""
@@ -166,7 +207,7 @@ class CgroupManager:
 
     def cleanup(self) -> None:
         """Remove kubesim's parent cgroups at shutdown."""
-        for parent in {self.memory_parent, self.cpu_parent}:
+        for parent in {self.memory_parent, self.cpu_parent, self.cpuacct_parent}:
             if parent is None:
                 continue
             for child in parent.iterdir() if parent.exists() else []:
@@ -175,6 +216,16 @@ class CgroupManager:
                         child.rmdir()
             with contextlib.suppress(OSError):
                 parent.rmdir()
+
+
+def _fields(text: str) -> dict[str, int]:
+    """A flat-keyed cgroup file (`cpu.stat`, `memory.stat`) as numbers."""
+    found = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            found[key] = int(value)
+    return found
 
 
 def _try_mkdir(path: Path) -> bool:

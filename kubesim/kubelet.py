@@ -377,7 +377,7 @@ class Kubelet:
         )
 
     def _enforce_memory(self, rt: PodRuntime, proc: ContainerProcess) -> None:
-        if proc.memory_limit is None or proc.cgroup.memory_dir is not None or proc.exit_code is not None:
+        if proc.memory_limit is None or proc.cgroup.memory_limited or proc.exit_code is not None:
             return
         if proc.rss_bytes > proc.memory_limit:
             log.info("container %s/%s/%s over its memory limit: killing", rt.namespace, rt.name, proc.name)
@@ -387,7 +387,7 @@ class Kubelet:
     def _sample(self, now: float) -> None:
         for rt in self.pods.values():
             for proc in rt.containers.values():
-                proc.sample(now)
+                proc.sample(now, self.cluster.cgroups)
                 self._enforce_memory(rt, proc)
         self.cluster.throttle.update(self.pods.values())
 

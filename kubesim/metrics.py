@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim.errors import ApiError, not_found
 from kubesim.resources import Resource
-from kubesim.runtime import now_rfc3339
+from kubesim.runtime import RATE_WINDOW, now_rfc3339
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def _pod_metrics(cluster: Cluster, pod: Obj) -> Obj | None:
                 "creationTimestamp": now_rfc3339(),
             },
             "timestamp": now_rfc3339(),
-            "window": f"{cluster.sample_interval}s",
+            "window": f"{RATE_WINDOW:g}s",
             "containers": containers,
         }
     return None
@@ -58,7 +58,7 @@ def serve(cluster: Cluster, res: Resource, namespace: str | None, name: str | No
                     "apiVersion": "metrics.k8s.io/v1beta1",
                     "metadata": {"name": node["metadata"]["name"]},
                     "timestamp": now_rfc3339(),
-                    "window": "0.5s",
+                    "window": f"{RATE_WINDOW:g}s",
                     "usage": {
                         "cpu": f"{sum(p.cpu_nanocores for p in procs)}n",
                         "memory": f"{sum(p.rss_bytes for p in procs) // 1024}Ki",

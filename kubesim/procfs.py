@@ -46,6 +46,44 @@ def group_usage(pgid: int, extra_pids: tuple[int, ...] = ()) -> GroupUsage:
     return GroupUsage(cpu_ticks / _TICKS, rss_pages * _PAGE, tuple(pids))
 
 
+def tree_usage(root: int) -> GroupUsage:
+    """Sum CPU and RSS over a process, every process descended from it and every member of its process
+    group (a child that started its own session stays a descendant)."""
+    parents: dict[int, int] = {}
+    groups: dict[int, int] = {}
+    stats: dict[int, list[str]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return GroupUsage(0.0, 0, ())
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) < 22 or fields[0] == "Z":
+            continue
+        pid = int(entry)
+        parents[pid], groups[pid], stats[pid] = int(fields[1]), int(fields[2]), fields
+    members = {pid for pid, group in groups.items() if group == root} | ({root} & set(stats))
+    frontier = list(members)
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    while frontier:
+        for child in children.get(frontier.pop(), []):
+            if child not in members:
+                members.add(child)
+                frontier.append(child)
+    cpu_ticks = sum(int(stats[p][11]) + int(stats[p][12]) for p in members)
+    rss_pages = sum(int(stats[p][21]) for p in members)
+    return GroupUsage(cpu_ticks / _TICKS, rss_pages * _PAGE, tuple(sorted(members)))
+
+
 def process_identity(pid: int) -> str | None:
     """``BOOTID:STARTTIME`` of a live process: unlike its pid, never reused by another process."""
     try:

@@ -10,19 +10,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 from kubesim.cgroups import Cgroup, CgroupManager
-from kubesim.procfs import group_usage, process_identity
+from kubesim.procfs import process_identity, tree_usage
 from kubesim.sandbox import PRELUDE
 
 Obj = dict[str, Any]
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _PYTHON = re.compile(r"^(/usr(/local)?/bin/)?python(3(\.\d+)?)?$")
 _PASS_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH", "TZ")
+RATE_WINDOW = 2.0  # seconds of CPU samples a container's reported rate spans
 
 
 def now_rfc3339(nanos: bool = False) -> str:
@@ -86,7 +88,7 @@ class ContainerProcess:
     stopped: bool = False
     exit_code: int | None = None
     finished_at: str | None = None
-    last_cpu: tuple[float, float] = (0.0, 0.0)
+    cpu_history: deque[tuple[float, float]] = field(default_factory=deque)  # (time, CPU seconds)
     cpu_nanocores: int = 0
     rss_bytes: int = 0
 
@@ -123,17 +125,29 @@ class ContainerProcess:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 
-    def sample(self, now: float) -> None:
-        """Refresh CPU rate (nanocores) and RSS from /proc for metrics and RSS-polling limits."""
+    def sample(self, now: float, cgroups: CgroupManager | None = None) -> None:
+        """Refresh the CPU rate (nanocores) and memory for metrics and RSS-polling limits: from the
+        container's cgroups, as cAdvisor reads them (CPU time of every process that ever ran in it, the
+        working set), else from /proc over the container's whole process tree (a command that started its
+        own session, as the learner launcher does, included)."""
         if self.proc is None or self.exit_code is not None:
             self.cpu_nanocores, self.rss_bytes = 0, 0
             return
-        usage = group_usage(self.proc.pid)
-        last_time, last_cpu = self.last_cpu
-        if last_time and now > last_time:
-            self.cpu_nanocores = max(int((usage.cpu_seconds - last_cpu) / (now - last_time) * 1e9), 0)
-        self.last_cpu = (now, usage.cpu_seconds)
-        self.rss_bytes = usage.rss_bytes
+        cpu_seconds, memory = cgroups.usage(self.cgroup) if cgroups is not None else (None, None)
+        if cpu_seconds is None or memory is None:
+            usage = tree_usage(self.proc.pid)
+            cpu_seconds = usage.cpu_seconds if cpu_seconds is None else cpu_seconds
+            memory = usage.rss_bytes if memory is None else memory
+        # The rate spans RATE_WINDOW seconds of samples (metrics-server's window is 15 s or more; a short one
+        # reads the scheduler's jitter on a busy machine as usage).
+        history = self.cpu_history
+        while len(history) > 1 and now - history[1][0] >= RATE_WINDOW:
+            history.popleft()
+        if history and now > history[0][0]:
+            first_time, first_cpu = history[0]
+            self.cpu_nanocores = max(int((cpu_seconds - first_cpu) / (now - first_time) * 1e9), 0)
+        history.append((now, cpu_seconds))
+        self.rss_bytes = memory
 
 
 def start_container(
