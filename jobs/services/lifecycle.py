@@ -27,6 +27,7 @@ from jobs.core.states import ACTIVE, STOPPING, TERMINAL, WAITING, JobStatus
 from jobs.models import Job, JobEvent, Learner
 from jobs.notifications.choices import event_for_transition
 from jobs.notifications.services import notify_transition
+from jobs.services.locking import job_lock
 from jobs.streams import job_group, send_after_commit, tenant_group
 
 log = logging.getLogger(__name__)
@@ -92,10 +93,7 @@ def transition(
 
 
 def _locked(job_id: str) -> Job:
-    # FOR NO KEY UPDATE, not FOR UPDATE: rows that reference the job (log lines, metric samples, events)
-    # are inserted by other transactions holding learner-row locks, and their foreign-key check takes
-    # FOR KEY SHARE on the job row; FOR UPDATE would block it and deadlock with job_launched.
-    return Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=job_id)
+    return job_lock(job_id)  # the job row only, FOR NO KEY UPDATE (jobs/services/locking.py says why)
 
 
 @durable_service
@@ -327,7 +325,7 @@ def launch_refused(
     what: str = "the cluster refused",
 ) -> None:
     """Fail the job with the refusal's words, and tear down what the launch created before it."""
-    job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+    job = _locked(job_id)
     if job.attempt == attempt and job.status == JobStatus.STARTING:
         transition(job, JobStatus.FAILED, reason=reason, message=f"{what}: {exc}")
         enqueue("jobs.tasks.teardown", job.pk, attempt)
@@ -339,7 +337,7 @@ def launch_requeued(
 ) -> None:
     """Send the job back to the queue after a launch that kept failing for a reason that may pass
     (`infra`: the cluster's, e.g. a failing admission webhook: no retry used; see job_requeue_or_fail)."""
-    job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+    job = _locked(job_id)
     if job.attempt == attempt and job.status == JobStatus.STARTING:
         job_requeue_or_fail(job, reason=reason, message=message, counts=counts, infra=infra)
 
@@ -347,7 +345,7 @@ def launch_requeued(
 @durable_service
 def deadline_exceeded(stale: Job, learner: int) -> int:
     """Fail a job whose learner ran past max_runtime, as the kubelet would have (pods torn down)."""
-    job = Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=stale.pk)
+    job = _locked(stale.pk)
     if job.attempt != stale.attempt or job.status not in (JobStatus.STARTING, JobStatus.RUNNING):
         return 0
     runtime = job.spec.get("max_runtime_seconds")
@@ -367,7 +365,7 @@ def job_repair(stale: Job, reason: str, message: str = "") -> int:
     """Requeue a job the reconcile loop found stuck (PendingTimeout: no retry used), bound to a node that is
     gone or that lost the room for it (NodeGone, NodeTaken) or without its pods (PodLost: pod GC or node
     loss): those three are disruptions, drawn on the infrastructure budget, never on retries."""
-    job = Job.objects.select_for_update().select_related("tenant").get(pk=stale.pk)
+    job = _locked(stale.pk)
     if job.attempt != stale.attempt or job.status != stale.status:
         return 0
     if reason in (Reason.NODE_GONE, Reason.NODE_TAKEN):
