@@ -35,6 +35,7 @@ from jobs.core.states import ACTIVE, STOPPING
 from jobs.endpoints import EndpointRefused, job_endpoint_problems
 from jobs.models import Job
 from jobs.notifications import tasks as notification_tasks  # noqa: F401 (registers them with the worker)
+from jobs.outbox import outbox_drain
 from jobs.scheduling import CycleResult, run_cycle
 from jobs.services.idlegpu import idle_gpu_check_running
 from jobs.services.launches import (
@@ -427,6 +428,12 @@ def _past_deadline(pod: dict[str, Any], now: datetime) -> bool:
 def record_telemetry() -> dict[str, int]:
     """Record one telemetry look at every running job (beat runs it every TELEMETRY_INTERVAL_SECONDS)."""
     return telemetry_record_running()
+
+
+@shared_task(name="jobs.tasks.outbox_drain", acks_late=True, soft_time_limit=30, time_limit=45)
+def drain_outbox() -> int:
+    """Send the tasks that waited in the outbox while the broker was down (beat: every OUTBOX_DRAIN_SECONDS)."""
+    return outbox_drain()
 
 
 @shared_task(name="jobs.tasks.autotune", acks_late=True, soft_time_limit=30, time_limit=45)

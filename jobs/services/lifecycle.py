@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from celery import current_app
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from common.transactions import durable_service
+from jobs import outbox
 from jobs.core.admission import Pending
 from jobs.core.choices import EventKind, Reason, VerdictState
 from jobs.core.eta import Eta
@@ -34,19 +34,10 @@ log = logging.getLogger(__name__)
 
 
 def enqueue(task: str, *args: Any, countdown: float = 0) -> None:
-    """Queue a Celery task by name once the current transaction commits (never before the rows exist).
-
-    A broker that is down loses nothing: the rows are committed and beat's cycles (schedule, reconcile)
-    pick the work up; so the failure is logged, not raised into the request that caused it.
-    """
-
-    def send() -> None:
-        try:
-            current_app.send_task(task, args=args, countdown=countdown)
-        except Exception:
-            log.warning("could not queue %s%r; the periodic cycles will catch up", task, args, exc_info=True)
-
-    transaction.on_commit(send)
+    """Queue a Celery task by name with the current transaction, through the outbox (jobs/outbox.py): sent
+    once the transaction commits (never before the rows exist), or later by the drain while the broker is
+    down, so a Redis outage neither holds up nor fails the request that caused it."""
+    outbox.enqueue(task, *args, countdown=countdown)
 
 
 def transition(
