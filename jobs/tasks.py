@@ -17,6 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from common.telemetry import gauge as metrics_gauge
+from common.telemetry import pulse as metrics_pulse
 from jobs import cluster
 from jobs.cluster import (
     ClusterError,
@@ -67,6 +68,7 @@ _QUOTA_NAME = re.compile(r"exceeded quota: ([^,\s]+)")
 @shared_task(name="jobs.tasks.schedule", acks_late=True, soft_time_limit=30, time_limit=45)
 def schedule() -> dict[str, object]:
     """One admission cycle (a no-op if another worker is in one)."""
+    metrics_pulse("scheduler")  # /readyz: the cycles run (beat sends them, a worker takes them)
     try:
         nodes = cluster.nodes()
     except ClusterError as exc:

@@ -40,6 +40,7 @@ FOLLOWER_BACKOFF = 1.0
 FOLLOWER_BACKOFF_MAX = 30.0
 FOLLOWER_CHECK_SECONDS = 1.0  # how often a follower asks whether its job has ended
 TAIL_LINES = 20
+PULSE_SECONDS = 5.0
 Key = tuple[str, int]
 
 
@@ -75,13 +76,27 @@ class Watcher:
         if settings.NODE_CACHE_ENABLED:
             publisher = threading.Thread(target=self._publish_nodes, name="node-summary", daemon=True)
             publisher.start()
+        pulser = threading.Thread(target=self._pulse, name="watcher-pulse", daemon=True)
+        pulser.start()
         try:
             self.reflector.run(self.stop_event)
         finally:
+            pulser.join(timeout=5)
             for thread in [*self.followers.values(), *self.draining.values()]:
                 thread.join(timeout=5)
             if publisher is not None:
                 publisher.join(timeout=15)
+
+    def _pulse(self) -> None:
+        """Every PULSE_SECONDS while the watch loop is healthy and has made progress lately (a list, a watch
+        opened, an event: at least once per watch timeout), tell /readyz (common.telemetry.pulse). A dead
+        watcher, or a loop stuck or failing, stops pulsing."""
+        reflector = self.reflector
+        while not self.stop_event.is_set():
+            quiet = time.monotonic() - reflector.alive_at
+            if reflector.healthy and quiet <= reflector.watch_timeout_seconds * 1.25 + PULSE_SECONDS * 3:
+                telemetry.pulse("watcher")
+            self.stop_event.wait(PULSE_SECONDS)
 
     def _publish_nodes(self) -> None:
         try:

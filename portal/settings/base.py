@@ -514,6 +514,13 @@ RECONCILE_INTERVAL_SECONDS = env.float("RECONCILE_INTERVAL_SECONDS", default=30.
 # The watcher lists every managed pod afresh this often (and after any failure), re-judging every active
 # job, so nothing a dropped event or a stalled watch hid stays wrong for longer.
 WATCHER_RELIST_SECONDS = env.float("WATCHER_RELIST_SECONDS", default=300.0)
+# /readyz answers 503 naming the watcher or the scheduler when its pulse in Redis is older than this many
+# seconds (the watcher pulses every 5 s while its watch loop is healthy; each scheduler cycle pulses, and
+# beat sends one every SCHEDULE_INTERVAL_SECONDS). 0 leaves that process out of /readyz.
+READY_WATCHER_STALE_SECONDS = env.float("READY_WATCHER_STALE_SECONDS", default=30.0)
+READY_SCHEDULER_STALE_SECONDS = env.float(
+    "READY_SCHEDULER_STALE_SECONDS", default=max(30.0, 10 * SCHEDULE_INTERVAL_SECONDS)
+)
 # The watcher also keeps a watch-backed cache of nodes and every pod's requests and publishes a per-node
 # capacity summary to Redis, which the scheduler cycle reads instead of listing every node and pod
 # (docs/operations.md "API footprint"). Off: every reader lists the cluster itself.
