@@ -93,6 +93,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",
+    "portal.middleware.DatabaseOutageMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -257,6 +258,7 @@ SPECTACULAR_SETTINGS = {
         "common.api.nullable_objects",
         "common.api.body_too_large",
         "common.api.scope_refusals",
+        "common.api.database_outage",
     ],
 }
 
