@@ -4,11 +4,13 @@ amount of resources (common.resources.Resources)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, NoReturn
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, JsonResponse
 from django.views.defaults import bad_request
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -22,6 +24,8 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from common.errors import Refused
+
+log = logging.getLogger(__name__)
 
 
 def api_user(request: Request) -> User:
@@ -50,6 +54,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, Refused):
         message = "; ".join(m for msgs in exc.errors.values() for m in msgs)
         return Response(_error(message, exc.errors), status=exc.status)
+    if isinstance(exc, DATABASE_OUTAGE):
+        body = _database_unavailable(exc, path=context["request"].path)
+        return Response(body, status=503, headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)})
     refusal = body_refusal(exc)
     if refusal is not None:
         return Response(_error(refusal[1], {"": [refusal[1]]}), status=refusal[0])
@@ -66,6 +73,40 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     detail = "; ".join(f"{field}: {m}" if field else m for field, msgs in errors.items() for m in msgs)
     response.data = _error(detail, errors)
     return response
+
+
+# What the database driver raises when PostgreSQL is down, restarting, or dropped the connection (Django's
+# wrappers; a deadlock or a statement timeout is an OperationalError too, and worth a retry as well).
+DATABASE_OUTAGE = (OperationalError, InterfaceError)
+DATABASE_RETRY_AFTER_SECONDS = 5
+DATABASE_UNAVAILABLE = "the database cannot answer this request now; try again shortly"
+
+
+def database_unavailable(exc: Exception, *, path: str) -> JsonResponse:
+    """The API's answer while PostgreSQL cannot be reached: 503 in the one error shape with Retry-After,
+    instead of Django's HTML 500 page (and the exception logged, without its traceback)."""
+    response = JsonResponse(_database_unavailable(exc, path=path), status=503)
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
+    return response
+
+
+def _database_unavailable(exc: Exception, *, path: str) -> dict[str, Any]:
+    log.warning("database unavailable for %s: %s: %s", path, type(exc).__name__, str(exc).strip())
+    return _error(DATABASE_UNAVAILABLE, {"": [DATABASE_UNAVAILABLE]})
+
+
+def database_outage(result: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """A drf-spectacular postprocessing hook: every operation documents the 503 it answers while the database
+    cannot be reached (`database_unavailable`)."""
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            if isinstance(operation, dict) and "responses" in operation:
+                operation["responses"].setdefault(
+                    "503",
+                    {"description": "A service this request needs cannot be reached.", "content": error},
+                )
+    return result
 
 
 def _error(detail: str, errors: dict[str, list[str]]) -> dict[str, Any]:
@@ -217,7 +258,7 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
         404: "Not found, or not visible to you (another tenant's).",
         409: "The object's state does not allow this.",
         429: "Too many requests, or the tenant's queue is full.",
-        503: "The cluster cannot be reached.",
+        503: "A service this request needs (the cluster, the database) cannot be reached.",
     }
     return {code: OpenApiResponse(ErrorSerializer, description=described[code]) for code in codes}
 

@@ -153,3 +153,21 @@ def heartbeat(process: str) -> None:
         path.touch()
     except OSError as exc:
         log.warning("heartbeat %s not written: %s", path, exc)
+
+
+# -- pulses: the heartbeats /readyz reads, kept in Redis so that every web pod sees every process ---------
+
+PULSES_KEY = "trainyard:pulses"
+
+
+def pulse(process: str) -> None:
+    """Record that `process` ("watcher", "scheduler") did its work just now (never raises)."""
+    try:
+        _redis().hset(PULSES_KEY, process, time.time())
+    except redis.RedisError:
+        log.debug("pulse of %s lost", process)
+
+
+def last_pulses() -> dict[str, float]:
+    """When each process last pulsed (Unix time); raises redis.RedisError when Redis does not answer."""
+    return {str(name): float(when) for name, when in _redis().hgetall(PULSES_KEY).items()}

@@ -443,5 +443,7 @@ class AttemptUsage(models.Model):
         return f"{self.job_id}/{self.attempt} usage"
 
 
-# The notifications' models live in their own module; importing them here makes them the jobs app's.
+# The notifications' models and the task outbox live in their own modules; importing them here makes
+# them the jobs app's.
 from jobs.notifications.models import DeliveryAttempt, Notification, Subscription  # noqa: E402, F401
+from jobs.outbox import OutboxTask  # noqa: E402, F401

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from common.telemetry import gauge as metrics_gauge
+from common.telemetry import pulse as metrics_pulse
 from jobs import cluster
 from jobs.cluster import (
     ClusterError,
@@ -35,6 +36,7 @@ from jobs.core.states import ACTIVE, STOPPING
 from jobs.endpoints import EndpointRefused, job_endpoint_problems
 from jobs.models import Job
 from jobs.notifications import tasks as notification_tasks  # noqa: F401 (registers them with the worker)
+from jobs.outbox import outbox_drain
 from jobs.scheduling import CycleResult, run_cycle
 from jobs.services.idlegpu import idle_gpu_check_running
 from jobs.services.launches import (
@@ -66,6 +68,7 @@ _QUOTA_NAME = re.compile(r"exceeded quota: ([^,\s]+)")
 @shared_task(name="jobs.tasks.schedule", acks_late=True, soft_time_limit=30, time_limit=45)
 def schedule() -> dict[str, object]:
     """One admission cycle (a no-op if another worker is in one)."""
+    metrics_pulse("scheduler")  # /readyz: the cycles run (beat sends them, a worker takes them)
     try:
         nodes = cluster.nodes()
     except ClusterError as exc:
@@ -465,6 +468,12 @@ def _remove_leftovers() -> int:
 def record_telemetry() -> dict[str, int]:
     """Record one telemetry look at every running job (beat runs it every TELEMETRY_INTERVAL_SECONDS)."""
     return telemetry_record_running()
+
+
+@shared_task(name="jobs.tasks.outbox_drain", acks_late=True, soft_time_limit=30, time_limit=45)
+def drain_outbox() -> int:
+    """Send the tasks that waited in the outbox while the broker was down (beat: every OUTBOX_DRAIN_SECONDS)."""
+    return outbox_drain()
 
 
 @shared_task(name="jobs.tasks.autotune", acks_late=True, soft_time_limit=30, time_limit=45)

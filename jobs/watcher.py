@@ -57,6 +57,7 @@ FOLLOWER_BACKOFF_MAX = 30.0
 FOLLOWER_CHECK_SECONDS = 1.0  # how often a follower asks whether its job has ended
 TAIL_LINES = 20
 DEADLINE_TICK = 0.2  # seconds: how late the deadline clock may fire at most
+PULSE_SECONDS = 5.0
 Key = tuple[str, int]
 
 
@@ -106,11 +107,14 @@ class Watcher:
             thread.start()
         clock = threading.Thread(target=self._deadline_clock, name="deadline-clock", daemon=True)
         clock.start()
+        pulser = threading.Thread(target=self._pulse, name="watcher-pulse", daemon=True)
+        pulser.start()
         try:
             self.reflector.run(self.stop_event)
         finally:
             self.stop_event.set()
             clock.join(timeout=5)
+            pulser.join(timeout=5)
             for thread in [*self.followers.values(), *self.draining.values()]:
                 thread.join(timeout=5)
             for thread in publishers:
@@ -120,6 +124,17 @@ class Watcher:
         """Every managed pod of an attempt the watcher holds now (what the pod summary publishes)."""
         with self.lock:
             return [pod for pods in self.pods.values() for pod in pods.values()]
+
+    def _pulse(self) -> None:
+        """Every PULSE_SECONDS while the watch loop is healthy and has made progress lately (a list, a watch
+        opened, an event: at least once per watch timeout), tell /readyz (common.telemetry.pulse). A dead
+        watcher, or a loop stuck or failing, stops pulsing."""
+        reflector = self.reflector
+        while not self.stop_event.is_set():
+            quiet = time.monotonic() - reflector.alive_at
+            if reflector.healthy and quiet <= reflector.watch_timeout_seconds * 1.25 + PULSE_SECONDS * 3:
+                telemetry.pulse("watcher")
+            self.stop_event.wait(PULSE_SECONDS)
 
     def _publish_nodes(self) -> None:
         try:

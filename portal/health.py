@@ -1,5 +1,6 @@
-"""Probes and metrics: /healthz (the process is alive), /readyz (its dependencies answer), /metrics, and
-the heartbeat files that the worker's, beat's and watcher's exec probes read (they serve no HTTP).
+"""Probes and metrics: /healthz (the process is alive), /readyz (its dependencies answer, the watcher and the
+scheduler cycle pulse), /metrics, and the heartbeat files that the worker's, beat's and watcher's exec
+probes read (they serve no HTTP).
 
 A worker touches `<HEARTBEAT_DIR>/trainyard-worker.alive` when it is ready and at each of its event
 heartbeats (every 2 s, from its consumer loop); beat touches `trainyard-beat.alive` when it starts and
@@ -12,8 +13,10 @@ from __future__ import annotations
 
 import hmac
 import logging
+import time
 from typing import Any
 
+import redis
 from celery import signals
 from django.conf import settings
 from django.db import connection
@@ -21,7 +24,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from common.telemetry import WEBSOCKET_CLIENTS, _redis, heartbeat, heartbeat_path
+from common.telemetry import WEBSOCKET_CLIENTS, _redis, heartbeat, heartbeat_path, last_pulses
 from jobs import cluster
 from jobs.cluster import ClusterError
 from portal.telemetry import TrainyardCollector
@@ -59,9 +62,37 @@ def _check_cluster() -> str | None:
     return None
 
 
+def _check_pulses() -> dict[str, str | None]:
+    """The processes without HTTP that /readyz vouches for: each must have pulsed (common.telemetry.pulse)
+    within its READY_*_STALE_SECONDS. A watcher that died leaves the live views frozen and finished jobs
+    running; a scheduler cycle that stopped leaves every job queued."""
+    limits = {
+        "watcher": settings.READY_WATCHER_STALE_SECONDS,
+        "scheduler": settings.READY_SCHEDULER_STALE_SECONDS,
+    }
+    limits = {name: limit for name, limit in limits.items() if limit > 0}
+    try:
+        pulses = last_pulses()
+    except redis.RedisError as exc:
+        return dict.fromkeys(limits, f"unknown: Redis does not answer ({type(exc).__name__})")
+    now = time.time()
+    found: dict[str, str | None] = {}
+    for name, limit in limits.items():
+        when = pulses.get(name)
+        if when is None:
+            found[name] = "no heartbeat yet"
+        elif now - when > limit:
+            found[name] = f"no heartbeat for {now - when:.0f} s (limit {limit:.0f} s)"
+        else:
+            found[name] = None
+    return found
+
+
 def readyz(request: HttpRequest) -> JsonResponse:
-    """200 when PostgreSQL, Redis and the cluster API all answer, else 503 naming what does not."""
+    """200 when PostgreSQL, Redis and the cluster API answer and the watcher and the scheduler cycle have
+    pulsed lately, else 503 naming what does not."""
     checks = {"database": _check_database(), "redis": _check_redis(), "cluster": _check_cluster()}
+    checks |= _check_pulses()
     body = {name: ("ok" if error is None else error) for name, error in checks.items()}
     ready = all(error is None for error in checks.values())
     return JsonResponse({"ready": ready, "checks": body}, status=200 if ready else 503)

@@ -1,4 +1,5 @@
-"""Middleware of the platform's own: a request id on every request and log line, and the CSP header.
+"""Middleware of the platform's own: a request id on every request and log line, the CSP header, and the
+API's 503 while the database is down.
 
 Both work in sync and async stacks (daphne serves Django in async mode), so neither costs a thread hop.
 """
@@ -13,7 +14,9 @@ from typing import Any
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
+from django.utils.deprecation import MiddlewareMixin
 
+from common.api import DATABASE_OUTAGE, database_unavailable
 from portal.logging import job_id_var, request_id_var
 
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -149,3 +152,15 @@ def client_ip(request: HttpRequest) -> str | None:
         if hops:
             return hops[-min(proxies, len(hops))]
     return request.META.get("REMOTE_ADDR")
+
+
+class DatabaseOutageMiddleware(MiddlewareMixin):
+    """Under /api/, a view that raised because PostgreSQL cannot be reached answers 503 in the API's error
+    shape (common.api.database_unavailable), not Django's HTML 500 page. DRF views get the same answer from
+    the API's exception handler; this covers the plain Django views under /api/ (the ones learner pods
+    call). Pages keep Django's handling."""
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponseBase | None:
+        if request.path.startswith("/api/") and isinstance(exception, DATABASE_OUTAGE):
+            return database_unavailable(exception, path=request.path)
+        return None

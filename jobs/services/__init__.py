@@ -4,7 +4,8 @@ resume, retry, requeue, delete), `lifecycle` (admission, launch outcomes, pod ve
 reconcile's repairs), `logs` (log lines and their metrics), `results` (what learners report when they
 end), `caps` (what one attempt may write: result files, reports, TensorBoard bytes and rows), `tensorboard`
 (event file pieces, and their scalars read on a worker), `tuning` (the tuner's decisions), `idlegpu`
-(idle GPUs flagged, cleared, halted by policy), `labels` (experiment and tags). Everything else reads
+(idle GPUs flagged, cleared, halted by policy), `labels` (experiment and tags), `locking` (the one way a
+write locks a job row: FOR NO KEY UPDATE of that row only, never its tenant). Everything else reads
 (selectors) or calls these.
 
 Entry points (what pages, the API, the admin, tasks, the watcher and commands call) are `@durable_service`:

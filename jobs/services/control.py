@@ -17,6 +17,7 @@ from jobs.core.choices import EventKind, Reason
 from jobs.core.states import STOPPING, TERMINAL, TRANSITIONS, WAITING, JobStatus
 from jobs.models import Job, JobEvent, ResultFile
 from jobs.services.lifecycle import enqueue, job_requeue_or_fail, transition
+from jobs.services.locking import job_lock
 from jobs.services.submit import JobRejected, PermissionDenied, job_submit
 from tenants.scoping import Perm, can_manage_owned, has_perm
 
@@ -32,7 +33,7 @@ def job_transition(
     actor: User | None = None,
 ) -> Job:
     """Move a job to `to` with its row locked and record its JobEvent; IllegalTransition if not allowed."""
-    job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+    job = job_lock(job_id)
     return transition(job, to, reason=reason, message=message, data=data, actor=actor)
 
 
@@ -45,7 +46,7 @@ def job_cancel(*, job: Job, user: User) -> Job:
     """
     if not can_manage_owned(user, job):
         raise PermissionDenied("you may not cancel this job")
-    current = Job.objects.select_for_update().get(pk=job.pk)
+    current = job_lock(job.pk)
     if current.status in TERMINAL:
         raise JobRejected({"": [f"job {job.pk} has already finished ({current.status})"]}, status=409)
     if current.status == JobStatus.CANCELLING:
@@ -65,7 +66,7 @@ def job_halt(*, job: Job, user: User) -> Job:
     """
     if not can_manage_owned(user, job):
         raise PermissionDenied("you may not halt this job")
-    current = Job.objects.select_for_update().get(pk=job.pk)
+    current = job_lock(job.pk)
     if current.status == JobStatus.HALTING and current.reason == Reason.PREEMPTED:
         # Its pods are stopping already; it now ends halted rather than back in the queue.
         return _note_halt(current, user)
@@ -93,7 +94,7 @@ def job_preempt(*, job_id: str, attempt: int, message: str, data: Mapping[str, A
     SIGTERM and their grace period to checkpoint, as for a halt, and once they are gone it goes back to the
     queue (reason Preempted, no retry used) to resume from its checkpoint. None when the job has moved on
     (another attempt, or no longer running)."""
-    job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+    job = job_lock(job_id)
     if job.attempt != attempt or job.status not in (JobStatus.STARTING, JobStatus.RUNNING):
         return None
     enqueue("jobs.tasks.teardown", job.pk, job.attempt)
@@ -126,7 +127,7 @@ def job_resume(*, job: Job, user: User) -> Job:
     as after a requeue for a node fault, and uses up no retry. Only a halted job can be resumed (409)."""
     if not can_manage_owned(user, job):
         raise PermissionDenied("you may not resume this job")
-    current = Job.objects.select_for_update().get(pk=job.pk)
+    current = job_lock(job.pk)
     if current.status != JobStatus.HALTED:
         _refuse(current, "only a halted job can be resumed")
     return job_transition.nested(
@@ -180,7 +181,7 @@ def job_requeue(*, job: Job, user: User) -> Job:
     deleted and it resumes from its checkpoint on the next admission; it does not use up a retry."""
     if not has_perm(user, job.tenant, Perm.MANAGE_JOBS):
         raise PermissionDenied("you may not requeue this job")
-    current = Job.objects.select_for_update().select_related("tenant").get(pk=job.pk)
+    current = job_lock(job.pk)
     if current.status not in (JobStatus.STARTING, JobStatus.RUNNING):
         raise JobRejected(
             {"": [f"only a starting or running job can be requeued; {job.pk} is {current.status}"]},
@@ -214,7 +215,7 @@ def job_delete(*, job: Job, user: User) -> None:
         raise JobRejected(
             {"": [f"the cluster cannot delete the job's checkpoints now: {exc}"]}, status=503
         ) from exc
-    current = Job.objects.select_for_update().get(pk=job.pk)
+    current = job_lock(job.pk)
     files = [r.storage_name for r in ResultFile.objects.filter(job=current)]
     files += [
         name for chunks in current.event_files.values_list("chunks", flat=True) for _, _, name in chunks

@@ -23,6 +23,7 @@ from jobs.models import Job, JobEvent
 from jobs.notifications.choices import Event
 from jobs.notifications.services import notify_transition
 from jobs.services.lifecycle import enqueue, transition
+from jobs.services.locking import jobs_locking
 from jobs.streams import job_group, send_after_commit
 from tenants.policy import policy_of
 
@@ -42,11 +43,7 @@ def job_idle_gpu_check(*, job_id: str, now: datetime | None = None) -> IdleCheck
     """Judge one running GPU job's utilisation and flag, clear or halt it; None when it is not a running
     GPU job."""
     now = now or timezone.now()
-    job = (
-        Job.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("tenant", "owner")
-        .get(pk=job_id)
-    )
+    job = jobs_locking().select_related("owner").get(pk=job_id)
     if job.status != JobStatus.RUNNING or not job.gpus:
         return None
     verdict = job_idle_verdict(job, now=now)

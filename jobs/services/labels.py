@@ -11,6 +11,7 @@ from jobs.core.choices import EventKind, Reason
 from jobs.core.spec.labels import validate_experiment, validate_tags
 from jobs.core.spec.values import Errors
 from jobs.models import Job, JobEvent
+from jobs.services.locking import job_lock
 from jobs.services.submit import JobRejected, PermissionDenied
 from tenants.scoping import Perm, has_perm
 
@@ -30,7 +31,7 @@ def job_relabel(*, job: Job, user: User, experiment: Any = _UNSET, tags: Any = _
     new_tags = validate_tags(tags, errors) if tags is not _UNSET else None
     if errors.by_path:
         raise JobRejected(errors.by_path)
-    current = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
+    current = job_lock(job.pk)
     before = {"experiment": current.experiment, "tags": list(current.tags)}
     if new_experiment is not None:
         current.experiment = new_experiment

@@ -26,6 +26,7 @@ from jobs.core.choices import Reason
 from jobs.core.states import WAITING, JobStatus
 from jobs.models import Job
 from jobs.services.lifecycle import enqueue, job_requeue_or_fail
+from jobs.services.locking import job_lock
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def launch_held(
 ) -> bool:
     """Send a starting job back to the queue without using a retry and keep admission from offering it for
     `seconds`, or until what `held_on` names changes (`holds_release`). True when it was sent back."""
-    job = Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=job_id)
+    job = job_lock(job_id)
     if job.attempt != attempt or job.status != JobStatus.STARTING:
         return False
     job.held_until = timezone.now() + timedelta(seconds=seconds)

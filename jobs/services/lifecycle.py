@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from celery import current_app
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from common.transactions import durable_service
+from jobs import outbox
 from jobs.core.admission import Pending
 from jobs.core.choices import EventKind, Reason, VerdictState
 from jobs.core.eta import Eta
@@ -27,25 +27,17 @@ from jobs.core.states import ACTIVE, STOPPING, TERMINAL, WAITING, JobStatus
 from jobs.models import Job, JobEvent, Learner
 from jobs.notifications.choices import event_for_transition
 from jobs.notifications.services import notify_transition
+from jobs.services.locking import job_lock
 from jobs.streams import job_group, send_after_commit, tenant_group
 
 log = logging.getLogger(__name__)
 
 
 def enqueue(task: str, *args: Any, countdown: float = 0) -> None:
-    """Queue a Celery task by name once the current transaction commits (never before the rows exist).
-
-    A broker that is down loses nothing: the rows are committed and beat's cycles (schedule, reconcile)
-    pick the work up; so the failure is logged, not raised into the request that caused it.
-    """
-
-    def send() -> None:
-        try:
-            current_app.send_task(task, args=args, countdown=countdown)
-        except Exception:
-            log.warning("could not queue %s%r; the periodic cycles will catch up", task, args, exc_info=True)
-
-    transaction.on_commit(send)
+    """Queue a Celery task by name with the current transaction, through the outbox (jobs/outbox.py): sent
+    once the transaction commits (never before the rows exist), or later by the drain while the broker is
+    down, so a Redis outage neither holds up nor fails the request that caused it."""
+    outbox.enqueue(task, *args, countdown=countdown)
 
 
 def transition(
@@ -92,10 +84,7 @@ def transition(
 
 
 def _locked(job_id: str) -> Job:
-    # FOR NO KEY UPDATE, not FOR UPDATE: rows that reference the job (log lines, metric samples, events)
-    # are inserted by other transactions holding learner-row locks, and their foreign-key check takes
-    # FOR KEY SHARE on the job row; FOR UPDATE would block it and deadlock with job_launched.
-    return Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=job_id)
+    return job_lock(job_id)  # the job row only, FOR NO KEY UPDATE (jobs/services/locking.py says why)
 
 
 @durable_service
@@ -331,7 +320,7 @@ def launch_refused(
     what: str = "the cluster refused",
 ) -> None:
     """Fail the job with the refusal's words, and tear down what the launch created before it."""
-    job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+    job = _locked(job_id)
     if job.attempt == attempt and job.status == JobStatus.STARTING:
         transition(job, JobStatus.FAILED, reason=reason, message=f"{what}: {exc}")
         enqueue("jobs.tasks.teardown", job.pk, attempt)
@@ -343,7 +332,7 @@ def launch_requeued(
 ) -> None:
     """Send the job back to the queue after a launch that kept failing for a reason that may pass
     (`infra`: the cluster's, e.g. a failing admission webhook: no retry used; see job_requeue_or_fail)."""
-    job = Job.objects.select_for_update().select_related("tenant").get(pk=job_id)
+    job = _locked(job_id)
     if job.attempt == attempt and job.status == JobStatus.STARTING:
         job_requeue_or_fail(job, reason=reason, message=message, counts=counts, infra=infra)
 
@@ -374,7 +363,7 @@ def job_repair(stale: Job, reason: str, message: str = "") -> int:
     """Requeue a job the reconcile loop found stuck (PendingTimeout: no retry used), bound to a node that is
     gone or that lost the room for it (NodeGone, NodeTaken) or without its pods (PodLost: pod GC or node
     loss): those three are disruptions, drawn on the infrastructure budget, never on retries."""
-    job = Job.objects.select_for_update().select_related("tenant").get(pk=stale.pk)
+    job = _locked(stale.pk)
     if job.attempt != stale.attempt or job.status != stale.status:
         return 0
     if reason in (Reason.NODE_GONE, Reason.NODE_TAKEN):

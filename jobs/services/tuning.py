@@ -24,6 +24,7 @@ from jobs.core.tuning.detector import Diagnosis
 from jobs.core.tuning.policy import Allocation, Decision, decide
 from jobs.models import Job, JobEvent
 from jobs.services.lifecycle import job_requeue_or_fail
+from jobs.services.locking import job_lock
 from jobs.tuning.selectors import job_diagnose, job_limits, tunable, tuning_history
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def job_autotune(
     """Diagnose one running tunable job, decide, and apply the decision; None when the job is not
     running or declares no range."""
     now = now or timezone.now()
-    job = Job.objects.select_for_update(no_key=True).select_related("tenant").get(pk=job_id)
+    job = job_lock(job_id)
     if job.status != JobStatus.RUNNING or not tunable(job):
         return None
     diagnosis = job_diagnose(job, now=now)

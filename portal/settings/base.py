@@ -93,6 +93,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",
+    "portal.middleware.DatabaseOutageMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -257,12 +258,18 @@ SPECTACULAR_SETTINGS = {
         "common.api.nullable_objects",
         "common.api.body_too_large",
         "common.api.scope_refusals",
+        "common.api.database_outage",
     ],
 }
 
 # Celery: JSON only, late acks so a killed worker's task runs again, hard limits on every task.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
-CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)
+# No result backend: nothing reads a task's result, and with one every send subscribed to the result's
+# channel first, retried 20 x 1 s while Redis was down (a submit waited 20 s). Tasks are sent through the
+# outbox (jobs/outbox.py) with one publish attempt; a broker that does not answer within
+# CELERY_BROKER_CONNECTION_TIMEOUT leaves the task there for the drain.
+CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=None)
+CELERY_BROKER_CONNECTION_TIMEOUT = env.float("CELERY_BROKER_CONNECTION_TIMEOUT", default=1.0)
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -275,7 +282,12 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=150)
 # seconds. Just above the longest task time limit, so a dead worker's task runs again within minutes
 # (Celery's default is an hour) and a live one is never delivered twice while it runs.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=CELERY_TASK_TIME_LIMIT + 30)
+    "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=CELERY_TASK_TIME_LIMIT + 30),
+    "socket_connect_timeout": CELERY_BROKER_CONNECTION_TIMEOUT,
+    # A connection that fails is tried once more at once, not again and again until the connection
+    # timeout: a send to a Redis that is down fails in milliseconds (the outbox keeps the task).
+    "max_retries": 1,
+    "interval_start": 0,
 }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
@@ -522,6 +534,13 @@ WATCHER_RELIST_SECONDS = env.float("WATCHER_RELIST_SECONDS", default=300.0)
 # before it declares the job finished or sends it back to the queue (whose teardown deletes the pods, and a
 # deleted pod's log can no longer be read): a flood's backlog must not hold the job forever.
 LOG_DRAIN_SECONDS = env.float("LOG_DRAIN_SECONDS", default=15.0)
+# /readyz answers 503 naming the watcher or the scheduler when its pulse in Redis is older than this many
+# seconds (the watcher pulses every 5 s while its watch loop is healthy; each scheduler cycle pulses, and
+# beat sends one every SCHEDULE_INTERVAL_SECONDS). 0 leaves that process out of /readyz.
+READY_WATCHER_STALE_SECONDS = env.float("READY_WATCHER_STALE_SECONDS", default=30.0)
+READY_SCHEDULER_STALE_SECONDS = env.float(
+    "READY_SCHEDULER_STALE_SECONDS", default=max(30.0, 10 * SCHEDULE_INTERVAL_SECONDS)
+)
 # The watcher also keeps a watch-backed cache of nodes and every pod's requests and publishes a per-node
 # capacity summary to Redis, which the scheduler cycle reads instead of listing every node and pod
 # (docs/operations.md "API footprint"). Off: every reader lists the cluster itself.
@@ -564,12 +583,15 @@ TUNING_REGRESSION_TOLERANCE = env.float("TUNING_REGRESSION_TOLERANCE", default=0
 # A distributed job is communication-bound (jobs.core.tuning.scaling) when more learners bought less than this
 # fraction of the ideal speed-up over fewer (0.2: 2 learners must be 1.2x as fast as 1).
 TUNING_SCALING_MIN_GAIN = env.float("TUNING_SCALING_MIN_GAIN", default=0.2)
+# Tasks that waited in the outbox while the broker was down are sent this often once it is back.
+OUTBOX_DRAIN_SECONDS = env.float("OUTBOX_DRAIN_SECONDS", default=5.0)
 CELERY_BEAT_SCHEDULE = {
     "schedule": {"task": "jobs.tasks.schedule", "schedule": SCHEDULE_INTERVAL_SECONDS},
     "reconcile": {"task": "jobs.tasks.reconcile", "schedule": RECONCILE_INTERVAL_SECONDS},
     "telemetry": {"task": "jobs.tasks.telemetry", "schedule": TELEMETRY_INTERVAL_SECONDS},
     "autotune": {"task": "jobs.tasks.autotune", "schedule": TUNING_INTERVAL_SECONDS},
     "idle-gpu": {"task": "jobs.tasks.idle_gpu", "schedule": IDLE_GPU_CHECK_SECONDS},
+    "outbox": {"task": "jobs.tasks.outbox_drain", "schedule": OUTBOX_DRAIN_SECONDS},
 }
 
 # Notifications when jobs change state (docs/notifications.md): each delivery is tried up to

@@ -23,7 +23,6 @@ CHANNEL_LAYERS = {
     },
 }
 CELERY_BROKER_URL = REDIS_URL
-CELERY_RESULT_BACKEND = REDIS_URL
 LOGGING = {"version": 1, "disable_existing_loggers": False}
 # Checkpoint claims as base sets them (ReadWriteOnce, one per learner, in the default class: kubesim's
 # `standard`, like local-path). CHECKPOINT_ACCESS_MODE=ReadWriteMany needs

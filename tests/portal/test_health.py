@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.test import Client
 
 from common import telemetry
+from jobs import cluster
 from jobs.services import job_submit
 from kubesim.testing import KubeSim
 from tests.factories import make_tenant, member
@@ -27,13 +30,63 @@ def test_healthz_answers_without_dependencies(client: Client) -> None:
     assert client.get("/healthz").content == b"ok"
 
 
-def test_readyz_is_ready_when_everything_answers(
-    client: Client, kubesim_cluster: KubeSim, settings: Any, fresh_redis: None
+@pytest.fixture
+def no_pulses(fresh_redis: None) -> Iterator[None]:
+    telemetry._redis().delete(telemetry.PULSES_KEY)
+    yield
+    telemetry._redis().delete(telemetry.PULSES_KEY)
+
+
+def _wait_ready(client: Client, check: str, value: Callable[[str], bool]) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while True:
+        body: dict[str, Any] = client.get("/readyz").json()
+        if value(body["checks"][check]):
+            return body
+        assert time.monotonic() < deadline, body
+        time.sleep(0.1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_readyz_is_ready_while_the_watcher_and_the_scheduler_pulse_and_names_a_watcher_that_stopped(
+    client: Client, kubesim_cluster: KubeSim, settings: Any, no_pulses: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from jobs import watcher as watcher_module
+    from jobs.tasks import schedule
+
     settings.KUBECONFIG = str(kubesim_cluster.kubeconfig_path)
+    assert client.get("/readyz").json()["checks"]["watcher"] == "no heartbeat yet"
+    monkeypatch.setattr(watcher_module, "PULSE_SECONDS", 0.2)
+    watcher = watcher_module.Watcher(cluster.cluster(), follow_logs=False)
+    thread = threading.Thread(target=watcher.run, name="watcher")
+    thread.start()
+    try:
+        schedule()  # one scheduler cycle, as a worker runs it when beat sends it
+        body = _wait_ready(client, "watcher", lambda value: value == "ok")
+        response = client.get("/readyz")
+        assert response.status_code == 200, response.content
+        assert response.json() == {
+            "ready": True,
+            "checks": {"database": "ok", "redis": "ok", "cluster": "ok", "watcher": "ok", "scheduler": "ok"},
+        }, body
+    finally:
+        watcher.stop()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+    settings.READY_WATCHER_STALE_SECONDS = 1
+    body = _wait_ready(client, "watcher", lambda value: value.startswith("no heartbeat for"))
+    assert body["ready"] is False and body["checks"]["scheduler"] == "ok"
+    assert client.get("/readyz").status_code == 503
+
+
+def test_readyz_names_a_scheduler_that_never_ran(client: Client, settings: Any, no_pulses: None) -> None:
+    telemetry.pulse("watcher")
     response = client.get("/readyz")
-    assert response.status_code == 200, response.content
-    assert response.json() == {"ready": True, "checks": {"database": "ok", "redis": "ok", "cluster": "ok"}}
+    assert response.status_code == 503
+    assert response.json()["checks"]["scheduler"] == "no heartbeat yet"
+    assert response.json()["checks"]["watcher"] == "ok"
+    settings.READY_SCHEDULER_STALE_SECONDS = 0  # left out of /readyz
+    assert "scheduler" not in client.get("/readyz").json()["checks"]
 
 
 def test_readyz_names_an_unreachable_cluster(
