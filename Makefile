@@ -47,7 +47,7 @@ secrets: install
 	@$(PY) -m portal.secretkeys var/secrets.env
 
 db: services
-	@psql -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='trainyard'" | grep -q 1 || createdb trainyard
+	@$(PY) manage.py ensure_database
 
 migrate: install secrets db
 	$(PY) manage.py migrate --noinput
@@ -62,7 +62,7 @@ up: sandbox seed
 	@echo "Logins: admin / admin (superuser), demo / demo (member of tenant 'demo'). Ctrl-C stops everything."
 	@echo "Embedded S3 for the examples: http://$${S3_DEMO_HOST:-127.0.0.1}:$${S3_DEMO_PORT:-9000} (bucket trainyard-demo; tenant demo's data-store secret demo-s3)."
 	@echo "API token for demo (for the CLI: .venv/bin/python -m trainyard login http://127.0.0.1:$${WEB_PORT:-8000} --token ...):"
-	@$(PY) manage.py token create --user demo --name "make up"
+	@$(PY) manage.py token create --user demo --name "make up" --keep var/demo-token
 	@echo
 	$(VENV)/bin/honcho start -f Procfile
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import socket
 
-from jobs.core.policy import endpoint_problems
+from jobs.cluster import job_credentials
+from jobs.core.policy import endpoint_problems, secret_endpoints
 from jobs.models import Job
 from tenants.policy import policy_of
 
@@ -29,6 +30,10 @@ def job_endpoint_problems(job: Job) -> list[str]:
     """Why the job's S3 endpoints may not be reached now, one line per endpoint naming the field and the
     address; [] when every one may."""
     problems = endpoint_problems(
-        job.spec, policy_of(job.tenant).datastore_hosts, tenant=job.tenant.slug, resolve=resolve_host
+        job.spec,
+        policy_of(job.tenant).datastore_hosts,
+        tenant=job.tenant.slug,
+        resolve=resolve_host,
+        secret_endpoints=secret_endpoints(job_credentials(job)),
     )
     return [f"{field}: {message}" for field, messages in problems.items() for message in messages]

@@ -134,15 +134,17 @@ def _launch(task: Any, job_id: str, attempt: int, token: str) -> list[str]:
             raise _LeaseLost
         return task.retry(exc=exc, countdown=countdown)
 
-    refused = job_endpoint_problems(job)
-    if refused:
-        launch_refused(
-            job_id, attempt, EndpointRefused("; ".join(refused)), reason=Reason.ENDPOINT_REFUSED,
-            what="not launched, an S3 endpoint is not public now",
-        )  # fmt: skip
-        return []
     retries = task.request.retries or 0
     try:
+        # The S3 endpoints again (also those the job's data-store secrets carry: opening them raises
+        # MissingSecret, a ValueError, for one deleted since submit).
+        refused = job_endpoint_problems(job)
+        if refused:
+            launch_refused(
+                job_id, attempt, EndpointRefused("; ".join(refused)), reason=Reason.ENDPOINT_REFUSED,
+                what="not launched, an S3 endpoint is not public now",
+            )  # fmt: skip
+            return []
         earlier = cluster.earlier_attempt_pods(job)
         if earlier:
             cluster.force_delete_stranded(earlier)

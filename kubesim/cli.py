@@ -13,6 +13,14 @@ from types import FrameType
 from kubesim.testing import KubeSim
 
 
+def _port_pair(text: str) -> str:
+    """`PORT` or `POD_PORT:PORT`, each 1-65535 (as `Cluster.expose_host_port` takes it)."""
+    parts = text.split(":")
+    if len(parts) > 2 or not all(p.isdigit() and 0 < int(p) < 65536 for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected PORT or POD_PORT:PORT (1-65535)")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     parser = argparse.ArgumentParser(prog="python -m kubesim", description="Kubernetes API emulator")
@@ -70,11 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--expose-host-port",
-        type=int,
+        type=_port_pair,
         action="append",
         default=[],
-        metavar="PORT",
-        help="let pods reach 127.0.0.1:PORT of this machine at host.kubesim.internal:PORT (repeatable)",
+        metavar="[POD_PORT:]PORT",
+        help="let pods reach 127.0.0.1:PORT of this machine at host.kubesim.internal:POD_PORT (default PORT); "
+        "repeatable",
     )
     serve.add_argument(
         "--node-group",

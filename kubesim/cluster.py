@@ -169,7 +169,7 @@ class Cluster:
         gpu_taints: bool = False,
         sandbox: bool = True,
         network: bool = True,
-        expose_host_ports: tuple[int, ...] | list[int] = (),
+        expose_host_ports: tuple[int | str, ...] | list[int | str] = (),
         node_groups: list[NodeGroup | dict[str, Any]] | None = None,
         scale_up_delay: float = 1.0,
         scale_down_idle: float = 10.0,
@@ -253,14 +253,20 @@ class Cluster:
         """Every node's InternalIP and the pods' hostIP: the bridge's address (127.0.0.1 without isolation)."""
         return self.network.node_ip
 
-    def expose_host_port(self, port: int) -> None:
-        """Let pods reach ``127.0.0.1:port`` of this machine at ``<node address>:port`` (``host.kubesim.internal``),
-        as a cluster reaches an outside service: a forwarder listens there and the firewall lets pods in to
-        that port only. Without network isolation pods reach the port anyway, at 127.0.0.1."""
+    def expose_host_port(self, port: int | str, host_port: int | None = None) -> None:
+        """Let pods reach ``127.0.0.1:host_port`` of this machine at ``<node address>:port``
+        (``host.kubesim.internal``), as a cluster reaches an outside service: a forwarder listens there and
+        the firewall lets pods in to that port only. ``port`` may be ``"POD_PORT:HOST_PORT"``; ``host_port``
+        defaults to ``port``, so pods of two kubesims (two bridges) can see their own service at one port.
+        Without network isolation pods reach 127.0.0.1 directly, so only the same port works there."""
+        if isinstance(port, str) and ":" in port:
+            pod_side, host_side = port.split(":", 1)
+            port, host_port = int(pod_side), int(host_side)
         port = int(port)
+        host_port = port if host_port is None else int(host_port)
         if not self.network.available or port in self.forwarders:
             return
-        self.forwarders[port] = Forwarder((self.network.node_ip, port), (LOOPBACK, port))
+        self.forwarders[port] = Forwarder((self.network.node_ip, port), (LOOPBACK, host_port))
         self.network.expose(port)
 
     @property

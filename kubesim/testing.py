@@ -154,9 +154,10 @@ class KubeSim:
         """The ``Authorization`` header for raw HTTP requests to this server."""
         return {"Authorization": f"Bearer {self.token}"}
 
-    def expose_host_port(self, port: int) -> None:
-        """Let pods reach ``127.0.0.1:port`` of this machine at ``host.kubesim.internal:port``."""
-        self.cluster.expose_host_port(port)
+    def expose_host_port(self, port: int, host_port: int | None = None) -> None:
+        """Let pods reach ``127.0.0.1:host_port`` (default ``port``) of this machine at
+        ``host.kubesim.internal:port``."""
+        self.cluster.expose_host_port(port, host_port)
 
     @property
     def node_ip(self) -> str:

@@ -81,11 +81,14 @@ def path_style_for(url: str) -> None:
 
 
 @contextmanager
-def demo_s3(host: str = "127.0.0.1", port: int = 9000, pod_host: str = POD_HOST) -> Iterator[str]:
+def demo_s3(
+    host: str = "127.0.0.1", port: int = 9000, pod_host: str = POD_HOST, pod_port: int | None = None
+) -> Iterator[str]:
     """moto's S3 server on `host:port` with the demo bucket filled; yields its URL and stops it on exit.
-    Raises OSError when the address is taken."""
+    Pods reach it at `pod_host:pod_port` (default `port`: kubesim may forward another port of its node to
+    it). Raises OSError when the address is taken."""
     check_free(host, port)
-    path_style_for(f"http://{pod_host}:{port}")
+    path_style_for(f"http://{pod_host}:{port if pod_port is None else pod_port}")
     server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
     server.start()
     try:

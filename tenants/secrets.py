@@ -25,13 +25,15 @@ from tenants.models import DataStoreSecret, DataStoreSecretEvent, Tenant
 from tenants.scoping import AnyUser, Perm, has_perm
 
 REQUIRED_KEYS = ("access_key_id", "secret_access_key")
-OPTIONAL_KEYS = ("region",)
+OPTIONAL_KEYS = ("region", "endpoint")
 SECRET_KEYS = (*REQUIRED_KEYS, *OPTIONAL_KEYS)
 MAX_VALUE_LENGTH = 1024
 # The same ids as a spec's `volumes[].secret` (jobs.core.spec.volumes) and an FfDL data store's id.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _VALUE_RE = re.compile(r"[^\s\x00-\x1f\x7f]+")
 _REGION_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
+# The store's S3 endpoint, so specs name the secret, not a host and port: http(s), no credentials in it.
+_ENDPOINT_RE = re.compile(r"https?://[A-Za-z0-9._~%-]+(:[0-9]{1,5})?(/[^\s@]*)?")
 MAX_SECRETS = 100
 
 
@@ -71,6 +73,8 @@ def _clean_values(values: Mapping[str, Any]) -> dict[str, str]:
             errors[key] = ["must not contain spaces or control characters (its value is not shown)"]
         elif key == "region" and not _REGION_RE.fullmatch(value):
             errors[key] = ["must be a region name like us-east-1 (lower-case letters, digits and '-')"]
+        elif key == "endpoint" and not _ENDPOINT_RE.fullmatch(value):
+            errors[key] = ["must be an http:// or https:// URL without credentials in it"]
         else:
             clean[key] = value
     if errors:

@@ -1,5 +1,6 @@
 """Shared fixtures and paths for the whole suite."""
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -157,10 +158,27 @@ def _free_port() -> int:
 def s3_server(tmp_path: Path) -> Iterator[str]:
     """moto's S3 server on a free port (a real S3 HTTP API; it checks no credentials), with bucket
     `datasets` holding toy/points.csv (20 rows `x,2x+1`)."""
+    with _moto(tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def s3_server_and_pod_port(tmp_path: Path) -> Iterator[tuple[str, int]]:
+    """`s3_server`, and another free port at which pods may reach it once kubesim maps that port of its node
+    to the server's (`KubeSim.expose_host_port(pod_port, port)`): moto reads the bucket from the path there
+    too."""
+    pod_port = _free_port()
+    with _moto(tmp_path, pod_ports=(pod_port,)) as url:
+        yield url, pod_port
+
+
+@contextlib.contextmanager
+def _moto(tmp_path: Path, pod_ports: tuple[int, ...] = ()) -> Iterator[str]:
     port = _free_port()
     log = (tmp_path / "moto.log").open("wb")
     # Pods reach it as http://host.kubesim.internal:PORT (tests.clusters.pod_url): buckets in the path.
-    env = {**os.environ, "MOTO_S3_CUSTOM_ENDPOINTS": f"http://{HOST_NAME}:{port}"}
+    endpoints = ",".join(f"http://{HOST_NAME}:{p}" for p in (port, *pod_ports))
+    env = {**os.environ, "MOTO_S3_CUSTOM_ENDPOINTS": endpoints}
     process = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=log,

@@ -356,7 +356,7 @@ def _s3_fetch(volume: dict[str, Any], credentials: Credentials) -> S3Fetch:
         bucket=volume["bucket"],
         target=volume["mount_path"],
         prefix=volume.get("prefix") or "",
-        endpoint=volume.get("endpoint") or None,
+        endpoint=volume.get("endpoint") or keys.get("endpoint") or None,
         region=keys.get("region") or None,
         access_key_env=datastore_env_name(store, "access_key_id") if with_keys and store else None,
         secret_key_env=datastore_env_name(store, "secret_access_key") if with_keys and store else None,

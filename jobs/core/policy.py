@@ -64,11 +64,14 @@ def policy_problems(
     tenant: str,
     resolve: Resolve,
     job_relation: JobRelation = _no_jobs,
+    endpoints: Mapping[str, str] | None = None,
 ) -> dict[str, list[str]]:
     """Field errors for everything in `spec` that `policy` does not allow ({} when all is allowed); S3 hosts
     are resolved with `resolve` (getaddrinfo on the Django side), and a job's checkpoint claim named as a
     `pvc` volume is judged by whose job it is (`job_relation`) and the policy's `job_claims`."""
-    errors = endpoint_problems(spec, policy.datastore_hosts, tenant=tenant, resolve=resolve)
+    errors = endpoint_problems(
+        spec, policy.datastore_hosts, tenant=tenant, resolve=resolve, secret_endpoints=endpoints
+    )
     for i, volume in enumerate(spec.get("volumes", [])):
         if volume["type"] == "host":
             path = volume.get("path") or ""
@@ -121,17 +124,34 @@ def _claim_problem(claim: str, allowed: str, job_relation: JobRelation, tenant: 
 
 
 def endpoint_problems(
-    spec: Mapping[str, Any], allowed: Sequence[str], *, tenant: str, resolve: Resolve
+    spec: Mapping[str, Any],
+    allowed: Sequence[str],
+    *,
+    tenant: str,
+    resolve: Resolve,
+    secret_endpoints: Mapping[str, str] | None = None,
 ) -> dict[str, list[str]]:
     """Field errors for the S3 endpoints of `spec`: at submit, and again at launch (a name may resolve
-    elsewhere by then: DNS rebinding)."""
+    elsewhere by then: DNS rebinding). A volume without its own `endpoint` uses the one its data-store secret
+    carries (`secret_endpoints`: secret name -> URL), reported on `volumes[i].secret`."""
     errors: dict[str, list[str]] = {}
     for i, volume in enumerate(spec.get("volumes", [])):
-        if volume["type"] == "s3" and volume.get("endpoint"):
+        if volume["type"] != "s3":
+            continue
+        if volume.get("endpoint"):
             problem = _endpoint_problem(volume["endpoint"], allowed, tenant, resolve)
             if problem:
                 errors[f"volumes[{i}].endpoint"] = [problem]
+        elif volume.get("secret") and (secret_endpoints or {}).get(volume["secret"]):
+            problem = _endpoint_problem((secret_endpoints or {})[volume["secret"]], allowed, tenant, resolve)
+            if problem:
+                errors[f"volumes[{i}].secret"] = [f"its endpoint: {problem}"]
     return errors
+
+
+def secret_endpoints(credentials: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """Data-store name -> the S3 endpoint its secret carries (those that carry one)."""
+    return {name: keys["endpoint"] for name, keys in credentials.items() if keys.get("endpoint")}
 
 
 def _endpoint_problem(url: str, allowed: Sequence[str], tenant: str, resolve: Resolve) -> str | None:

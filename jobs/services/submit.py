@@ -17,7 +17,7 @@ from jobs.artifacts.code import CodeRejected, code_archive_store, inspect_code_z
 from jobs.cluster import ClusterError, NodeInfo
 from jobs.core.choices import EventKind, Reason
 from jobs.core.claims import storage_problems
-from jobs.core.policy import policy_problems
+from jobs.core.policy import policy_problems, secret_endpoints
 from jobs.core.spec import Demand, ParsedSpec, SpecError, parse_spec, spec_demand
 from jobs.credentials import seal
 from jobs.endpoints import resolve_host
@@ -27,7 +27,7 @@ from jobs.streams import send_after_commit, tenant_group
 from tenants.models import Quota, Tenant
 from tenants.policy import effective_policy
 from tenants.scoping import Perm, has_perm
-from tenants.secrets import datastore_secret_keys, datastore_secret_list
+from tenants.secrets import datastore_credentials, datastore_secret_keys, datastore_secret_list
 from tenants.usage import tenant_usage
 
 
@@ -142,6 +142,7 @@ def job_validate(
         tenant=tenant.slug,
         resolve=resolve_host,
         job_relation=lambda job_id: _job_relation(tenant=tenant, user=user, job_id=job_id),
+        endpoints=_named_endpoints(tenant=tenant, named=named),
     )
     if field_problems:
         raise JobRejected({parsed.field_name(path): messages for path, messages in field_problems.items()})
@@ -267,6 +268,12 @@ def _named_secrets(
                 f"one on the tenant page or with POST /api/v1/tenants/{tenant.slug}/secrets/"
             ]
     return {name: dict.fromkeys(keys, "") for name, keys in found.items()}, missing
+
+
+def _named_endpoints(*, tenant: Tenant, named: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """The S3 endpoints the named data-store secrets carry (opened only for those that hold one)."""
+    carrying = [name for name, keys in named.items() if "endpoint" in keys]
+    return secret_endpoints(datastore_credentials(tenant=tenant, names=carrying))
 
 
 def _check_code(data: bytes) -> None:

@@ -340,12 +340,15 @@ else:
 ARTIFACTS_BASE_URL = env("ARTIFACTS_BASE_URL", default="")
 
 # The embedded S3 of `make up` (`manage.py s3_demo`, moto): where it listens (S3_DEMO_HOST:S3_DEMO_PORT), and
-# the host pods reach it at (S3_DEMO_POD_HOST: kubesim forwards host.kubesim.internal:PORT to 127.0.0.1:PORT,
-# Procfile's --expose-host-port). The example specs read from http://host.kubesim.internal:9000; seed_demo
-# allows that host for the demo tenant and gives it a secret for it.
+# where pods reach it (S3_DEMO_POD_HOST:S3_DEMO_POD_PORT: kubesim forwards host.kubesim.internal:9000 to this
+# machine's 127.0.0.1:S3_DEMO_PORT, Procfile's --expose-host-port 9000:PORT), so pods of each local
+# installation see their own S3 at the same address whatever port it listens on. seed_demo allows that host
+# for the demo tenant and gives it the data-store secret `demo-s3`, which carries the endpoint: the example
+# specs name the secret, not a host and port.
 S3_DEMO_HOST = env("S3_DEMO_HOST", default="127.0.0.1")
 S3_DEMO_PORT = env.int("S3_DEMO_PORT", default=9000)
 S3_DEMO_POD_HOST = env("S3_DEMO_POD_HOST", default="host.kubesim.internal")
+S3_DEMO_POD_PORT = env.int("S3_DEMO_POD_PORT", default=9000)
 ARTIFACT_FETCH_IMAGE = env("ARTIFACT_FETCH_IMAGE", default="ghcr.io/trainyard/trainyard:0.1.0")
 ARTIFACT_CODE_TOKEN_SECONDS = env.int("ARTIFACT_CODE_TOKEN_SECONDS", default=3600)
 CODE_MAX_BYTES = env.int("CODE_MAX_BYTES", default=64 * 1024 * 1024)

@@ -18,10 +18,11 @@ from clusterio import names
 from clusterio.builders import make_learner_pod
 from jobs import cluster
 from jobs.models import JobCredentials, LogLine
-from jobs.services import job_cancel, job_retry, job_submit
+from jobs.services import JobRejected, job_cancel, job_retry, job_submit
+from kubesim.network import HOST_NAME
 from kubesim.testing import KubeSim
 from tenants.models import DataStoreSecret
-from tenants.secrets import MissingSecret, datastore_secret_create, datastore_secret_rotate
+from tenants.secrets import MissingSecret, SecretRefused, datastore_secret_create, datastore_secret_rotate
 from tests.clusters import pod_url
 from tests.factories import allow, make_tenant, member
 from tests.jobs.engine import describe, python_spec, wait_status, wait_until
@@ -117,3 +118,62 @@ def test_a_secret_gone_since_submit_fails_the_launch_with_its_name(engine: KubeS
     job_cancel(job=blocker, user=owner)
     job = wait_status(job, "failed", timeout=60)
     assert job.reason == "InvalidSpec" and "no data-store secret 'team-data'" in job.message, describe(job)
+
+
+@pytest.mark.slow
+@pytest.mark.kubesim_only  # maps a port of kubesim's node to moto's
+@pytest.mark.django_db(transaction=True)
+def test_a_secret_that_carries_its_endpoint_lets_the_spec_name_no_host(
+    engine: KubeSim, s3_server_and_pod_port: tuple[str, int]
+) -> None:
+    """The store's endpoint lives in the secret: the spec names only the secret. Pods reach moto at a port
+    of kubesim's node other than the one it listens on (`--expose-host-port POD_PORT:PORT`)."""
+    s3_server, pod_port = s3_server_and_pod_port
+    host_port = urlsplit(s3_server).port
+    assert host_port is not None
+    if engine.cluster.network.available:
+        engine.expose_host_port(pod_port, host_port)
+        s3_url = f"http://{HOST_NAME}:{pod_port}"
+    else:
+        s3_url = pod_url(engine, s3_server)  # pods share this machine's loopback: no mapping
+    tenant = allow(make_tenant(), datastore_hosts=[urlsplit(s3_url).hostname])
+    owner = member(tenant, "owner")
+    values = {"access_key_id": KEY_ID, "secret_access_key": SECRET, "endpoint": s3_url}
+    datastore_secret_create(tenant=tenant, user=owner, name="team-data", values=values)
+    document = spec("unused")
+    del document["volumes"][0]["endpoint"]
+    job = job_submit(tenant=tenant, user=member(tenant), document=document)
+    job = wait_status(job, "succeeded", timeout=90, logs=True)
+    texts = list(LogLine.objects.filter(job=job).values_list("text", flat=True))
+    assert texts == ["rows 20 0.1,1.2", f"key {KEY_ID} {len(SECRET)}"], texts
+
+
+@pytest.mark.django_db
+def test_a_secret_endpoint_the_policy_does_not_allow_is_refused_on_the_volumes_secret() -> None:
+    tenant = allow(make_tenant(), datastore_hosts=["s3.example.com"])
+    owner = member(tenant, "owner")
+    values = {"access_key_id": KEY_ID, "secret_access_key": SECRET, "endpoint": "http://minio.internal:9000"}
+    datastore_secret_create(tenant=tenant, user=owner, name="team-data", values=values)
+    document = spec("unused")
+    del document["volumes"][0]["endpoint"]
+    with pytest.raises(JobRejected) as refused:
+        job_submit(tenant=tenant, user=member(tenant), document=document)
+    assert refused.value.errors == {
+        "volumes[0].secret": [
+            "its endpoint: minio.internal is not among the S3 hosts tenant "
+            f"{tenant.slug} may use: s3.example.com"
+        ]
+    }
+
+
+@pytest.mark.django_db
+def test_a_secret_endpoint_must_be_a_plain_url() -> None:
+    tenant = make_tenant()
+    owner = member(tenant, "owner")
+    for bad in ("minio:9000", "http://user:pw@minio:9000", "ftp://minio"):
+        values = {"access_key_id": KEY_ID, "secret_access_key": SECRET, "endpoint": bad}
+        with pytest.raises(SecretRefused) as refused:
+            datastore_secret_create(tenant=tenant, user=owner, name="team-data", values=values)
+        assert refused.value.errors == {
+            "endpoint": ["must be an http:// or https:// URL without credentials in it"]
+        }

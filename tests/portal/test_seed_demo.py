@@ -1,6 +1,7 @@
 """`seed_demo` (run by `make up`): the demo logins work, re-running is safe, production refuses it."""
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client, override_settings
 
@@ -68,7 +69,30 @@ def test_seed_demo_gives_the_demo_tenant_the_embedded_s3_secret_and_endpoint() -
         "access_key_id": demo_s3.ACCESS_KEY_ID,
         "secret_access_key": demo_s3.SECRET_ACCESS_KEY,
         "region": demo_s3.REGION,
+        "endpoint": "http://host.kubesim.internal:9000",
     }
     assert list(DataStoreSecretEvent.objects.values_list("action", "actor__username")) == [
         ("created", "admin")
+    ], "seeding twice changes nothing"
+
+
+@override_settings(LOCAL_SETUP=True)
+def test_seed_demo_gives_an_older_demo_secret_its_endpoint() -> None:
+    """A demo secret seeded before secrets carried endpoints is set again, with the endpoint."""
+    from portal import demo_s3
+    from tenants.models import DataStoreSecretEvent
+    from tenants.secrets import datastore_credentials, datastore_secret_rotate
+
+    call_command("seed_demo")
+    tenant = Tenant.objects.get(slug="demo")
+    secret = tenant.datastore_secrets.get()
+    old = {"access_key_id": demo_s3.ACCESS_KEY_ID, "secret_access_key": demo_s3.SECRET_ACCESS_KEY}
+    datastore_secret_rotate(secret=secret, user=User.objects.get(username="admin"), values=old)
+    call_command("seed_demo")
+    values = datastore_credentials(tenant=tenant, names=[secret.name])[secret.name]
+    assert values["endpoint"] == "http://host.kubesim.internal:9000"
+    assert list(DataStoreSecretEvent.objects.values_list("action", flat=True)) == [
+        "rotated",
+        "rotated",
+        "created",
     ]

@@ -108,3 +108,45 @@ def test_create_refuses_an_expiry_past_the_platform_maximum(settings: Any) -> No
     with pytest.raises(CommandError, match="--expires-in-days: must be at most 30 days ahead"):
         run("create", "--user", user.username, "--expires-in-days", "31")
     assert not ApiToken.objects.exists()
+
+
+def test_keep_prints_the_same_live_token_again_and_replaces_one_that_died(tmp_path: Any) -> None:
+    """What `make up` runs at every start: one demo token across restarts, kept in a 0600 file."""
+    user = member(make_tenant())
+    kept = tmp_path / "var" / "demo-token"
+    first, _ = run("create", "--user", user.username, "--name", "make up", "--keep", str(kept))
+    again, err = run("create", "--user", user.username, "--name", "make up", "--keep", str(kept))
+    assert again == first and f"kept in {kept}" in err
+    assert kept.read_text().strip() == first.strip() and kept.stat().st_mode & 0o777 == 0o600
+    assert ApiToken.objects.filter(user=user).count() == 1
+    ApiToken.objects.update(revoked_at=timezone.now())
+    fresh, _ = run("create", "--user", user.username, "--name", "make up", "--keep", str(kept))
+    assert fresh != first and kept.read_text().strip() == fresh.strip()
+    other = member(make_tenant())
+    theirs, _ = run("create", "--user", other.username, "--keep", str(kept))
+    assert theirs != fresh, "another user's kept token is never handed out"
+
+
+def test_ensure_database_creates_the_configured_database_once(settings: Any) -> None:
+    import uuid
+
+    from django.db import connection
+
+    name = f"trainyard_ensure_{uuid.uuid4().hex[:8]}"
+    settings.DATABASES = {"default": {**settings.DATABASES["default"], "NAME": name}}
+    out = StringIO()
+    try:
+        call_command("ensure_database", stdout=out)
+        call_command("ensure_database", stdout=out)
+        created, found = out.getvalue().splitlines()
+        assert created.startswith(f"created database {name} on ")
+        assert found.startswith(f"database {name} on ") and found.endswith(" is there")
+    finally:
+        import psycopg
+
+        test_db = connection.settings_dict  # the test database's own server, outside the test's transaction
+        params = {"host": test_db["HOST"], "port": test_db["PORT"], "user": test_db["USER"]}
+        params |= {"password": test_db["PASSWORD"], "dbname": "postgres"}
+        conninfo = " ".join(f"{k}={v}" for k, v in params.items() if v)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')

@@ -26,7 +26,7 @@ class Command(BaseCommand):
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
         try:
-            with demo_s3.demo_s3(host, port, settings.S3_DEMO_POD_HOST) as url:
+            with demo_s3.demo_s3(host, port, settings.S3_DEMO_POD_HOST, settings.S3_DEMO_POD_PORT) as url:
                 size = len(demo_s3.dataset_csv())
                 self.stdout.write(
                     f"demo S3 at {url}: s3://{demo_s3.BUCKET}/{demo_s3.DATASET_KEY} ({size} bytes)"

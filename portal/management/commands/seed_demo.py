@@ -12,7 +12,7 @@ from django.db import transaction
 from portal import demo_s3
 from tenants.models import DataStoreSecret, Quota, Role, Tenant
 from tenants.policy import policy_of, policy_set
-from tenants.secrets import datastore_secret_create
+from tenants.secrets import datastore_credentials, datastore_secret_create, datastore_secret_rotate
 from tenants.services import membership_set
 
 DEMO_QUOTA = {"gpus": 4, "cpu_millis": 4000, "memory_mib": 8192, "max_running_jobs": 4, "max_queued_jobs": 50}
@@ -51,10 +51,16 @@ class Command(BaseCommand):
         hosts = list(policy_of(tenant).datastore_hosts)
         if settings.S3_DEMO_POD_HOST not in hosts:
             policy_set.nested(tenant=tenant, datastore_hosts=[*hosts, settings.S3_DEMO_POD_HOST])
-        if not DataStoreSecret.objects.filter(tenant=tenant, name=demo_s3.SECRET_NAME).exists():
-            values = {
-                "access_key_id": demo_s3.ACCESS_KEY_ID,
-                "secret_access_key": demo_s3.SECRET_ACCESS_KEY,
-                "region": demo_s3.REGION,
-            }
+        values = {
+            "access_key_id": demo_s3.ACCESS_KEY_ID,
+            "secret_access_key": demo_s3.SECRET_ACCESS_KEY,
+            "region": demo_s3.REGION,
+            "endpoint": demo_s3.endpoint(settings.S3_DEMO_POD_HOST, settings.S3_DEMO_POD_PORT),
+        }
+        secret = DataStoreSecret.objects.filter(tenant=tenant, name=demo_s3.SECRET_NAME).first()
+        if secret is None:
             datastore_secret_create.nested(tenant=tenant, user=admin, name=demo_s3.SECRET_NAME, values=values)
+        elif datastore_credentials(tenant=tenant, names=[secret.name])[secret.name] != values:
+            # One seeded before the secret carried its endpoint, or another pod address: the demo values are
+            # public constants, so they are simply set again.
+            datastore_secret_rotate.nested(secret=secret, user=admin, values=values)

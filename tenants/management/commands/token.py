@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -13,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from tenants.models import ApiToken, TokenScope
-from tenants.tokens import TokenRefused, token_create, token_revoke
+from tenants.tokens import TokenRefused, token_create, token_live, token_revoke
 
 
 def _user(username: str) -> User:
@@ -59,6 +61,13 @@ class Command(BaseCommand):
             metavar="N",
             help="Days until it stops working (default: API_TOKEN_DEFAULT_DAYS, 90; at most API_TOKEN_MAX_DAYS).",
         )
+        create.add_argument(
+            "--keep",
+            metavar="FILE",
+            default=None,
+            help="Keep the secret in FILE (mode 0600) and print it again while it is the user's live token "
+            "(`make up` prints one demo token across restarts); a new one replaces it once it is not.",
+        )
         listing = actions.add_parser("list", help="List a user's tokens (never their secrets).")
         listing.add_argument("--user", required=True, help="The username.")
         revoke = actions.add_parser("revoke", help="Revoke a token at once, by its id.")
@@ -67,13 +76,41 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
         if action == "create":
-            self._create(options["user"], options["name"], options["scope"], options["expires_in_days"])
+            if options["keep"] and self._kept(options["keep"], options["user"]):
+                return
+            secret = self._create(
+                options["user"], options["name"], options["scope"], options["expires_in_days"]
+            )
+            if options["keep"]:
+                self._keep(options["keep"], secret)
         elif action == "list":
             self._list(options["user"])
         else:
             self._revoke(options["token_id"])
 
-    def _create(self, username: str, name: str, scope: str, days: int | None) -> None:
+    def _kept(self, path: str, username: str) -> bool:
+        """Print the token kept in `path` again if it is still `username`'s live token."""
+        try:
+            secret = Path(path).read_text().strip()
+        except OSError:
+            return False
+        token = token_live(secret) if secret else None
+        if token is None or token.user.get_username() != username:
+            return False
+        self.stdout.write(secret)
+        expiry = f"expires {_when(token.expires_at)}" if token.expires_at else "never expires"
+        self.stderr.write(f"token {token.pk} ({token.name}, {expiry}) for {username}, kept in {path}")
+        return True
+
+    def _keep(self, path: str, secret: str) -> None:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(secret + "\n")
+        target.chmod(0o600)
+
+    def _create(self, username: str, name: str, scope: str, days: int | None) -> str:
         name = name.strip()
         if not name or len(name) > 100:
             raise CommandError("--name must be 1 to 100 characters")
@@ -91,6 +128,7 @@ class Command(BaseCommand):
             f"token {token.pk} ({name}, scope {scope}, {expiry}) for {username}; "
             "the secret is shown only this once"
         )
+        return secret
 
     def _list(self, username: str) -> None:
         tokens = ApiToken.objects.filter(user=_user(username))
