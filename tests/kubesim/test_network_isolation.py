@@ -358,3 +358,14 @@ def test_a_cluster_ip_service_forwards_to_its_ready_pod_by_name_and_address(
     core.delete_namespaced_pod("server", ns, grace_period_seconds=0)
     wait_for(lambda: not core.list_namespaced_pod(ns, label_selector="app=server").items, timeout=30)
     assert _probe(core, ns, "orphan", targets[2:]) == {"address": "closed ConnectionRefusedError"}
+
+
+def test_expose_host_port_takes_a_port_or_a_pod_port_mapped_to_a_host_port() -> None:
+    from kubesim.cli import build_parser
+
+    base = ["serve", "--state-dir", "s", "--kubeconfig", "k"]
+    args = build_parser().parse_args([*base, "--expose-host-port", "8000", "--expose-host-port", "9000:9123"])
+    assert args.expose_host_port == ["8000", "9000:9123"]
+    for bad in ("0", "9000:", "a:1", "1:2:3", "70000"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([*base, "--expose-host-port", bad])
