@@ -18,7 +18,7 @@ from common.api import ApiView, api_user, errors
 from jobs.comparison import Comparison, MetricSummary, comparison_csv, duration_seconds, job_compare
 from jobs.filters import CompareQuery, query_params
 from jobs.models import Job
-from jobs.serializers import MetricSummarySerializer
+from jobs.serializers import MetricSummarySerializer, NumberListField
 
 
 class CSVRenderer(BaseRenderer):
@@ -78,14 +78,6 @@ class MetricRowSerializer(serializers.Serializer):
     values = serializers.ListField(
         child=MetricSummarySerializer(), help_text="One per job; last and best are null where it has none."
     )
-
-
-class NumberListField(serializers.ListField):
-    """A list of numbers the database already typed: passed through as it is (thousands of points per curve
-    would otherwise each go through a child field)."""
-
-    def to_representation(self, data: list[Any]) -> list[Any]:
-        return list(data)
 
 
 class SeriesSerializer(serializers.Serializer):
