@@ -133,7 +133,9 @@ def main() -> None:
 
     downsampled(f"buckets={args.buckets}")  # warm the cache as a chart's second look would find it
     both = timed(lambda: downsampled(f"buckets={args.buckets}"), args.runs)
-    emit({"figure": "downsampled", "query": f"buckets={args.buckets}", "points": args.points, **summary(both)})
+    emit(
+        {"figure": "downsampled", "query": f"buckets={args.buckets}", "points": args.points, **summary(both)}
+    )
     one = timed(lambda: downsampled(f"name=loss&buckets={args.buckets}"), args.runs)
     emit({"figure": "downsampled", "query": f"name=loss&buckets={args.buckets}", **summary(one)})
     pages = timed(raw, min(args.runs, 3))
