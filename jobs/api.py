@@ -475,7 +475,7 @@ METRICS_RESPONSE = PolymorphicProxySerializer(
 class JobMetricsView(ApiView):
     """A job's metric points a page at a time, by name, then step (a point without a step at its log
     line's sequence number, where the charts draw it), then id; or with `?buckets=N` each series
-    downsampled for a chart: per step bucket its min, max and mean (docs/jobs.md, "Metrics")."""
+    downsampled for a chart: per step bucket its min, max and mean (docs/jobs.md, "Reading metrics")."""
 
     @extend_schema(
         operation_id="jobs_metrics_list",

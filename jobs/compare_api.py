@@ -84,10 +84,17 @@ class SeriesSerializer(serializers.Serializer):
     job = serializers.CharField(source="job_id")
     name = serializers.CharField(help_text="The metric as the job reported it (e.g. val_loss).")
     variant = serializers.CharField(help_text="train, val, test, or '' for a metric without a variant.")
-    total = serializers.IntegerField(help_text="Points the job reported; at most `max_points` are here.")
-    step = NumberListField(child=serializers.IntegerField(allow_null=True))
-    time = NumberListField(child=serializers.FloatField(), help_text="Seconds since its first point.")
-    value = NumberListField(child=serializers.FloatField())
+    total = serializers.IntegerField(help_text="Points the job reported, in at most `max_points` buckets.")
+    step = NumberListField(
+        child=serializers.IntegerField(), help_text="Each step bucket's last step (equal-width buckets)."
+    )
+    time = NumberListField(
+        child=serializers.FloatField(),
+        help_text="Each bucket's latest point, seconds since the job's first point.",
+    )
+    value = NumberListField(child=serializers.FloatField(), help_text="Each bucket's mean.")
+    min = NumberListField(child=serializers.FloatField(), help_text="Each bucket's lowest value.")
+    max = NumberListField(child=serializers.FloatField(), help_text="Each bucket's highest value.")
 
 
 class ChartSerializer(serializers.Serializer):
@@ -155,7 +162,10 @@ class JobCompareView(ApiView):
         parameters=[
             OpenApiParameter("ids", OpenApiTypes.STR, required=True, description="Job ids, comma-separated."),
             OpenApiParameter(
-                "points", OpenApiTypes.INT, required=False, description="Most points per curve (10-5000)."
+                "points",
+                OpenApiTypes.INT,
+                required=False,
+                description="Most step buckets per curve (10-5000): each a mean, min and max.",
             ),
         ],
         responses={

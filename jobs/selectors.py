@@ -162,13 +162,15 @@ class MetricSeries:
     """One metric of one learner, downsampled: per step bucket its last x and latest time (epoch seconds),
     its lowest, highest and mean value and its number of points (parallel lists, bucket order; empty
     buckets left out). `first_step`..`last_step` is the range of x the buckets divide: the metric's whole
-    range, the same for each learner's series of it, so the learners' buckets line up."""
+    range, the same for each learner's series of it, so the learners' buckets line up; `first_time` is the
+    time of its earliest point (Unix seconds; None if none has a time)."""
 
     name: str
     learner: int
     points: int
     first_step: int
     last_step: int
+    first_time: float | None
     step: list[int] = field(default_factory=list)
     time: list[float | None] = field(default_factory=list)
     min: list[float] = field(default_factory=list)
@@ -206,10 +208,11 @@ WITH RECURSIVE names(name) AS ({names}), bounds AS MATERIALIZED (
     FROM bounds, generate_series(0, %(buckets)s - 1) AS i
     WHERE lo IS NOT NULL
 )
-SELECT e.name, a.learner, e.i, e.lo, e.hi, a.x, a.n, a.low, a.high, a.mean, a.epoch
+SELECT e.name, a.learner, e.i, e.lo, e.hi, a.x, a.n, a.low, a.high, a.mean, a.epoch, a.first
 FROM edges e CROSS JOIN LATERAL (
     SELECT s.learner, MAX(COALESCE(s.step, s.log_seq)) AS x, COUNT(*) AS n, MIN(s.value) AS low,
-        MAX(s.value) AS high, AVG(s.value) AS mean, EXTRACT(EPOCH FROM MAX(s.ts))::float8 AS epoch
+        MAX(s.value) AS high, AVG(s.value) AS mean, EXTRACT(EPOCH FROM MAX(s.ts))::float8 AS epoch,
+        EXTRACT(EPOCH FROM MIN(s.ts))::float8 AS first
     FROM jobs_metricsample s
     WHERE s.job_id = %(job)s AND s.name = e.name
         AND COALESCE(s.step, s.log_seq) >= e.x0 AND COALESCE(s.step, s.log_seq) < e.x1
@@ -231,10 +234,10 @@ def job_metric_buckets(*, job: Job, buckets: int, name: str | None = None) -> li
         cursor.execute(sql, {"job": job.pk, "buckets": buckets, "name": name})
         rows = cursor.fetchall()
     found: dict[tuple[str, int], MetricSeries] = {}
-    for metric, learner, _, lo, hi, x, count, low, high, mean, epoch in rows:
+    for metric, learner, _, lo, hi, x, count, low, high, mean, epoch, first in rows:
         series = found.get((metric, learner))
         if series is None:
-            series = found[(metric, learner)] = MetricSeries(metric, learner, 0, lo, hi)
+            series = found[(metric, learner)] = MetricSeries(metric, learner, 0, lo, hi, first)
         series.points += count
         series.step.append(x)
         series.time.append(epoch)

@@ -139,6 +139,9 @@ class MetricSeriesSerializer(serializers.Serializer):
     points = serializers.IntegerField(help_text="The points the buckets hold: all the series has.")
     first_step = serializers.IntegerField(help_text="The metric's first step (of any learner).")
     last_step = serializers.IntegerField(help_text="The metric's last step (of any learner).")
+    first_time = serializers.FloatField(
+        allow_null=True, help_text="The series' earliest point's time, Unix seconds (null if none has one)."
+    )
     step = NumberListField(
         child=serializers.IntegerField(), help_text="Each bucket's last step (the x to draw it at)."
     )
