@@ -280,3 +280,21 @@ def test_each_bucket_is_one_range_scan_of_the_keyset_index_whatever_the_statisti
     conditions = [line for line in plan.splitlines() if "COALESCE(step, log_seq) >=" in line]
     assert conditions and all("Cond:" in line for line in conditions), plan
     assert "metric_job_name_x" in plan and "Seq Scan on jobs_metricsample" not in plan, plan
+
+    # And a page from deep inside the run: one descent of the same index, the keyset as its condition.
+    from jobs.selectors import MetricKey, job_metric_page
+
+    queries: list[tuple[str, Any]] = []
+
+    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        queries.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        page = job_metric_page(job=job, after=MetricKey("loss", 15000, 0), size=100)
+    assert [row["step"] for row in page.rows] == list(range(15000, 15100))
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + queries[-1][0], queries[-1][1])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert plan.splitlines()[1].strip().startswith("->  Index Scan using metric_job_name_x"), plan
+    assert "ROW((name)::text, COALESCE(step, log_seq), id) >" in plan and "Sort" not in plan, plan
