@@ -6,6 +6,7 @@ Bodies may be JSON (`{"tenant": "demo", "spec": {...} or "yaml text"}`) or a raw
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiParameter,
+    PolymorphicProxySerializer,
     extend_schema,
     extend_schema_field,
 )
@@ -23,6 +25,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 
 from common.api import ApiView, ServiceUnavailable, api_user, errors
 from common.pagination import PageSerializer, paginate
@@ -40,16 +43,26 @@ from jobs.filters import (
     SubmitQuery,
     TelemetryQuery,
     filtered_jobs,
+    metric_cursor,
     query_params,
 )
 from jobs.models import Job, TelemetrySample
-from jobs.selectors import job_events, job_get, job_list, job_log_rows, job_metrics
+from jobs.selectors import (
+    MetricKey,
+    job_events,
+    job_get,
+    job_list,
+    job_log_rows,
+    job_metric_buckets,
+    job_metric_page,
+)
 from jobs.serializers import (
     JobDetailSerializer,
     JobEventSerializer,
     JobSerializer,
     LogLineSerializer,
     MetricSampleSerializer,
+    MetricSeriesSerializer,
 )
 from jobs.services import job_cancel, job_delete, job_halt, job_relabel, job_resume, job_retry, job_submit
 from jobs.telemetry import telemetry_list
@@ -437,15 +450,81 @@ class JobLogsView(ApiView):
         return Response({"lines": lines, "last_seq": last})
 
 
+class MetricPageSerializer(serializers.Serializer):
+    """A page of metric points in (name, step, id) order, with links to the pages either side."""
+
+    next = serializers.URLField(allow_null=True, help_text="The next page, or null on the last.")
+    previous = serializers.URLField(allow_null=True, help_text="The previous page, or null on the first.")
+    results = MetricSampleSerializer(many=True)
+
+
+class MetricSeriesSetSerializer(serializers.Serializer):
+    """Every series asked for (one per metric and learner), each cut into at most `buckets` buckets."""
+
+    buckets = serializers.IntegerField(help_text="The most buckets each series has (as asked).")
+    series = MetricSeriesSerializer(many=True)
+
+
+METRICS_RESPONSE = PolymorphicProxySerializer(
+    component_name="MetricsResponse",
+    serializers=[MetricPageSerializer, MetricSeriesSetSerializer],
+    resource_type_field_name=None,
+)
+
+
 class JobMetricsView(ApiView):
+    """A job's metric points a page at a time, by name, then step (a point without a step at its log
+    line's sequence number, where the charts draw it), then id; or with `?buckets=N` each series
+    downsampled for a chart: per step bucket its min, max and mean (docs/jobs.md, "Reading metrics")."""
+
     @extend_schema(
-        parameters=[JOB_ID, _query("name", OpenApiTypes.STR, "Only this metric (e.g. loss).")],
-        responses={200: MetricSampleSerializer(many=True), **errors(400, 401, 404, 429)},
+        operation_id="jobs_metrics_list",
+        parameters=[
+            JOB_ID,
+            _query("name", OpenApiTypes.STR, "Only this metric (e.g. loss)."),
+            _query("cursor", OpenApiTypes.STR, "Where a page starts: from a `next` or `previous` link."),
+            _query("page_size", OpenApiTypes.INT, "Points per page (1-10000, default 1000)."),
+            _query(
+                "buckets",
+                OpenApiTypes.INT,
+                "Instead of points: each series (metric and learner) over its whole step range in at most "
+                "this many buckets of equal width, each with its min, max, mean and count (1-5000).",
+            ),
+        ],
+        responses={200: METRICS_RESPONSE, **errors(400, 401, 404, 429)},
     )
     def get(self, request: Request, job_id: str) -> Response:
         job = _job(request, job_id)
-        samples = job_metrics(job=job, **query_params(request, MetricQuery))
-        return Response(MetricSampleSerializer(samples, many=True).data)
+        query = query_params(request, MetricQuery)
+        if "buckets" in query:
+            found = job_metric_buckets(job=job, buckets=query["buckets"], name=query.get("name"))
+            return Response({"buckets": query["buckets"], "series": [asdict(series) for series in found]})
+        direction, key = query.get("cursor", ("a", None))
+        backward = direction == "b"
+        page = job_metric_page(
+            job=job,
+            name=query.get("name"),
+            after=None if backward else key,
+            before=key if backward else None,
+            size=query["page_size"],
+        )
+        url = request.build_absolute_uri()
+        more_after = page.more if not backward else key is not None
+        more_before = page.more if backward else key is not None
+
+        def link(way: str, edge: MetricKey) -> str:
+            return str(replace_query_param(url, "cursor", metric_cursor(way, edge)))
+
+        # What MetricPageSerializer gives, built directly: a page holds up to 10,000 points.
+        for row in page.rows:
+            row["ts"] = _iso(row["ts"])
+        return Response(
+            {
+                "next": link("a", page.last) if more_after and page.last else None,
+                "previous": link("b", page.first) if more_before and page.first else None,
+                "results": page.rows,
+            }
+        )
 
 
 class ClusterView(ApiView):

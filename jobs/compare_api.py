@@ -18,7 +18,7 @@ from common.api import ApiView, api_user, errors
 from jobs.comparison import Comparison, MetricSummary, comparison_csv, duration_seconds, job_compare
 from jobs.filters import CompareQuery, query_params
 from jobs.models import Job
-from jobs.serializers import MetricSummarySerializer
+from jobs.serializers import MetricSummarySerializer, NumberListField
 
 
 class CSVRenderer(BaseRenderer):
@@ -80,22 +80,21 @@ class MetricRowSerializer(serializers.Serializer):
     )
 
 
-class NumberListField(serializers.ListField):
-    """A list of numbers the database already typed: passed through as it is (thousands of points per curve
-    would otherwise each go through a child field)."""
-
-    def to_representation(self, data: list[Any]) -> list[Any]:
-        return list(data)
-
-
 class SeriesSerializer(serializers.Serializer):
     job = serializers.CharField(source="job_id")
     name = serializers.CharField(help_text="The metric as the job reported it (e.g. val_loss).")
     variant = serializers.CharField(help_text="train, val, test, or '' for a metric without a variant.")
-    total = serializers.IntegerField(help_text="Points the job reported; at most `max_points` are here.")
-    step = NumberListField(child=serializers.IntegerField(allow_null=True))
-    time = NumberListField(child=serializers.FloatField(), help_text="Seconds since its first point.")
-    value = NumberListField(child=serializers.FloatField())
+    total = serializers.IntegerField(help_text="Points the job reported, in at most `max_points` buckets.")
+    step = NumberListField(
+        child=serializers.IntegerField(), help_text="Each step bucket's last step (equal-width buckets)."
+    )
+    time = NumberListField(
+        child=serializers.FloatField(),
+        help_text="Each bucket's latest point, seconds since the job's first point.",
+    )
+    value = NumberListField(child=serializers.FloatField(), help_text="Each bucket's mean.")
+    min = NumberListField(child=serializers.FloatField(), help_text="Each bucket's lowest value.")
+    max = NumberListField(child=serializers.FloatField(), help_text="Each bucket's highest value.")
 
 
 class ChartSerializer(serializers.Serializer):
@@ -163,7 +162,10 @@ class JobCompareView(ApiView):
         parameters=[
             OpenApiParameter("ids", OpenApiTypes.STR, required=True, description="Job ids, comma-separated."),
             OpenApiParameter(
-                "points", OpenApiTypes.INT, required=False, description="Most points per curve (10-5000)."
+                "points",
+                OpenApiTypes.INT,
+                required=False,
+                description="Most step buckets per curve (10-5000): each a mean, min and max.",
             ),
         ],
         responses={

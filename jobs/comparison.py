@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from jobs.core.compare import DEFAULT_POINTS, MetricChoice, Mode, best_mode, differing, metric_family
 from jobs.models import Job
-from jobs.selectors import AnyUser, job_list
+from jobs.selectors import AnyUser, job_list, job_metric_buckets
 
 
 @dataclass(frozen=True)
@@ -80,16 +80,19 @@ def metric_summaries(
 
 @dataclass
 class Series:
-    """One metric of one job as a chart draws it: at most `max_points` of its points, evenly spaced by
-    position (every k-th point and the last), of the lowest-numbered learner that reported it."""
+    """One metric of one job as a chart draws it: the lowest-numbered learner that reported it, over its
+    whole step range in at most `max_points` step buckets (each bucket's last step, latest time, mean,
+    min and max: `jobs.selectors.job_metric_buckets`)."""
 
     job_id: str
     name: str
     variant: str
     total: int
-    step: list[int | None] = field(default_factory=list)
+    step: list[int] = field(default_factory=list)
     time: list[float] = field(default_factory=list)
     value: list[float] = field(default_factory=list)
+    min: list[float] = field(default_factory=list)
+    max: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -104,47 +107,33 @@ class Comparison:
     max_points: int
 
 
-_SERIES_SQL = """
-WITH first AS (
-    SELECT job_id, name, learner, step, value, ts, log_seq,
-           MIN(learner) OVER (PARTITION BY job_id, name) AS first_learner
-    FROM jobs_metricsample WHERE job_id = ANY(%(ids)s)
-), one AS (
-    SELECT job_id, name, step, value, ts,
-           ROW_NUMBER() OVER (PARTITION BY job_id, name ORDER BY log_seq) AS rn,
-           COUNT(*) OVER (PARTITION BY job_id, name) AS n
-    FROM first WHERE learner = first_learner
-)
-SELECT job_id, name, step, value, EXTRACT(EPOCH FROM ts)::float8, n
-FROM one
-WHERE (rn - 1) %% GREATEST(1, CEIL(n::float8 / %(points)s))::bigint = 0 OR rn = n
-ORDER BY job_id, name, rn
-"""
-
-
-def _series(job_ids: Sequence[str], max_points: int) -> dict[tuple[str, str], Series]:
-    """Each job's metric curves, downsampled in PostgreSQL (only the kept points leave the database); time
-    is seconds since the job's first metric point, so runs started on different days overlay."""
+def _series(jobs: Sequence[Job], max_points: int) -> dict[tuple[str, str], Series]:
+    """Each job's metric curves in step buckets computed in PostgreSQL (only the buckets leave the
+    database, and a spike stays in its bucket's max); time is seconds since the job's first point, so
+    runs started on different days overlay."""
     found: dict[tuple[str, str], Series] = {}
-    with connection.cursor() as cursor:
-        cursor.execute(_SERIES_SQL, {"ids": list(job_ids), "points": max_points})
-        rows = cursor.fetchall()
-    for job_id, name, step, value, epoch, total in rows:
-        key = (job_id, name)
-        if key not in found:
-            found[key] = Series(job_id=job_id, name=name, variant=metric_family(name)[1], total=total)
-        series = found[key]
-        series.step.append(step)
-        series.time.append(epoch if epoch is not None else float("nan"))
-        series.value.append(value)
-    starts: dict[str, float] = {}
-    for (job_id, _), series in found.items():
-        times = [t for t in series.time if t == t]
-        if times:
-            starts[job_id] = min(starts.get(job_id, times[0]), min(times))
-    for (job_id, _), series in found.items():
-        start = starts.get(job_id, 0.0)
-        series.time = [round(t - start, 3) if t == t else 0.0 for t in series.time]
+    for job in jobs:
+        mine: list[Series] = []
+        bucketed_all = job_metric_buckets(job=job, buckets=max_points)
+        for bucketed in bucketed_all:  # by name, then learner
+            if (job.pk, bucketed.name) in found:
+                continue  # a later learner of a metric already charted
+            series = Series(
+                job_id=job.pk,
+                name=bucketed.name,
+                variant=metric_family(bucketed.name)[1],
+                total=bucketed.points,
+                step=bucketed.step,
+                time=[float("nan") if t is None else t for t in bucketed.time],
+                value=bucketed.mean,
+                min=bucketed.min,
+                max=bucketed.max,
+            )
+            found[(job.pk, bucketed.name)] = series
+            mine.append(series)
+        start = min((b.first_time for b in bucketed_all if b.first_time is not None), default=0.0)
+        for series in mine:
+            series.time = [round(t - start, 3) if t == t else 0.0 for t in series.time]
     return found
 
 
@@ -166,7 +155,7 @@ def job_compare(*, user: AnyUser, job_ids: Sequence[str], max_points: int = DEFA
     for name in sorted(names, key=str.casefold):
         values = [((job.spec or {}).get("hyperparameters") or {}).get(name) for job in ordered]
         hyperparameters.append((name, values, differing(values)))
-    series = _series(job_ids, max_points)
+    series = _series(ordered, max_points)
     metric_names = sorted({name for _, name in series}, key=str.casefold)
     choices = [MetricChoice(name, best_mode(name)) for name in metric_names]
     charts: dict[str, list[Series]] = {}

@@ -6,6 +6,8 @@ reaches a query (where it would be a 500)."""
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 import django_filters
@@ -18,6 +20,7 @@ from rest_framework.request import Request
 from jobs.core.compare import DEFAULT_POINTS, MAX_POINTS, MetricChoice, parse_job_ids, parse_metric_choices
 from jobs.core.states import JobStatus
 from jobs.models import Job
+from jobs.selectors import MetricKey
 
 NUL = "must not contain NUL characters"
 NO_NUL = {"null_characters_not_allowed": NUL}  # the code of Django's ProhibitNullCharactersValidator
@@ -143,10 +146,53 @@ class LogQuery(serializers.Serializer):
     tail = WholeNumberField(low=1, high=10000, required=False)
 
 
+MAX_BUCKETS = 5000
+MAX_METRIC_PAGE = 10000
+
+
+def metric_cursor(direction: str, key: MetricKey) -> str:
+    """The opaque `cursor` of the metrics API: a page after (`a`) or before (`b`) the point `key`."""
+    text = json.dumps([direction, key.name, key.x, key.id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+class MetricCursorField(serializers.Field):
+    """A `cursor` the metrics API gave in a `next` or `previous` link: (direction, key)."""
+
+    def to_internal_value(self, data: Any) -> tuple[str, MetricKey]:
+        text = str(data)
+        try:
+            decoded = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+            direction, name, x, point = decoded
+            if direction not in ("a", "b") or not isinstance(name, str) or "\x00" in name:
+                raise ValueError(direction)
+            if not all(type(n) is int and -(2**63) <= n < 2**63 for n in (x, point)):
+                raise ValueError(x)
+        except (ValueError, TypeError) as exc:  # binascii.Error and JSONDecodeError are ValueErrors
+            raise serializers.ValidationError(
+                "not a cursor of this list; follow its next or previous link"
+            ) from exc
+        return direction, MetricKey(name, x, point)
+
+    def to_representation(self, value: tuple[str, MetricKey]) -> str:
+        return metric_cursor(*value)
+
+
 class MetricQuery(serializers.Serializer):
-    """job_metrics' keyword argument: one metric's points only."""
+    """The metrics API's parameters: one metric's points only (`name`); a page of points (`cursor`,
+    `page_size`), or each series cut into at most `buckets` step buckets (not both)."""
 
     name = TextField(required=False)
+    cursor = MetricCursorField(required=False)
+    page_size = WholeNumberField(low=1, high=MAX_METRIC_PAGE, default=1000)
+    buckets = WholeNumberField(low=1, high=MAX_BUCKETS, required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "buckets" in attrs and (self.initial_data.get("cursor") or self.initial_data.get("page_size")):
+            raise serializers.ValidationError(
+                {"buckets": ["downsampled series come whole: leave out cursor and page_size"]}
+            )
+        return attrs
 
 
 class MetricsField(serializers.Field):

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.db import models
+from django.db.models import F
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from common.resources import Resources
@@ -291,6 +293,11 @@ class MetricSample(models.Model):
             models.Index(fields=["job", "name", "log_seq"]),
             # A metric's lowest and highest value in one index step each (the jobs list's best values).
             models.Index(fields=["job", "name", "value"], name="metric_job_name_value"),
+            # The metrics API's keyset order and the charts' buckets: by name, then x (the step, or for a
+            # point without one its log line's sequence), then id (selectors.job_metric_page).
+            models.Index(
+                F("job"), F("name"), Coalesce(F("step"), F("log_seq")), F("id"), name="metric_job_name_x"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -118,3 +120,36 @@ class MetricSampleSerializer(serializers.ModelSerializer):
     class Meta:
         model = MetricSample
         fields = ["name", "learner", "attempt", "step", "value", "ts", "log_seq"]
+
+
+class NumberListField(serializers.ListField):
+    """A list of numbers the database already typed: passed through as it is (thousands of points per curve
+    would otherwise each go through a child field)."""
+
+    def to_representation(self, data: list[Any]) -> list[Any]:
+        return list(data)
+
+
+class MetricSeriesSerializer(serializers.Serializer):
+    """One metric of one learner in step buckets of equal width (parallel lists, one entry per bucket that
+    holds points; empty buckets are left out)."""
+
+    name = serializers.CharField()
+    learner = serializers.IntegerField()
+    points = serializers.IntegerField(help_text="The points the buckets hold: all the series has.")
+    first_step = serializers.IntegerField(help_text="The metric's first step (of any learner).")
+    last_step = serializers.IntegerField(help_text="The metric's last step (of any learner).")
+    first_time = serializers.FloatField(
+        allow_null=True, help_text="The series' earliest point's time, Unix seconds (null if none has one)."
+    )
+    step = NumberListField(
+        child=serializers.IntegerField(), help_text="Each bucket's last step (the x to draw it at)."
+    )
+    time = NumberListField(
+        child=serializers.FloatField(allow_null=True),
+        help_text="Each bucket's latest point's time, Unix seconds (null for points without one).",
+    )
+    min = NumberListField(child=serializers.FloatField(), help_text="Each bucket's lowest value.")
+    max = NumberListField(child=serializers.FloatField(), help_text="Each bucket's highest value.")
+    mean = NumberListField(child=serializers.FloatField(), help_text="Each bucket's mean value.")
+    count = NumberListField(child=serializers.IntegerField(), help_text="Each bucket's number of points.")

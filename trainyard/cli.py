@@ -29,6 +29,7 @@ from trainyard.output import (
     events_table,
     job_panel,
     jobs_table,
+    metric_buckets_table,
     metrics_table,
     nodes_table,
     print_logs,
@@ -459,11 +460,19 @@ def metrics(
     ctx: typer.Context,
     job_id: JobArg,
     name: Annotated[str | None, typer.Option(help="Only this metric (e.g. loss).")] = None,
+    buckets: Annotated[
+        int | None,
+        typer.Option(help="Instead of every point: each series in at most N step buckets (min, max, mean)."),
+    ] = None,
     output: OutputOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show a job's training metrics, as parsed from its log."""
+    """Show a job's training metrics, as parsed from its log: every point (all pages), or downsampled."""
     fmt = output_format(output, as_json)
+    if buckets is not None:
+        series = client(ctx).metric_buckets(job_id, buckets, name=name)
+        emit(series, fmt, lambda: console().print(metric_buckets_table(series)))
+        return
     rows = client(ctx).metrics(job_id, name=name)
     emit(rows, fmt, lambda: console().print(metrics_table(rows)))
 

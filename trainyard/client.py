@@ -29,6 +29,7 @@ following a job ends there."""
 
 LOG_PAGE = 1000
 RESULT_PAGE = 500
+METRIC_PAGE = 10000  # the most points the metrics API gives per page
 
 
 class LogLine(TypedDict):
@@ -350,9 +351,24 @@ class Client:
         return cast(list[dict[str, Any]], self.request("GET", f"jobs/{job_id}/events/"))
 
     def metrics(self, job_id: str, name: str | None = None) -> list[dict[str, Any]]:
-        """A job's metric points, optionally of one metric."""
-        params = {"name": name} if name else {}
-        return cast(list[dict[str, Any]], self.request("GET", f"jobs/{job_id}/metrics/", params=params))
+        """A job's metric points, optionally of one metric: every page, by name, then step."""
+        return list(self.iter_metrics(job_id, name=name))
+
+    def iter_metrics(self, job_id: str, *, name: str | None = None) -> Iterator[dict[str, Any]]:
+        """The metric points one at a time, following the list's pages (`next`) to the last."""
+        params: dict[str, Any] | None = {"page_size": METRIC_PAGE} | ({"name": name} if name else {})
+        url: str | None = f"jobs/{job_id}/metrics/"
+        while url is not None:
+            page = cast(dict[str, Any], self.request("GET", url, params=params))
+            yield from page["results"]
+            url, params = page["next"], None  # the next link carries the query and the cursor
+
+    def metric_buckets(self, job_id: str, buckets: int, name: str | None = None) -> list[dict[str, Any]]:
+        """Each metric of each learner over its whole step range in at most `buckets` buckets (each with
+        its min, max, mean and count: parallel lists), as the job page charts them."""
+        params: dict[str, Any] = {"buckets": buckets} | ({"name": name} if name else {})
+        body = self.request("GET", f"jobs/{job_id}/metrics/", params=params)
+        return cast(list[dict[str, Any]], body["series"])
 
     def logs(
         self,

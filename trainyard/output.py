@@ -196,6 +196,18 @@ def metrics_table(points: Iterable[dict[str, Any]]) -> Table:
     return grid
 
 
+def metric_buckets_table(series: Iterable[dict[str, Any]]) -> Table:
+    """A row per step bucket of each downsampled series."""
+    grid = table("NAME", "LEARNER", "STEP", "POINTS", "MIN", "MEAN", "MAX")
+    for one in series:
+        for i, step in enumerate(one["step"]):
+            grid.add_row(
+                one["name"], str(one["learner"]), str(step), str(one["count"][i]), f"{one['min'][i]:g}",
+                f"{one['mean'][i]:g}", f"{one['max'][i]:g}",
+            )  # fmt: skip
+    return grid
+
+
 def results_table(files: Iterable[dict[str, Any]]) -> Table:
     """A row per result file."""
     grid = table("PATH", "LEARNER", "ATTEMPT", "SIZE", "SHA256")

@@ -5,7 +5,9 @@
 // on a drag, pans on a shift-drag (or a middle-button drag), resets on a double click, and can be widened to
 // the full width. Axis labels are SI-formatted (900000 → "900k") and each axis is sized to its longest label,
 // so none is clipped. Train and validation variants of one metric are series of one chart (the caller groups
-// them: `metricFamily`), validation dashed.
+// them: `metricFamily`), validation dashed. A downsampled series (the metrics API's `?buckets=N`: each step
+// bucket's mean, min and max) is drawn as its mean with a faint band from min to max behind it, so a spike
+// that the mean smooths away still shows.
 
 const PALETTE = ["#2458d6", "#d9480f", "#2b8a3e", "#9c36b5", "#c2255c", "#0b7285", "#e67700", "#5c7cfa", "#495057", "#a61e4d"];
 const HEIGHT = 240;
@@ -95,24 +97,49 @@ function xValues(series, mode) {
   return series.step.map((step, i) => (step === null || step === undefined ? i : step));
 }
 
-/** One x array (the union of every series' x) and a y column per series, null where it has no point. */
+function hasBand(series) {
+  return Array.isArray(series.min) && Array.isArray(series.max) && series.min.length === series.value.length;
+}
+
+/** One x array (the union of every series' x) and a y column per series, null where it has no point; a
+ * series with a band is followed by its max and min columns. */
 function align(seriesList, state) {
   const columns = seriesList.map((series) => xValues(series, state.x));
   const all = new Set();
   for (const xs of columns) for (const x of xs) if (Number.isFinite(x)) all.add(x);
   const xs = [...all].sort((a, b) => a - b);
   const position = new Map(xs.map((x, i) => [x, i]));
-  const ys = seriesList.map((series, k) => {
-    const column = new Array(xs.length).fill(null);
-    const values = smooth(series.value, state.smoothing);
+  const column = (k, values) => {
+    const out = new Array(xs.length).fill(null);
     columns[k].forEach((x, i) => {
       let value = values[i];
       if (state.log && !(value > 0)) value = null;
-      if (position.has(x)) column[position.get(x)] = value;
+      if (position.has(x)) out[position.get(x)] = value;
     });
-    return column;
+    return out;
+  };
+  const ys = [];
+  seriesList.forEach((series, k) => {
+    ys.push(column(k, smooth(series.value, state.smoothing)));
+    if (hasBand(series)) ys.push(column(k, series.max), column(k, series.min));
   });
   return [xs, ...ys];
+}
+
+// A band's series draw nothing themselves and stay out of the legend: uPlot fills between them.
+function bandSeries(series, which) {
+  return { label: `${series.label} ${which}`, stroke: "transparent", width: 0, spanGaps: true, points: { show: false } };
+}
+
+function hideBandLegend(bandIndexes) {
+  return {
+    hooks: {
+      init(u) {
+        const rows = u.root.querySelectorAll(".u-legend .u-series");
+        for (const index of bandIndexes) if (rows[index]) rows[index].style.display = "none";
+      },
+    },
+  };
 }
 
 function panPlugin(chart) {
@@ -214,7 +241,8 @@ export class ChartBoard {
   }
 
   /** Draw (or update in place) the chart `key` titled `title` with `series`: a list of
-   * {label, colour, dash, step: [...], time: [...seconds], value: [...]}; `note` is shown under the title. */
+   * {label, colour, dash, step: [...], time: [...seconds], value: [...]}, optionally with `min` and `max`
+   * lists as long as `value` (drawn as a band); `note` is shown under the title. */
   show(key, title, series, note = "") {
     let chart = this.charts.get(key);
     if (!chart) {
@@ -230,7 +258,7 @@ export class ChartBoard {
     }
     chart.el.querySelector(".chart-note").textContent = note;
     chart.series = series;
-    const signature = series.map((s) => `${s.label}|${s.colour}|${s.dash}`).join(";");
+    const signature = series.map((s) => `${s.label}|${s.colour}|${s.dash}|${hasBand(s)}`).join(";");
     if (chart.plot && signature === chart.signature) {
       this._setData(chart);
     } else {
@@ -249,6 +277,26 @@ export class ChartBoard {
     const xLabel = time ? (wall ? "time" : "time since start") : "step";
     const xAxis = { label: xLabel, size: axisSize, labelSize: 18 };
     if (!wall) xAxis.values = (u, ticks) => ticks.map(time ? durationFormat : siFormat);
+    const series = [];
+    const bands = [];
+    const bandIndexes = [];
+    for (const s of chart.series) {
+      series.push({
+        label: s.label,
+        stroke: s.colour,
+        width: 1.5,
+        dash: s.dash,
+        spanGaps: true,
+        points: { show: false },
+        value: (u, v) => (v === null || v === undefined ? "—" : siFormat(v)),
+      });
+      if (hasBand(s)) {
+        const high = series.length + 1; // uPlot's index: 0 is x
+        series.push(bandSeries(s, "max"), bandSeries(s, "min"));
+        bands.push({ series: [high, high + 1], fill: `${s.colour}26` });
+        bandIndexes.push(high, high + 1);
+      }
+    }
     return {
       width: this._width(chart),
       height: chart.wide ? WIDE_HEIGHT : HEIGHT,
@@ -257,19 +305,12 @@ export class ChartBoard {
       axes: [xAxis, { size: axisSize, values: (u, ticks) => ticks.map(siFormat) }],
       series: [
         { label: xLabel, value: (u, v) => (v === null || v === undefined ? "—" : wall ? new Date(v * 1000).toLocaleTimeString() : time ? durationFormat(v) : siFormat(v)) },
-        ...chart.series.map((s) => ({
-          label: s.label,
-          stroke: s.colour,
-          width: 1.5,
-          dash: s.dash,
-          spanGaps: true,
-          points: { show: false },
-          value: (u, v) => (v === null || v === undefined ? "—" : siFormat(v)),
-        })),
+        ...series,
       ],
+      bands,
       legend: { show: chart.series.length > 1, live: true },
       cursor: { drag: { x: true, y: false, setScale: true } },
-      plugins: [panPlugin(chart)],
+      plugins: [panPlugin(chart), hideBandLegend(bandIndexes)],
     };
   }
 

@@ -1,5 +1,6 @@
 // The comparison page: a chart per metric with a series per run (the run's colour; validation dashed),
-// drawn from the comparison the server embedded (the API's shape: GET /api/v1/jobs/compare/).
+// drawn from the comparison the server embedded (the API's shape: GET /api/v1/jobs/compare/): each curve in
+// step buckets, drawn as their mean with a min-max band.
 import { ChartBoard, colour, dashFor } from "./charts.js";
 
 const data = JSON.parse(document.getElementById("compare-data").textContent);
@@ -21,10 +22,12 @@ function draw() {
       step: s.step,
       time: s.time,
       value: s.value,
+      min: s.min,
+      max: s.max,
     }));
     const cut = chart.series.filter((s) => s.total > s.value.length);
     const note = cut.length
-      ? `Showing at most ${data.max_points} evenly spaced points of each curve (${cut.map((s) => `${names.get(s.job)}: ${s.total}`).join(", ")} in all).`
+      ? `Each curve in at most ${data.max_points} step buckets: the line is each bucket's mean, the band its min and max (${cut.map((s) => `${names.get(s.job)}: ${s.total.toLocaleString()} points`).join(", ")}).`
       : "";
     board.show(chart.metric, chart.metric, series, note);
   }

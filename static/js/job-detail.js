@@ -220,23 +220,37 @@ followBox.addEventListener("change", () => {
 const chartsBox = document.getElementById("charts");
 const tensorboardLink = document.getElementById("tensorboard-link");
 const board = new ChartBoard(chartsBox, { tools: document.getElementById("chart-tools"), timeMode: "wall" });
-const metrics = new Map(); // name -> Map(learner -> Map(step -> {step, time, value}))
-const seenPoints = new Set();
+// Each series (a metric of a learner) is what the metrics API's step buckets gave (`?buckets=`: the whole run,
+// however long, in at most BUCKETS buckets of mean, min and max) up to their last step, then the points
+// that came live after it. Once many have come live, the buckets are read again.
+const BUCKETS = 1000;
+const RELOAD_AFTER = 5000;
+const metrics = new Map(); // name -> Map(learner -> {base, upTo, live: Map(step -> {step, time, value})})
+let liveSinceLoad = 0;
+let reload = null;
 let redrawQueued = false;
+let downsampled = new Map(); // name -> points the buckets hold, where a bucket holds more than one
 
-// A point from a log line is known by its line's sequence; one from a TensorBoard event file (logSeq 0) by
-// its step, since each metric has one value per step there.
-function addPoint(name, learner, step, value, logSeq, ts) {
-  const id = logSeq ? `${learner}:${name}:${logSeq}` : `${learner}:${name}:s${step}`;
-  if (seenPoints.has(id) || typeof value !== "number") return;
-  seenPoints.add(id);
-  if (!logSeq && tensorboardLink) tensorboardLink.hidden = false; // the job has sent event files now
+function seriesOf(name, learner) {
   if (!metrics.has(name)) metrics.set(name, new Map());
   const byLearner = metrics.get(name);
-  if (!byLearner.has(learner)) byLearner.set(learner, new Map());
+  if (!byLearner.has(learner)) byLearner.set(learner, { base: null, upTo: -Infinity, live: new Map() });
+  return byLearner.get(learner);
+}
+
+// A live point from a log line has its line's sequence, one from a TensorBoard event file (logSeq 0) its
+// step only; a point without a step is drawn at its line's sequence, as the API places it.
+function addPoint(name, learner, step, value, logSeq, ts) {
+  if (typeof value !== "number") return;
+  if (!logSeq && tensorboardLink) tensorboardLink.hidden = false; // the job has sent event files now
+  const x = step ?? logSeq;
+  const series = seriesOf(name, learner);
+  if (x <= series.upTo) return; // its bucket holds it already
   // Live frames carry no time: a point is placed at its arrival, close enough for a wall-time axis.
   const time = ts ? Date.parse(ts) / 1000 : Date.now() / 1000;
-  byLearner.get(learner).set(step ?? logSeq, { step: step ?? logSeq, time, value });
+  series.live.set(x, { step: x, time, value });
+  liveSinceLoad += 1;
+  if (liveSinceLoad > RELOAD_AFTER && !reload) reload = loadMetrics().finally(() => (reload = null));
   queueRedraw();
 }
 
@@ -247,6 +261,18 @@ function queueRedraw() {
     redrawQueued = false;
     drawCharts();
   }, 250);
+}
+
+function chartSeries(series) {
+  const base = series.base || { step: [], time: [], value: [], min: [], max: [] };
+  const live = [...series.live.values()].sort((a, b) => a.step - b.step);
+  return {
+    step: base.step.concat(live.map((p) => p.step)),
+    time: base.time.concat(live.map((p) => p.time)),
+    value: base.value.concat(live.map((p) => p.value)),
+    min: base.min.concat(live.map((p) => p.value)),
+    max: base.max.concat(live.map((p) => p.value)),
+  };
 }
 
 // One chart per metric, its train and validation variants together (validation dashed), a series per
@@ -268,30 +294,35 @@ function drawCharts() {
     const series = [];
     for (const { name, variant } of names) {
       for (const learner of learners) {
-        const points = metrics.get(name).get(learner);
-        if (!points) continue;
-        const sorted = [...points.values()].sort((a, b) => a.step - b.step);
+        const found = metrics.get(name).get(learner);
+        if (!found) continue;
         const label = learners.length > 1 ? `${name} · learner ${learner}` : name;
-        series.push({
-          label,
-          colour: colour(learners.indexOf(learner)),
-          dash: dashFor(variant),
-          step: sorted.map((p) => p.step),
-          time: sorted.map((p) => p.time),
-          value: sorted.map((p) => p.value),
-        });
+        series.push({ label, colour: colour(learners.indexOf(learner)), dash: dashFor(variant), ...chartSeries(found) });
       }
     }
-    board.show(base, base, series);
+    const total = names.reduce((sum, { name }) => sum + (downsampled.get(name) || 0), 0);
+    const note = total ? `${total.toLocaleString()} points in step buckets: the line is each bucket's mean, the band its min and max.` : "";
+    board.show(base, base, series, note);
   }
 }
 
+// The whole run, downsampled by the server (buckets of every metric and learner in one request).
 async function loadMetrics() {
   try {
-    const samples = await getJson(`${API}/metrics/`);
-    for (const s of samples) addPoint(s.name, s.learner, s.step, s.value, s.log_seq, s.ts);
+    const body = await getJson(`${API}/metrics/?buckets=${BUCKETS}`);
+    liveSinceLoad = 0;
+    const counts = new Map();
+    for (const s of body.series) {
+      const series = seriesOf(s.name, s.learner);
+      series.base = { step: s.step, time: s.time, value: s.mean, min: s.min, max: s.max };
+      series.upTo = s.step.length ? s.step[s.step.length - 1] : -Infinity;
+      for (const x of [...series.live.keys()]) if (x <= series.upTo) series.live.delete(x);
+      if (s.count.some((n) => n > 1)) counts.set(s.name, (counts.get(s.name) || 0) + s.points);
+    }
+    downsampled = counts;
+    queueRedraw();
   } catch (error) {
-    /* charts stay empty; the next refresh tries again */
+    /* charts keep what they have; the next refresh tries again */
   }
 }
 

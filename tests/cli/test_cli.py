@@ -342,6 +342,28 @@ def test_metrics_and_tenants(account: Account) -> None:
     assert json.loads(run("tenants", "--json").stdout)[0]["usage"]["queued_jobs"] == 1
 
 
+def test_metrics_follows_every_page_and_shows_buckets(
+    account: Account, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("trainyard.client.METRIC_PAGE", 7)
+    job = job_submit(tenant=account.tenant, user=account.user, document=SPEC)
+    MetricSample.objects.bulk_create(
+        MetricSample(job=job, learner=0, attempt=1, name=name, step=step, value=step, log_seq=2 * step + k)
+        for step in range(20)
+        for k, name in enumerate(("acc", "loss"))
+    )
+    rows = json.loads(run("metrics", job.pk, "--json").stdout)
+    assert [(r["name"], r["step"]) for r in rows] == [(n, s) for n in ("acc", "loss") for s in range(20)]
+    loss = json.loads(run("metrics", job.pk, "--name", "loss", "--json").stdout)
+    assert [r["step"] for r in loss] == list(range(20))
+    (series,) = json.loads(run("metrics", job.pk, "--name", "loss", "--buckets", "4", "--json").stdout)
+    assert (series["step"], series["min"], series["max"]) == ([4, 9, 14, 19], [0, 5, 10, 15], [4, 9, 14, 19])
+    table = run("metrics", job.pk, "--buckets", "2")
+    assert table.exit_code == 0 and "MEAN" in table.stdout and "acc" in table.stdout
+    refused = run("metrics", job.pk, "--buckets", "0")
+    assert refused.exit_code != 0 and "buckets" in refused.stdout + refused.stderr
+
+
 def test_tokens_create_list_revoke(account: Account) -> None:
     created = run("tokens", "create", "ci")
     assert created.exit_code == 0

@@ -309,12 +309,14 @@ def test_metrics_list_every_sample_and_filter_by_name() -> None:
         )
     )
     client = api(user)
-    rows = client.get(f"/api/v1/jobs/{job.pk}/metrics/").json()
-    assert len(rows) == 4
+    page = client.get(f"/api/v1/jobs/{job.pk}/metrics/").json()
+    assert page["next"] is None and page["previous"] is None
+    rows = page["results"]
+    assert [(row["name"], row["step"]) for row in rows] == [("acc", 0), ("acc", 1), ("loss", 0), ("loss", 1)]
     assert all(set(row) == {"name", "learner", "attempt", "step", "value", "ts", "log_seq"} for row in rows)
-    loss = client.get(f"/api/v1/jobs/{job.pk}/metrics/?name=loss").json()
+    loss = client.get(f"/api/v1/jobs/{job.pk}/metrics/?name=loss").json()["results"]
     assert [(row["step"], row["value"], row["log_seq"]) for row in loss] == [(0, 2.5, 1), (1, 1.25, 3)]
-    assert client.get(f"/api/v1/jobs/{job.pk}/metrics/?name=nothing").json() == []
+    assert client.get(f"/api/v1/jobs/{job.pk}/metrics/?name=nothing").json()["results"] == []
 
 
 def test_cluster_lists_each_nodes_allocatable_and_free_room(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -240,8 +240,13 @@ def test_compare_gives_hyperparameters_final_metrics_and_overlaid_curves() -> No
     ]  # fmt: skip
     train = loss[0]
     assert train["total"] == 50 and len(train["value"]) <= 20
-    assert train["step"][0] == 0 and train["step"][-1] == 490, "the first and the last point are kept"
-    assert train["time"][0] == 0.0 and train["variant"] == "" and loss[3]["variant"] == "val"
+    # 20 buckets of equal width over steps 0..490: each holds two or three points, the last ends at 490.
+    assert train["step"][0] == 20 and train["step"][-1] == 490, "the whole range is charted"
+    assert train["min"][0] == pytest.approx(2.0 / 5) and train["max"][0] == pytest.approx(2.0 / 3)
+    assert train["value"][0] == pytest.approx((2.0 / 3 + 2.0 / 4 + 2.0 / 5) / 3)
+    # Drawn at its latest point (step 20, two seconds after the job's first point, step 0).
+    assert train["time"][0] == pytest.approx(2.0, abs=0.01)
+    assert train["variant"] == "" and loss[3]["variant"] == "val"
     assert len(loss[3]["value"]) == 5
 
 

@@ -114,7 +114,7 @@ def test_a_file_sent_in_pieces_becomes_the_jobs_metrics_once(
     api = Client()
     assert job.owner is not None
     api.force_login(job.owner)
-    listed = api.get(f"/api/v1/jobs/{job.pk}/metrics/?name=loss").json()
+    listed = api.get(f"/api/v1/jobs/{job.pk}/metrics/?name=loss").json()["results"]
     assert [(s["step"], s["value"]) for s in listed] == [(0, 1.0), (1, 0.5), (2, 0.25), (3, 0.125)]
 
 
