@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0019_launch_lease_holds'),
+        ('jobs', '0021_metrics'),
     ]
 
     operations = [
