@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -80,13 +81,19 @@ def job_log_rows(
     return list(lines.filter(seq__gt=after).order_by("learner", "seq").values_list(*fields)[:limit])
 
 
-def job_metrics(*, job: Job, name: str | None = None, limit: int = 10000) -> list[MetricSample]:
-    """Up to `limit` of a job's metric points in log order, optionally of one metric (FfDL's model and
-    metric views; the REST API pages with `job_metric_page` and charts with `job_metric_buckets`)."""
+def job_latest_metrics(*, job: Job) -> list[MetricSample]:
+    """The latest point of each of a job's metrics (by log order): FfDL's model view. One index scan per
+    metric name, however many points the job has."""
+    return list(job.metric_samples.order_by("name", "-log_seq", "-pk").distinct("name"))
+
+
+def job_metric_points(*, job: Job, since: datetime | None = None) -> Iterator[MetricSample]:
+    """Every metric point of a job (from `since`, when given), per learner in log order, read in chunks:
+    FfDL's metrics view. The REST API pages with `job_metric_page` and charts with `job_metric_buckets`."""
     samples = job.metric_samples.all()
-    if name:
-        samples = samples.filter(name=name)
-    return list(samples.order_by("name", "log_seq", "step", "pk")[:limit])
+    if since is not None:
+        samples = samples.filter(ts__gte=since)
+    return samples.order_by("learner", "log_seq", "name", "pk").iterator(chunk_size=5000)
 
 
 @dataclass(frozen=True)

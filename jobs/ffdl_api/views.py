@@ -35,7 +35,14 @@ from jobs.core.states import ACTIVE, TERMINAL, WAITING
 from jobs.ffdl_api.auth import BasicTokenAuthentication, named_tenant, submit_tenant
 from jobs.ffdl_api.render import API_PREFIX, ffdl_error, millis, model
 from jobs.models import Job
-from jobs.selectors import job_list, job_log_rows, job_log_slice, job_metrics, job_results
+from jobs.selectors import (
+    job_latest_metrics,
+    job_list,
+    job_log_rows,
+    job_log_slice,
+    job_metric_points,
+    job_results,
+)
 from jobs.services import job_cancel, job_delete, job_halt, job_resume, job_submit
 from tenants.models import TokenScope
 from tenants.scoping import Perm
@@ -134,7 +141,7 @@ class ModelView(FfdlView):
 
     def get(self, request: Request, model_id: str) -> Response:
         job = _ffdl_job(request, model_id)
-        return Response(model(job, metrics=job_metrics(job=job)))
+        return Response(model(job, metrics=job_latest_metrics(job=job)))
 
     def patch(self, request: Request, model_id: str) -> Response:
         job = _ffdl_job(request, model_id)
@@ -282,7 +289,6 @@ class MetricsView(FfdlView):
 
     def get(self, request: Request, model_id: str) -> HttpResponseBase:
         job = _ffdl_job(request, model_id)
-        since = _since(request)
         lines = [
             json.dumps(
                 {
@@ -293,8 +299,7 @@ class MetricsView(FfdlView):
                 }
             )
             + "\n"
-            for s in sorted(job_metrics(job=job), key=lambda s: (s.learner, s.log_seq, s.name))
-            if since is None or (s.ts is not None and s.ts >= since)
+            for s in job_metric_points(job=job, since=_since(request))
         ]
         return StreamingHttpResponse(["".join(lines).encode()], content_type="application/octet-stream")
 

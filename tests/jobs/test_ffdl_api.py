@@ -374,3 +374,23 @@ def test_metrics_are_ffdl_metric_data_lines_and_the_model_shows_the_latest() -> 
         .json()["training"]["training_status"]["status"]
         == "PROCESSING"
     )
+
+
+def test_metrics_of_a_long_run_are_all_there_and_the_model_shows_each_metrics_latest() -> None:
+    """25,000 points of `acc` before `loss` in name order: nothing stops at 10,000 (issue 28, item 3)."""
+    tenant, _, headers = login()
+    job = make_job(tenant=tenant, owner=tenant.memberships.get().user, status=JobStatus.RUNNING)
+    now = timezone.now()
+    points = [("acc", step) for step in range(20_000)] + [("loss", step) for step in range(5_000)]
+    MetricSample.objects.bulk_create(
+        (
+            MetricSample(job=job, learner=0, attempt=1, name=name, step=step, value=step, ts=now, log_seq=i)
+            for i, (name, step) in enumerate(points, 1)
+        ),
+        batch_size=5000,
+    )
+    got = Client().get(f"/ffdl/v1/models/{job.pk}/metrics{V}", **headers)
+    lines = b"".join(got.streaming_content).decode().splitlines()  # type: ignore[attr-defined]
+    assert len(lines) == 25_000 and json.loads(lines[-1])["Values"] == {"loss": 4999}
+    summary = Client().get(f"/ffdl/v1/models/{job.pk}{V}", **headers).json()["metrics"]
+    assert summary[0]["Values"] == {"acc": 19999, "loss": 4999}
