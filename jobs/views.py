@@ -92,12 +92,13 @@ def _per_page(value: str | None) -> int:
     return number if number in JOBS_PER_PAGE_CHOICES else JOBS_PER_PAGE
 
 
-def _read_code(upload: Any) -> bytes:
-    """The uploaded code ZIP's bytes, refusing one over CODE_MAX_BYTES before reading it into memory."""
+def _read_code(upload: Any) -> Any:
+    """The uploaded code ZIP (a file, read by the service a piece at a time), refusing one over
+    CODE_MAX_BYTES."""
     if upload.size > settings.CODE_MAX_BYTES:
         limit = settings.CODE_MAX_BYTES
         raise JobRejected({"code": [f"the code archive is {upload.size} bytes; at most {limit}"]})
-    return bytes(upload.read())
+    return upload
 
 
 @login_required

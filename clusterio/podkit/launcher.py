@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.client
 import json
 import os
 import re
+import select
 import signal
 import stat
 import subprocess
@@ -48,6 +50,8 @@ RETRY_SECONDS_ENV = "TRAINYARD_UPLOAD_RETRY_SECONDS"
 RETRY_SECONDS = 300.0
 TIMEOUT = 60.0
 CHUNK = 1 << 20
+CONTINUE_WAIT = 5.0  # seconds to wait for `100 Continue` before sending a body anyway
+REFUSED_MAX = 50  # refused result files named in the end report
 PR_SET_DUMPABLE = 4
 
 
@@ -157,6 +161,11 @@ def _sha256(path: str) -> str:
 class Refused(Exception):
     """The platform answered with a client error: retrying, or sending more, will not help."""
 
+    def __init__(self, problem: str, status: int = 0, detail: str = "") -> None:
+        super().__init__(problem)
+        self.status = status
+        self.detail = detail
+
 
 class Unreachable(Exception):
     """The platform could not be reached even after retries."""
@@ -169,38 +178,116 @@ def _retry_budget() -> float:
         return RETRY_SECONDS
 
 
-def _send(method: str, url: str, headers: dict[str, str], body: Any, rewind: Any = None) -> None:
-    """One request, retried on connection errors and 5xx/408/429 answers with doubling back-off (at most
-    BACKOFF_MAX apart) for up to TRAINYARD_UPLOAD_RETRY_SECONDS (default 300 s)."""
+def _detail(payload: bytes) -> str:
+    """The `detail` of a JSON error answer (the platform's shape), else its first line."""
+    try:
+        answer = json.loads(payload.decode("utf-8", "replace"))
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and isinstance(answer.get("detail"), str):
+        return answer["detail"][:300]
+    return payload.decode("utf-8", "replace").strip().split("\n", 1)[0][:300]
+
+
+def _retrying(once: Any) -> None:
+    """Call `once()` (which answers (status, reason, body) or raises OSError), retried on connection errors
+    and 5xx/408/429 answers with doubling back-off (at most BACKOFF_MAX apart) for up to
+    TRAINYARD_UPLOAD_RETRY_SECONDS (default 300 s); Refused on another 4xx."""
     delay = BACKOFF
     deadline = time.monotonic() + _retry_budget()
     attempt = 0
     while True:
         attempt += 1
-        if rewind is not None:
-            rewind()
-        request = urllib.request.Request(url, data=body, method=method, headers=headers)  # noqa: S310
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310
-                response.read()
-            return
-        except urllib.error.HTTPError as exc:
-            problem = f"HTTP {exc.code} {exc.reason}"
-            if exc.code < 500 and exc.code not in (408, 429):
-                raise Refused(problem) from None
-        except (urllib.error.URLError, OSError) as exc:
-            problem = str(getattr(exc, "reason", exc))
+            status, reason, payload = once()
+            if status < 400:
+                return
+            problem = f"HTTP {status} {reason}"
+            if status < 500 and status not in (408, 429):
+                raise Refused(problem, status, _detail(payload))
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            problem = str(getattr(exc, "reason", exc)) or type(exc).__name__
         if time.monotonic() + delay > deadline:
             raise Unreachable(f"{problem} (after {attempt} tries)")
         time.sleep(delay)
         delay = min(delay * 2, BACKOFF_MAX)
 
 
-def upload_results(base: str, token: str, result_dir: str) -> tuple[int, int]:
-    """PUT every result file to `<base>/files/<relative path>`; return (files, bytes) uploaded."""
+def _send(method: str, url: str, headers: dict[str, str], body: Any) -> None:
+    """One small request (retried as `_retrying` says)."""
+
+    def once() -> tuple[int, str, bytes]:
+        request = urllib.request.Request(url, data=body, method=method, headers=headers)  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310
+                return response.status, response.reason, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, str(exc.reason), exc.read()
+
+    _retrying(once)
+
+
+def _early_answer(sock: Any) -> tuple[int, str, bytes] | None:
+    """After a request's headers went out with `Expect: 100-continue`: None when the platform says go on (or
+    says nothing within CONTINUE_WAIT seconds, as RFC 9110 lets a client do), else its final answer, which
+    refuses the body before it is sent (the size, over the platform's limit)."""
+    ready, _, _ = select.select([sock], [], [], CONTINUE_WAIT)
+    if not ready:
+        return None
+    reader = sock.makefile("rb")
+    try:
+        line = reader.readline(65537).decode("latin-1").split(" ", 2)
+        if len(line) < 2 or not line[1].isdigit():
+            raise http.client.BadStatusLine(" ".join(line))
+        status, reason = int(line[1]), (line[2].strip() if len(line) > 2 else "")
+        length = 0
+        while (header := reader.readline(65537)) not in (b"\r\n", b"\n", b""):
+            name, _, value = header.decode("latin-1").partition(":")
+            if name.strip().lower() == "content-length" and value.strip().isdigit():
+                length = int(value.strip())
+        if status == 100:
+            return None
+        return status, reason, reader.read(min(length, 65536))
+    finally:
+        reader.close()
+
+
+def _put_file(url: str, headers: dict[str, str], body: Any) -> None:
+    """PUT a file's bytes with its Content-Length and `Expect: 100-continue`: a file the platform refuses by
+    its headers (over the size limit) is refused before its body is sent. Retried as `_retrying` says."""
+    parts = urllib.parse.urlsplit(url)
+    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+
+    def once() -> tuple[int, str, bytes]:
+        connection = connection_class(parts.hostname or "", parts.port, timeout=TIMEOUT)
+        try:
+            connection.putrequest("PUT", parts.path + (f"?{parts.query}" if parts.query else ""))
+            for name, value in headers.items():
+                connection.putheader(name, value)
+            connection.putheader("Expect", "100-continue")
+            connection.endheaders()
+            early = _early_answer(connection.sock)
+            if early is not None:
+                return early
+            body.seek(0)
+            while piece := body.read(CHUNK):
+                connection.send(piece)
+            response = connection.getresponse()
+            return response.status, response.reason, response.read()
+        finally:
+            connection.close()
+
+    _retrying(once)
+
+
+def upload_results(base: str, token: str, result_dir: str) -> tuple[int, int, list[dict[str, Any]]]:
+    """PUT every result file to `<base>/files/<relative path>`; return (files, bytes) uploaded and the files
+    the platform refused (each `{"path", "size", "status", "detail"}`). A refused file does not stop the
+    others; a platform still unreachable after the retries does."""
     files = uploaded = 0
+    refused: list[dict[str, Any]] = []
     if not result_dir or not os.path.isdir(result_dir):
-        return files, uploaded
+        return files, uploaded, refused
     for rel, path, size in result_files(result_dir):
         url = f"{base}/files/{urllib.parse.quote(os.fsencode(rel), safe='/')}"
         try:
@@ -211,19 +298,21 @@ def upload_results(base: str, token: str, result_dir: str) -> tuple[int, int]:
                 "Content-Length": str(size),
             }
             with open(path, "rb") as body:
-                _send("PUT", url, headers, body, rewind=lambda body=body: body.seek(0))
+                _put_file(url, headers, body)
         except OSError as exc:
             _say(f"cannot read result file {rel!r}: {exc.strerror or exc}")
             continue
         except Refused as exc:
-            _say(f"result upload of {rel!r} refused: {exc}; not uploading the rest")
-            break
+            _say(f"result file {rel!r} ({size} bytes) refused: {exc}: {exc.detail}; going on with the others")
+            if len(refused) < REFUSED_MAX:
+                refused.append({"path": rel[:512], "size": size, "status": exc.status, "detail": exc.detail})
+            continue
         except Unreachable as exc:
             _say(f"result upload of {rel!r} failed: {exc}; not uploading the rest")
             break
         files += 1
         uploaded += size
-    return files, uploaded
+    return files, uploaded, refused
 
 
 def report(base: str, exit_code: int) -> None:
@@ -231,13 +320,15 @@ def report(base: str, exit_code: int) -> None:
     token = os.environ.get(TOKEN_ENV, "")
     base = base.rstrip("/")
     files = uploaded = 0
+    refused: list[dict[str, Any]] = []
     try:
-        files, uploaded = upload_results(base, token, os.environ.get("RESULT_DIR", ""))
+        files, uploaded, refused = upload_results(base, token, os.environ.get("RESULT_DIR", ""))
         summary = {
             "exit_code": exit_code,
             "files": files,
             "bytes": uploaded,
             "checkpoint_bytes": tree_bytes(os.environ.get("CHECKPOINT_DIR", "")),
+            "refused": refused,
         }
         body = json.dumps(summary).encode("utf-8")
         headers = {TOKEN_HEADER: token, "Content-Type": "application/json"}
@@ -246,7 +337,8 @@ def report(base: str, exit_code: int) -> None:
         _say(f"could not report the attempt's end: {exc}")
     except Exception as exc:
         _say(f"results upload failed: {type(exc).__name__}: {exc}")
-    _say(f"uploaded {files} result file(s), {uploaded} bytes")
+    tail = f"; {len(refused)} refused" if refused else ""
+    _say(f"uploaded {files} result file(s), {uploaded} bytes{tail}")
 
 
 # -- TensorBoard event files -------------------------------------------------------------------------
