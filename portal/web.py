@@ -7,8 +7,9 @@ that much again in memory, a 4 GiB result file would have held 4 GiB. Two change
 
 - the size is checked when the headers are in (`gotLength`): a `Content-Length` over the route's limit
   (portal.bodylimits) is answered 413 in the API's error shape at once, with `Connection: close`, and not one
-  byte of the body is read; a body without a length (chunked) is counted as it arrives and refused the same
-  way the moment it passes the limit, its spooled part thrown away. A refused request never reaches Django.
+  byte of the body is kept; a body without a length (chunked) is counted as it arrives and refused the same
+  way the moment it passes the limit, its spooled part thrown away. A refused request never reaches Django;
+  what the client still sends is dropped for LINGER_SECONDS, then the connection is closed.
 - the application reads the spooled body a piece at a time as it asks for it (`LazyBodyQueue`), so the web
   process holds one piece, not the body.
 """
@@ -28,6 +29,7 @@ from daphne.server import Server
 logger = logging.getLogger(__name__)
 
 PIECE = 1 << 16  # bytes of the spooled body handed to the application per receive()
+LINGER_SECONDS = 2.0  # how long a refused request's connection stays open, dropping what arrives
 
 
 class _Emptied:
@@ -115,12 +117,17 @@ class BoundedRequest(WebRequest):
         super().requestReceived(command, path, version)
 
     def _refuse(self, why: str) -> None:
+        from twisted.internet import reactor  # daphne installed the asyncio reactor by now
+
         self._refused = True
         limit = self._limit
         logger.warning("refused a request body over %d bytes (%s): %s", limit.bytes, limit.cap, why)
         transport = self.channel.transport
         transport.write(refusal_response(limit.bytes, limit.message, limit.cap))
-        transport.loseConnection()
+        # What the client still sends is read and dropped for a moment before closing (a lingering close, as
+        # nginx does): closing at once with its bytes unread would reset the connection, and a client that
+        # is still sending would lose the answer.
+        reactor.callLater(LINGER_SECONDS, transport.loseConnection)
 
 
 class BoundedHTTPFactory(HTTPFactory):

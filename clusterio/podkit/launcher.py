@@ -51,7 +51,10 @@ RETRY_SECONDS = 300.0
 TIMEOUT = 60.0
 CHUNK = 1 << 20
 CONTINUE_WAIT = 5.0  # seconds to wait for `100 Continue` before sending a body anyway
+_EXPECT = {"continue": True}  # whether the platform answers `Expect: 100-continue` (until it once does not)
 REFUSED_MAX = 50  # refused result files named in the end report
+# Refusals of one file (a bad path or checksum, a cap on files, its size): the others are still sent.
+FILE_REFUSALS = (400, 409, 413)
 PR_SET_DUMPABLE = 4
 
 
@@ -233,23 +236,33 @@ def _early_answer(sock: Any) -> tuple[int, str, bytes] | None:
     refuses the body before it is sent (the size, over the platform's limit)."""
     ready, _, _ = select.select([sock], [], [], CONTINUE_WAIT)
     if not ready:
+        _EXPECT["continue"] = False  # a server that never says it: ask no more, send bodies at once
         return None
-    reader = sock.makefile("rb")
-    try:
-        line = reader.readline(65537).decode("latin-1").split(" ", 2)
-        if len(line) < 2 or not line[1].isdigit():
-            raise http.client.BadStatusLine(" ".join(line))
-        status, reason = int(line[1]), (line[2].strip() if len(line) > 2 else "")
-        length = 0
-        while (header := reader.readline(65537)) not in (b"\r\n", b"\n", b""):
-            name, _, value = header.decode("latin-1").partition(":")
-            if name.strip().lower() == "content-length" and value.strip().isdigit():
-                length = int(value.strip())
-        if status == 100:
-            return None
-        return status, reason, reader.read(min(length, 65536))
-    finally:
-        reader.close()
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):  # byte by byte: what follows a 100 belongs to http.client
+        byte = sock.recv(1)
+        if not byte or len(head) > 65536:
+            raise http.client.BadStatusLine(head[:80].decode("latin-1"))
+        head += byte
+    lines = head.decode("latin-1").split("\r\n")
+    first = lines[0].split(" ", 2)
+    if len(first) < 2 or not first[1].isdigit():
+        raise http.client.BadStatusLine(lines[0])
+    status, reason = int(first[1]), (first[2].strip() if len(first) > 2 else "")
+    if status == 100:
+        return None
+    length = 0
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length" and value.strip().isdigit():
+            length = min(int(value.strip()), 65536)
+    payload = b""
+    while len(payload) < length:
+        piece = sock.recv(length - len(payload))
+        if not piece:
+            break
+        payload += piece
+    return status, reason, payload
 
 
 def _put_file(url: str, headers: dict[str, str], body: Any) -> None:
@@ -264,9 +277,11 @@ def _put_file(url: str, headers: dict[str, str], body: Any) -> None:
             connection.putrequest("PUT", parts.path + (f"?{parts.query}" if parts.query else ""))
             for name, value in headers.items():
                 connection.putheader(name, value)
-            connection.putheader("Expect", "100-continue")
+            asking = _EXPECT["continue"]
+            if asking:
+                connection.putheader("Expect", "100-continue")
             connection.endheaders()
-            early = _early_answer(connection.sock)
+            early = _early_answer(connection.sock) if asking else None
             if early is not None:
                 return early
             body.seek(0)
@@ -282,8 +297,9 @@ def _put_file(url: str, headers: dict[str, str], body: Any) -> None:
 
 def upload_results(base: str, token: str, result_dir: str) -> tuple[int, int, list[dict[str, Any]]]:
     """PUT every result file to `<base>/files/<relative path>`; return (files, bytes) uploaded and the files
-    the platform refused (each `{"path", "size", "status", "detail"}`). A refused file does not stop the
-    others; a platform still unreachable after the retries does."""
+    the platform refused (each `{"path", "size", "status", "detail"}`). A file refused for itself (400, 409,
+    413) does not stop the others; any other refusal (the token's: 401, 403) or a platform still unreachable
+    after the retries does."""
     files = uploaded = 0
     refused: list[dict[str, Any]] = []
     if not result_dir or not os.path.isdir(result_dir):
@@ -303,6 +319,9 @@ def upload_results(base: str, token: str, result_dir: str) -> tuple[int, int, li
             _say(f"cannot read result file {rel!r}: {exc.strerror or exc}")
             continue
         except Refused as exc:
+            if exc.status not in FILE_REFUSALS:  # the token or the attempt: no other file would fare better
+                _say(f"result upload of {rel!r} refused: {exc}; not uploading the rest")
+                break
             _say(f"result file {rel!r} ({size} bytes) refused: {exc}: {exc.detail}; going on with the others")
             if len(refused) < REFUSED_MAX:
                 refused.append({"path": rel[:512], "size": size, "status": exc.status, "detail": exc.detail})
@@ -328,8 +347,9 @@ def report(base: str, exit_code: int) -> None:
             "files": files,
             "bytes": uploaded,
             "checkpoint_bytes": tree_bytes(os.environ.get("CHECKPOINT_DIR", "")),
-            "refused": refused,
         }
+        if refused:
+            summary["refused"] = refused
         body = json.dumps(summary).encode("utf-8")
         headers = {TOKEN_HEADER: token, "Content-Type": "application/json"}
         _send("POST", f"{base}/complete", headers, body)

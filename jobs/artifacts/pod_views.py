@@ -225,6 +225,32 @@ REPORT_RANGES = {
 }
 
 
+REFUSED_MAX = 50  # refused files one report may name (the launcher names at most as many)
+REFUSED_SHAPE = "refused must be a list of at most 50 {path, size, status, detail} objects"
+
+
+def _refused_files(value: Any) -> list[dict[str, Any]] | str:
+    """The report's `refused` list, checked (each path at most 512 characters, detail 300); the message
+    for a 400 when it is not one."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > REFUSED_MAX:
+        return REFUSED_SHAPE
+    checked = []
+    for item in value:
+        if not isinstance(item, dict) or set(item) - {"path", "size", "status", "detail"}:
+            return REFUSED_SHAPE
+        path, size, status, detail = (item.get(k) for k in ("path", "size", "status", "detail"))
+        numbers_ok = all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**63 for n in (size, status)
+        )
+        texts_ok = isinstance(path, str) and 0 < len(path) <= 512 and isinstance(detail, str | None)
+        if not (numbers_ok and texts_ok) or any(ord(c) < 32 for c in path):
+            return REFUSED_SHAPE
+        checked.append({"path": path, "size": size, "status": status, "detail": (detail or "")[:300]})
+    return checked
+
+
 @csrf_exempt
 @require_http_methods(["POST"])
 def results_complete(request: HttpRequest, job_id: str, attempt: int, learner: int) -> HttpResponseBase:
@@ -246,8 +272,16 @@ def results_complete(request: HttpRequest, job_id: str, attempt: int, learner: i
             isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
         ):
             return _refused(f"{key} must be a whole number from {low} to {high}", status=400)
+    refused = _refused_files(report.get("refused"))
+    if isinstance(refused, str):
+        return _refused(refused, status=400)
     capped = results_reported(
-        job=grant.job, attempt=attempt, learner=learner, report=numbers, caps=write_caps(grant.job.tenant)
+        job=grant.job,
+        attempt=attempt,
+        learner=learner,
+        report=numbers,
+        caps=write_caps(grant.job.tenant),
+        refused=refused,
     )
     if isinstance(capped, CapHit):
         return JsonResponse(capped.body(), status=capped.status)
