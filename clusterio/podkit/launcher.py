@@ -342,7 +342,7 @@ def report(base: str, exit_code: int) -> None:
     refused: list[dict[str, Any]] = []
     try:
         files, uploaded, refused = upload_results(base, token, os.environ.get("RESULT_DIR", ""))
-        summary = {
+        summary: dict[str, Any] = {
             "exit_code": exit_code,
             "files": files,
             "bytes": uploaded,

@@ -244,8 +244,9 @@ def _refused_files(value: Any) -> list[dict[str, Any]] | str:
         numbers_ok = all(
             isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**63 for n in (size, status)
         )
-        texts_ok = isinstance(path, str) and 0 < len(path) <= 512 and isinstance(detail, str | None)
-        if not (numbers_ok and texts_ok) or any(ord(c) < 32 for c in path):
+        if not isinstance(path, str) or not isinstance(detail, str | None):
+            return REFUSED_SHAPE
+        if not numbers_ok or not 0 < len(path) <= 512 or any(ord(c) < 32 for c in path):
             return REFUSED_SHAPE
         checked.append({"path": path, "size": size, "status": status, "detail": (detail or "")[:300]})
     return checked
