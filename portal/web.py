@@ -15,6 +15,9 @@ process to 950 MB. Three changes, all here:
 - the application reads the spooled body a piece at a time as it asks for it (`LazyBodyQueue`), so the web
   process holds one piece, not the body;
 - Twisted's form parsing is off (`BoundedRequest.__init__`).
+
+And where the application is Django's handler as portal.asgi builds it (portal.asgi_body), Django takes the
+spooled file itself as the body rather than copying it into a file of its own.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from typing import Any, cast
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import HTTPFactory, WebRequest
 from daphne.server import Server
+
+from portal.asgi_body import EXTENSION
 
 logger = logging.getLogger(__name__)
 
@@ -50,15 +55,21 @@ class _Emptied:
 
 
 class LazyBodyQueue(asyncio.Queue):
-    """An application's receive queue that hands out the request body from its spooled file on demand."""
+    """An application's receive queue that hands out the request body from its spooled file on demand, or
+    hands the file itself to an application that claims it (portal.asgi_body)."""
 
     def __init__(self, body: Any) -> None:
         super().__init__()
         self._body = body
 
+    def claim(self) -> Any:
+        """The spooled body file, for the application to read itself; receive() then gives no body."""
+        body, self._body = self._body, None
+        return body
+
     def put_nowait(self, item: Any) -> None:
-        if isinstance(item, dict) and item.get("type") == "http.request" and self._body is not None:
-            return  # daphne's own (empty) body message: the body comes from get() below
+        if isinstance(item, dict) and item.get("type") == "http.request":
+            return  # daphne's own (emptied) body message: the body comes from get() below, or claim()
         super().put_nowait(item)
 
     async def get(self) -> Any:
@@ -164,6 +175,7 @@ class BoundedServer(Server):
         queue = LazyBodyQueue(protocol.content)
         protocol.content = _Emptied(protocol.content)
         scope.setdefault("asgi", {"version": "3.0"})
+        scope.setdefault("extensions", {})[EXTENSION] = {"claim": queue.claim}
         instance = self.application(scope=scope, receive=queue.get, send=partial(self.handle_reply, protocol))
         if protocol not in self.connections:
             return None
