@@ -78,12 +78,22 @@ class _BodyReader:
         self.size = 0
 
     def read(self, size: int = -1) -> bytes:
-        piece = self._request.read(_CHUNK if size is None or size < 0 else min(size, _CHUNK))
-        self.size += len(piece)
-        if self.size > self._limit:
-            raise _TooLarge()
-        self.digest.update(piece)
-        return piece
+        """Up to `size` bytes (fewer only at the end: S3's managed upload takes a short read for the end of
+        the file), `_CHUNK` when no size is given."""
+        wanted = _CHUNK if size is None or size < 0 else size
+        pieces: list[bytes] = []
+        got = 0
+        while got < wanted:
+            piece = self._request.read(min(wanted - got, _CHUNK))
+            if not piece:
+                break
+            self.size += len(piece)
+            if self.size > self._limit:
+                raise _TooLarge()
+            self.digest.update(piece)
+            pieces.append(piece)
+            got += len(piece)
+        return b"".join(pieces)
 
     def seekable(self) -> bool:
         return False
