@@ -62,7 +62,16 @@ def daphne(artifacts: Path) -> Iterator[str]:
         "ARTIFACT_ROOT": str(artifacts),
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "portal.web", "-b", "127.0.0.1", "-p", str(port), "tests.e2e.asgi:application"],
+        [
+            sys.executable,
+            "-m",
+            "portal.web",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "tests.e2e.asgi:application",
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
