@@ -2,8 +2,8 @@
 
 Run: ``.venv/bin/python bench/artifacts_bench.py`` (about a minute on 2 cores; JSON lines). It uses what
 ``bench/engine_bench.py`` sets up (database ``trainyard_bench``, Redis db 14, kubesim in-process, a Celery
-worker and the watch loop in threads) plus a daphne server on a free port for the artifact endpoints,
-the same portal code a deployment serves them with.
+worker and the watch loop in threads) plus the web process (``python -m portal.web``, daphne) on a free
+port for the artifact endpoints, the same portal code a deployment serves them with.
 
 Figures:
 
@@ -62,7 +62,16 @@ def daphne(artifacts: Path) -> Iterator[str]:
         "ARTIFACT_ROOT": str(artifacts),
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "tests.e2e.asgi:application"],
+        [
+            sys.executable,
+            "-m",
+            "portal.web",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "tests.e2e.asgi:application",
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -286,8 +286,7 @@ class JobListView(ApiView):
             limit = settings.CODE_MAX_BYTES
             raise ValidationError({"code": [f"the code archive is {code_file.size} bytes; at most {limit}"]})
         tenant = _submit_tenant(request, form.get("tenant") or _query_tenant(request))
-        code = code_file.read() if code_file is not None else None
-        job = job_submit(tenant=tenant, user=api_user(request), document=document, code=code)
+        job = job_submit(tenant=tenant, user=api_user(request), document=document, code=code_file)
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
 

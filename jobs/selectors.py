@@ -297,6 +297,12 @@ def job_results(*, job: Job, attempt: int | None = None) -> QuerySet[ResultFile]
     return files.filter(attempt=attempt or 0).order_by("learner", "path")
 
 
+def job_result_refusals(*, job: Job) -> QuerySet[JobEvent]:
+    """The job's reports of result files the platform refused (too large, past a cap), latest attempt's
+    first: what the job page warns about."""
+    return job.events.filter(reason=Reason.RESULTS_REFUSED).order_by("-created_at")
+
+
 def job_log_slice(
     *, job: Job, offset: int = 0, limit: int = 10, tail: int | None = None, since: datetime | None = None
 ) -> list[tuple[int, tuple[int, int, int, datetime | None, str]]]:

@@ -29,7 +29,7 @@ from jobs.forms import SubmitForm, spec_templates, template_code, template_code_
 from jobs.idlegpu import job_idle_flag
 from jobs.models import Job
 from jobs.scheduling import job_dry_run
-from jobs.selectors import job_events, job_get, job_list, job_logs, job_results
+from jobs.selectors import job_events, job_get, job_list, job_logs, job_result_refusals, job_results
 from jobs.services import (
     JobRejected,
     PermissionDenied,
@@ -92,12 +92,13 @@ def _per_page(value: str | None) -> int:
     return number if number in JOBS_PER_PAGE_CHOICES else JOBS_PER_PAGE
 
 
-def _read_code(upload: Any) -> bytes:
-    """The uploaded code ZIP's bytes, refusing one over CODE_MAX_BYTES before reading it into memory."""
+def _read_code(upload: Any) -> Any:
+    """The uploaded code ZIP (a file, read by the service a piece at a time), refusing one over
+    CODE_MAX_BYTES."""
     if upload.size > settings.CODE_MAX_BYTES:
         limit = settings.CODE_MAX_BYTES
         raise JobRejected({"code": [f"the code archive is {upload.size} bytes; at most {limit}"]})
-    return bytes(upload.read())
+    return upload
 
 
 @login_required
@@ -188,6 +189,7 @@ def _job_history(request: HttpRequest, job: Job) -> dict[str, Any]:
         "results": Paginator(job_results(job=job), RESULTS_PER_PAGE).get_page(
             request.GET.get("results_page")
         ),
+        "refused_results": job_result_refusals(job=job)[:5],
         "tuning_events": job_events(job=job).filter(kind=EventKind.TUNING),
         "hyperparameters": sorted(((job.spec or {}).get("hyperparameters") or {}).items()),
         "gpu_latest": job.telemetry.filter(gpu_util__isnull=False).order_by("-ts").first()

@@ -1,11 +1,14 @@
 """ASGI entry point: Django for HTTP, Channels for WebSockets (session, else bearer-token authenticated)."""
 
 import os
-
-from django.core.asgi import get_asgi_application
+from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.local")
-django_asgi_app = get_asgi_application()
+
+from portal.asgi_body import spooled_asgi_application
+
+# Django's ASGI handler, taking the body portal.web already spooled rather than copying it (portal/asgi_body.py).
+django_asgi_app: Any = spooled_asgi_application()
 
 from django.conf import settings  # noqa: E402
 

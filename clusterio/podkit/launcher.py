@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.client
 import json
 import os
 import re
+import select
 import signal
 import stat
 import subprocess
@@ -52,6 +54,11 @@ RETRY_SECONDS_ENV = "TRAINYARD_UPLOAD_RETRY_SECONDS"
 RETRY_SECONDS = 300.0
 TIMEOUT = 60.0
 CHUNK = 1 << 20
+CONTINUE_WAIT = 5.0  # seconds to wait for `100 Continue` before sending a body anyway
+_EXPECT = {"continue": True}  # whether the platform answers `Expect: 100-continue` (until it once does not)
+REFUSED_MAX = 50  # refused result files named in the end report
+# Refusals of one file (a bad path or checksum, a cap on files, its size): the others are still sent.
+FILE_REFUSALS = (400, 409, 413)
 PR_SET_DUMPABLE = 4
 
 
@@ -258,6 +265,11 @@ def _sha256(path: str) -> str:
 class Refused(Exception):
     """The platform answered with a client error: retrying, or sending more, will not help."""
 
+    def __init__(self, problem: str, status: int = 0, detail: str = "") -> None:
+        super().__init__(problem)
+        self.status = status
+        self.detail = detail
+
 
 class Unreachable(Exception):
     """The platform could not be reached even after retries."""
@@ -270,38 +282,129 @@ def _retry_budget() -> float:
         return RETRY_SECONDS
 
 
-def _send(method: str, url: str, headers: dict[str, str], body: Any, rewind: Any = None) -> None:
-    """One request, retried on connection errors and 5xx/408/429 answers with doubling back-off (at most
-    BACKOFF_MAX apart) for up to TRAINYARD_UPLOAD_RETRY_SECONDS (default 300 s)."""
+def _detail(payload: bytes) -> str:
+    """The `detail` of a JSON error answer (the platform's shape), else its first line."""
+    try:
+        answer = json.loads(payload.decode("utf-8", "replace"))
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and isinstance(answer.get("detail"), str):
+        return answer["detail"][:300]
+    return payload.decode("utf-8", "replace").strip().split("\n", 1)[0][:300]
+
+
+def _retrying(once: Any) -> None:
+    """Call `once()` (which answers (status, reason, body) or raises OSError), retried on connection errors
+    and 5xx/408/429 answers with doubling back-off (at most BACKOFF_MAX apart) for up to
+    TRAINYARD_UPLOAD_RETRY_SECONDS (default 300 s); Refused on another 4xx."""
     delay = BACKOFF
     deadline = time.monotonic() + _retry_budget()
     attempt = 0
     while True:
         attempt += 1
-        if rewind is not None:
-            rewind()
-        request = urllib.request.Request(url, data=body, method=method, headers=headers)  # noqa: S310
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310
-                response.read()
-            return
-        except urllib.error.HTTPError as exc:
-            problem = f"HTTP {exc.code} {exc.reason}"
-            if exc.code < 500 and exc.code not in (408, 429):
-                raise Refused(problem) from None
-        except (urllib.error.URLError, OSError) as exc:
-            problem = str(getattr(exc, "reason", exc))
+            status, reason, payload = once()
+            if status < 400:
+                return
+            problem = f"HTTP {status} {reason}"
+            if status < 500 and status not in (408, 429):
+                raise Refused(problem, status, _detail(payload))
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            problem = str(getattr(exc, "reason", exc)) or type(exc).__name__
         if time.monotonic() + delay > deadline:
             raise Unreachable(f"{problem} (after {attempt} tries)")
         time.sleep(delay)
         delay = min(delay * 2, BACKOFF_MAX)
 
 
-def upload_results(base: str, token: str, result_dir: str) -> tuple[int, int]:
-    """PUT every result file to `<base>/files/<relative path>`; return (files, bytes) uploaded."""
+def _send(method: str, url: str, headers: dict[str, str], body: Any) -> None:
+    """One small request (retried as `_retrying` says)."""
+
+    def once() -> tuple[int, str, bytes]:
+        request = urllib.request.Request(url, data=body, method=method, headers=headers)  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310
+                return response.status, response.reason, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, str(exc.reason), exc.read()
+
+    _retrying(once)
+
+
+def _early_answer(sock: Any) -> tuple[int, str, bytes] | None:
+    """After a request's headers went out with `Expect: 100-continue`: None when the platform says go on (or
+    says nothing within CONTINUE_WAIT seconds, as RFC 9110 lets a client do), else its final answer, which
+    refuses the body before it is sent (the size, over the platform's limit)."""
+    ready, _, _ = select.select([sock], [], [], CONTINUE_WAIT)
+    if not ready:
+        _EXPECT["continue"] = False  # a server that never says it: ask no more, send bodies at once
+        return None
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):  # byte by byte: what follows a 100 belongs to http.client
+        byte = sock.recv(1)
+        if not byte or len(head) > 65536:
+            raise http.client.BadStatusLine(head[:80].decode("latin-1"))
+        head += byte
+    lines = head.decode("latin-1").split("\r\n")
+    first = lines[0].split(" ", 2)
+    if len(first) < 2 or not first[1].isdigit():
+        raise http.client.BadStatusLine(lines[0])
+    status, reason = int(first[1]), (first[2].strip() if len(first) > 2 else "")
+    if status == 100:
+        return None
+    length = 0
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length" and value.strip().isdigit():
+            length = min(int(value.strip()), 65536)
+    payload = b""
+    while len(payload) < length:
+        piece = sock.recv(length - len(payload))
+        if not piece:
+            break
+        payload += piece
+    return status, reason, payload
+
+
+def _put_file(url: str, headers: dict[str, str], body: Any) -> None:
+    """PUT a file's bytes with its Content-Length and `Expect: 100-continue`: a file the platform refuses by
+    its headers (over the size limit) is refused before its body is sent. Retried as `_retrying` says."""
+    parts = urllib.parse.urlsplit(url)
+    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+
+    def once() -> tuple[int, str, bytes]:
+        connection = connection_class(parts.hostname or "", parts.port, timeout=TIMEOUT)
+        try:
+            connection.putrequest("PUT", parts.path + (f"?{parts.query}" if parts.query else ""))
+            for name, value in headers.items():
+                connection.putheader(name, value)
+            asking = _EXPECT["continue"]
+            if asking:
+                connection.putheader("Expect", "100-continue")
+            connection.endheaders()
+            early = _early_answer(connection.sock) if asking else None
+            if early is not None:
+                return early
+            body.seek(0)
+            while piece := body.read(CHUNK):
+                connection.send(piece)
+            response = connection.getresponse()
+            return response.status, response.reason, response.read()
+        finally:
+            connection.close()
+
+    _retrying(once)
+
+
+def upload_results(base: str, token: str, result_dir: str) -> tuple[int, int, list[dict[str, Any]]]:
+    """PUT every result file to `<base>/files/<relative path>`; return (files, bytes) uploaded and the files
+    the platform refused (each `{"path", "size", "status", "detail"}`). A file refused for itself (400, 409,
+    413) does not stop the others; any other refusal (the token's: 401, 403) or a platform still unreachable
+    after the retries does."""
     files = uploaded = 0
+    refused: list[dict[str, Any]] = []
     if not result_dir or not os.path.isdir(result_dir):
-        return files, uploaded
+        return files, uploaded, refused
     for rel, path, size in result_files(result_dir):
         url = f"{base}/files/{urllib.parse.quote(os.fsencode(rel), safe='/')}"
         try:
@@ -312,19 +415,24 @@ def upload_results(base: str, token: str, result_dir: str) -> tuple[int, int]:
                 "Content-Length": str(size),
             }
             with open(path, "rb") as body:
-                _send("PUT", url, headers, body, rewind=lambda body=body: body.seek(0))
+                _put_file(url, headers, body)
         except OSError as exc:
             _say(f"cannot read result file {rel!r}: {exc.strerror or exc}")
             continue
         except Refused as exc:
-            _say(f"result upload of {rel!r} refused: {exc}; not uploading the rest")
-            break
+            if exc.status not in FILE_REFUSALS:  # the token or the attempt: no other file would fare better
+                _say(f"result upload of {rel!r} refused: {exc}; not uploading the rest")
+                break
+            _say(f"result file {rel!r} ({size} bytes) refused: {exc}: {exc.detail}; going on with the others")
+            if len(refused) < REFUSED_MAX:
+                refused.append({"path": rel[:512], "size": size, "status": exc.status, "detail": exc.detail})
+            continue
         except Unreachable as exc:
             _say(f"result upload of {rel!r} failed: {exc}; not uploading the rest")
             break
         files += 1
         uploaded += size
-    return files, uploaded
+    return files, uploaded, refused
 
 
 def report(base: str, exit_code: int) -> None:
@@ -332,14 +440,17 @@ def report(base: str, exit_code: int) -> None:
     token = os.environ.get(TOKEN_ENV, "")
     base = base.rstrip("/")
     files = uploaded = 0
+    refused: list[dict[str, Any]] = []
     try:
-        files, uploaded = upload_results(base, token, os.environ.get("RESULT_DIR", ""))
-        summary = {
+        files, uploaded, refused = upload_results(base, token, os.environ.get("RESULT_DIR", ""))
+        summary: dict[str, Any] = {
             "exit_code": exit_code,
             "files": files,
             "bytes": uploaded,
             "checkpoint_bytes": tree_bytes(os.environ.get("CHECKPOINT_DIR", "")),
         }
+        if refused:
+            summary["refused"] = refused
         body = json.dumps(summary).encode("utf-8")
         headers = {TOKEN_HEADER: token, "Content-Type": "application/json"}
         _send("POST", f"{base}/complete", headers, body)
@@ -347,7 +458,8 @@ def report(base: str, exit_code: int) -> None:
         _say(f"could not report the attempt's end: {exc}")
     except Exception as exc:
         _say(f"results upload failed: {type(exc).__name__}: {exc}")
-    _say(f"uploaded {files} result file(s), {uploaded} bytes")
+    tail = f"; {len(refused)} refused" if refused else ""
+    _say(f"uploaded {files} result file(s), {uploaded} bytes{tail}")
 
 
 # -- TensorBoard event files -------------------------------------------------------------------------

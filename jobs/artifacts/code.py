@@ -13,9 +13,10 @@ import io
 import stat
 import zipfile
 from dataclasses import dataclass
+from typing import IO
 
 from django.conf import settings
-from django.core.files.base import ContentFile
+from django.core.files.base import File
 from django.db import IntegrityError, transaction
 
 from jobs.artifacts.storage import artifact_storage, code_name
@@ -37,15 +38,26 @@ class CodeInfo:
     entries: int
 
 
-def inspect_code_zip(data: bytes) -> CodeInfo:
-    """Check an uploaded ZIP against the limits and rules above; CodeRejected if it fails one."""
+CodeSource = bytes | IO[bytes]
+
+
+def _as_file(data: CodeSource) -> IO[bytes]:
+    return io.BytesIO(data) if isinstance(data, bytes) else data
+
+
+def inspect_code_zip(data: CodeSource) -> CodeInfo:
+    """Check an uploaded ZIP (its bytes, or a seekable file such as Django's uploaded file, read a piece at a
+    time and never whole into memory) against the limits and rules above; CodeRejected if it fails one."""
+    source = _as_file(data)
     limit = settings.CODE_MAX_BYTES
-    if len(data) > limit:
-        raise CodeRejected(f"is {len(data)} bytes; at most {limit} bytes are accepted")
-    if not data:
+    size = source.seek(0, io.SEEK_END)
+    if size > limit:
+        raise CodeRejected(f"is {size} bytes; at most {limit} bytes are accepted")
+    if not size:
         raise CodeRejected("is empty; upload a ZIP of your code")
+    source.seek(0)
     try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
+        archive = zipfile.ZipFile(source)
         members = archive.infolist()
     except (zipfile.BadZipFile, ValueError, OSError) as exc:
         raise CodeRejected(f"is not a readable ZIP archive ({exc})") from None
@@ -59,7 +71,12 @@ def inspect_code_zip(data: bytes) -> CodeInfo:
             raise CodeRejected(
                 f"would unpack to more than {settings.CODE_MAX_UNPACKED_BYTES} bytes; make it smaller"
             )
-    return CodeInfo(hashlib.sha256(data).hexdigest(), len(data), unpacked, len(members))
+    source.seek(0)
+    digest = hashlib.sha256()
+    while piece := source.read(1 << 20):
+        digest.update(piece)
+    source.seek(0)
+    return CodeInfo(digest.hexdigest(), size, unpacked, len(members))
 
 
 def _check_name(member: zipfile.ZipInfo) -> None:
@@ -75,7 +92,7 @@ def _check_name(member: zipfile.ZipInfo) -> None:
         raise CodeRejected(f"entry {name!r} has control characters in its name")
 
 
-def code_archive_store(*, tenant: Tenant, data: bytes) -> CodeArchive:
+def code_archive_store(*, tenant: Tenant, data: CodeSource) -> CodeArchive:
     """Check `data` and keep it for `tenant`: the stored archive of identical content, or a new one.
 
     The file is written before the row, under its content's name: a transaction that fails afterwards
@@ -88,7 +105,7 @@ def code_archive_store(*, tenant: Tenant, data: bytes) -> CodeArchive:
     name = code_name(tenant.slug, info.sha256)
     storage = artifact_storage()
     if not storage.exists(name):
-        saved = storage.save(name, ContentFile(data))
+        saved = storage.save(name, File(_as_file(data), name=name))
         if saved != name:  # a local store that renamed it: keep what it chose
             name = saved
     try:

@@ -106,6 +106,9 @@ class Reason(StrEnum):
     RETRIES_EXHAUSTED = "RetriesExhausted"
     DISRUPTION_BUDGET_EXHAUSTED = "DisruptionBudgetExhausted"
     RESULTS_UPLOADED = "ResultsUploaded"
+    RESULTS_REFUSED = (
+        "ResultsRefused"  # files the platform refused (too large, past a cap), as the launcher told
+    )
     TUNED = "Tuned"
     EVENT_FILE_DAMAGED = "EventFileDamaged"
     # caps on what one attempt writes (jobs/services/caps.py)

@@ -128,8 +128,7 @@ class ModelsView(FfdlView):
             message = f"the ZIP is {code_file.size} bytes; at most {limit}"
             raise ValidationError({"model_definition": [message]})
         tenant = submit_tenant(request, user)
-        code = code_file.read() if code_file is not None else None
-        job = job_submit(tenant=tenant, user=user, document=manifest, code=code)
+        job = job_submit(tenant=tenant, user=user, document=manifest, code=code_file)
         location = API_PREFIX + job.pk
         body = {"model_id": job.pk, "location": location}
         return Response(body, status=http.HTTP_201_CREATED, headers={"Location": location})

@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from common.errors import Refused
 from common.transactions import durable_service
 from jobs import cluster
-from jobs.artifacts.code import CodeRejected, code_archive_store, inspect_code_zip
+from jobs.artifacts.code import CodeRejected, CodeSource, code_archive_store, inspect_code_zip
 from jobs.cluster import ClusterError, NodeInfo
 from jobs.core.choices import EventKind, Reason
 from jobs.core.claims import storage_problems
@@ -164,7 +164,7 @@ def job_submit(
     user: User,
     document: str | bytes | Mapping[str, Any],
     credentials: Mapping[str, Mapping[str, str]] | None = None,
-    code: bytes | CodeArchive | None = None,
+    code: CodeSource | CodeArchive | None = None,
     text: str | None = None,
 ) -> Job:
     """Validate a Trainyard spec or FfDL manifest and queue it for `tenant`.
@@ -176,7 +176,7 @@ def job_submit(
     that can never fit the tenant's quota, a full queue, an inactive tenant, or a user who may not submit.
     """
     parsed, demand = job_validate(tenant=tenant, user=user, document=document, credentials=credentials)
-    if isinstance(code, bytes):
+    if code is not None and not isinstance(code, CodeArchive):
         _check_code(code)
     secrets = {store: dict(fields) for store, fields in (credentials or parsed.secrets).items()}
     quota = Quota.objects.select_for_update().get(tenant=tenant)
@@ -184,7 +184,11 @@ def job_submit(
     if queued >= quota.max_queued_jobs:
         full = f"tenant {tenant.slug} already has {queued} jobs waiting (limit {quota.max_queued_jobs})"
         raise JobRejected({"": [full]}, status=429)
-    archive = code_archive_store(tenant=tenant, data=code) if isinstance(code, bytes) else code
+    archive = (
+        code
+        if code is None or isinstance(code, CodeArchive)
+        else code_archive_store(tenant=tenant, data=code)
+    )
     spec = parsed.spec
     job = Job.objects.create(
         tenant=tenant,
@@ -276,7 +280,7 @@ def _named_endpoints(*, tenant: Tenant, named: Mapping[str, Mapping[str, str]]) 
     return secret_endpoints(datastore_credentials(tenant=tenant, names=carrying))
 
 
-def _check_code(data: bytes) -> None:
+def _check_code(data: CodeSource) -> None:
     try:
         inspect_code_zip(data)
     except CodeRejected as exc:

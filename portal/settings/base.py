@@ -355,6 +355,9 @@ CODE_MAX_BYTES = env.int("CODE_MAX_BYTES", default=64 * 1024 * 1024)
 CODE_MAX_UNPACKED_BYTES = env.int("CODE_MAX_UNPACKED_BYTES", default=1024 * 1024 * 1024)
 CODE_MAX_ENTRIES = env.int("CODE_MAX_ENTRIES", default=20_000)
 RESULT_MAX_FILE_BYTES = env.int("RESULT_MAX_FILE_BYTES", default=4 * 1024 * 1024 * 1024)
+# The most bytes of any other request body; the web process refuses a larger one before reading it
+# (portal.bodylimits, portal.web).
+REQUEST_BODY_MAX_BYTES = env.int("REQUEST_BODY_MAX_BYTES", default=16 * 1024 * 1024)
 # Caps on what one attempt of a job writes into shared state (docs/operations.md "Caps on what a job writes");
 # a tenant's policy may override each (tenants.policy.write_caps).
 RESULT_MAX_FILES = env.int("RESULT_MAX_FILES", default=1000)

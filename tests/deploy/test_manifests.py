@@ -257,7 +257,10 @@ def test_each_deployment_runs_its_procfile_process() -> None:
         name: find("Deployment", name)["spec"]["template"]["spec"]["containers"][0]["command"]
         for name in ("web", "worker", "beat", "watcher")
     }
-    assert commands["web"][0] == "daphne" and commands["web"][-1] == "portal.asgi:application"
+    assert (
+        commands["web"][:3] == ["python", "-m", "portal.web"]
+        and commands["web"][-1] == "portal.asgi:application"
+    )
     assert commands["worker"][:4] == ["celery", "-A", "portal", "worker"]
     assert commands["beat"][:4] == ["celery", "-A", "portal", "beat"]
     # beat's schedule file must sit on the writable /tmp (the root filesystem is read-only).

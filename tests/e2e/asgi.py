@@ -15,9 +15,9 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.contenttypes.models import ContentType  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
-from django.core.asgi import get_asgi_application  # noqa: E402
 from guardian.shortcuts import clear_ct_cache  # noqa: E402
 
+from portal.asgi_body import spooled_asgi_application  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
 
 
@@ -35,7 +35,7 @@ class FreshContentTypes:
 
 application = ProtocolTypeRouter(
     {
-        "http": FreshContentTypes(ASGIStaticFilesHandler(get_asgi_application())),
+        "http": FreshContentTypes(ASGIStaticFilesHandler(spooled_asgi_application())),
         "websocket": FreshContentTypes(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

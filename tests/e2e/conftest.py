@@ -95,7 +95,16 @@ def _daphne(name: str, env_extra: dict[str, str], log_dir: Path) -> Iterator[str
     }
     log = (log_dir / "daphne.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "tests.e2e.asgi:application"],
+        [
+            sys.executable,
+            "-m",
+            "portal.web",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "tests.e2e.asgi:application",
+        ],
         cwd=ROOT,
         env=env,
         stdout=log,

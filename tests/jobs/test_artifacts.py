@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import stat
 import zipfile
 from typing import Any
@@ -389,6 +390,10 @@ def test_code_and_results_round_trip_through_an_s3_artifact_store(settings: Any,
     assert upload(token, job, "model.pt", model[:10]).status_code == 201, "a re-upload replaces the object"
     owner = api(job.owner)
     assert owner.get(f"/api/v1/jobs/{job.pk}/results/model.pt").getvalue() == model[:10]
+    # A file past boto3's multipart threshold (8 MiB) goes up in parts, read from the request as it streams.
+    large = os.urandom(9 * 1024 * 1024)
+    assert upload(token, job, "large.bin", large).status_code == 201
+    assert owner.get(f"/api/v1/jobs/{job.pk}/results/large.bin").getvalue() == large
     keys = sorted(
         o["Key"]
         for o in boto3.client(
@@ -399,7 +404,8 @@ def test_code_and_results_round_trip_through_an_s3_artifact_store(settings: Any,
             region_name="us-east-1",
         ).list_objects_v2(Bucket="artifacts")["Contents"]
     )
-    assert keys == [
-        f"code/{job.tenant.slug}/{job.code.sha256}.zip",
-        f"results/{job.tenant.slug}/{job.pk}/1/0/model.pt",
-    ]
+    # The re-upload went to a name of its own and the object it replaced is gone.
+    stored = ResultFile.objects.get(job=job, path="model.pt").storage_name
+    assert stored.startswith(f"results/{job.tenant.slug}/{job.pk}/1/0/model.pt")
+    large_name = ResultFile.objects.get(job=job, path="large.bin").storage_name
+    assert keys == sorted([f"code/{job.tenant.slug}/{job.code.sha256}.zip", stored, large_name])
