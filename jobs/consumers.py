@@ -13,10 +13,13 @@ The socket's authentication is checked again before every subscription and every
 LIVE_AUTH_RECHECK_SECONDS (a token revoked or expired, a session logged out, a user deactivated or a password
 changed): once it no longer holds, the socket closes with 4401, which clients do not retry.
 
-Those tasks are supervised: one that fails (the channel layer's connection lost under a reader) closes the
-socket with CLOSE_STREAM_FAILED, as the server does when the socket's own channel fails, so the browser
-reconnects and resubscribes from its last sequences instead of waiting on a socket nothing feeds any more.
-Whichever way the socket ends, every task it started is stopped.
+Those tasks are supervised: one that fails (the channel layer's connection lost under a reader, PostgreSQL
+gone under the authentication check) closes the socket with CLOSE_STREAM_FAILED, and so does a failure while
+answering a client message or on the socket's own channel, so the client reconnects and resubscribes from
+its last sequences instead of waiting on a socket nothing feeds any more. The code is one of the platform's
+own (4503): the WebSocket protocol reserves 1011 to the server itself, and daphne's library refuses to send
+it for an application, which left such a socket open and silent. Whichever way the socket ends, every task it
+started is stopped.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ BUFFER_LINES = 5000
 CHUNK_LINES = 1000
 MAX_SUBSCRIPTIONS = 100
 CLOSE_UNAUTHENTICATED = 4401
-CLOSE_STREAM_FAILED = 1011  # "internal error": the browser reconnects (docs/streaming.md), as after a restart
+# The stream behind the socket failed: clients reconnect with backoff (docs/streaming.md).
+CLOSE_STREAM_FAILED = 4503
 NOT_FOUND = "not found"
 # What a job id or tenant slug can look like (anything else exists nowhere, and would break a group name).
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -173,10 +177,23 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     """One browser socket: any number of job and tenant subscriptions, batched and bounded per client."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        """Serve the socket; however it ends (a disconnect, or the layer failing under the socket's own
-        channel, which the server answers with 1011), no reader or flusher outlives it."""
+        """Serve the socket; however it ends (a disconnect, or a failure under it: the layer's connection
+        lost under the socket's own channel, the database gone while answering a message), no reader or
+        flusher outlives it, and a failure closes an accepted socket with CLOSE_STREAM_FAILED."""
         try:
             await super().__call__(scope, receive, send)
+        except Exception:
+            if not getattr(self, "accepted", False) or getattr(self, "closing", False):
+                raise
+            log.error(
+                "live socket failed; closing it (%s) for the client to reconnect",
+                CLOSE_STREAM_FAILED,
+                exc_info=True,
+            )
+            self._stop_tasks()
+            with contextlib.suppress(Exception):  # the client may be gone already
+                await self.close(code=CLOSE_STREAM_FAILED)
+            await self.disconnect(CLOSE_STREAM_FAILED)  # the consumer ends here: leave the groups now
         finally:
             self._stop_tasks()
 
@@ -190,7 +207,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         self.send_lock = asyncio.Lock()
         self.closer: asyncio.Task[None] | None = None
         self.auth_watch: asyncio.Task[None] | None = None
+        self.closing = False
         await self.accept()
+        self.accepted = True
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -252,6 +271,13 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         )
         self._stop_tasks()
         self.closer = asyncio.ensure_future(self.close(code=CLOSE_STREAM_FAILED))
+
+    async def close(self, code: int | bool | None = None, reason: str | None = None) -> None:
+        """Close once: later closes (a task failing while the socket is already closing) send nothing."""
+        if getattr(self, "closing", False):
+            return
+        self.closing = True
+        await super().close(code=code, reason=reason)
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
