@@ -68,8 +68,8 @@ def subscriber(layer: None) -> tuple[User, Job]:
 
 
 def live_tasks() -> list[asyncio.Task[Any]]:
-    """The consumer's readers and flusher still running in this loop."""
-    feeders = ("LiveConsumer._read", "LiveConsumer._flush_loop")
+    """The job feeds' readers and flushers, and the sockets' senders, still running in this loop."""
+    feeders = ("JobFeed._read", "JobFeed._refresh", "JobFeed._flush_soon", "LiveConsumer._send_outbox")
     return [t for t in asyncio.all_tasks() if getattr(t.get_coro(), "__qualname__", "") in feeders]
 
 
