@@ -1,6 +1,13 @@
-"""A PostgreSQL outage for tests: the test database refuses new connections and loses every open session,
-as when the server is down, until the block ends. Done from a connection to the `postgres` database of the
-same server (the test's own connection may be one of those ended), so it can always be undone."""
+"""A PostgreSQL outage for tests: the test database refuses every new connection, as when the server is
+down, until the block ends. Done from a connection to the `postgres` database of the same server, so it can
+always be undone.
+
+Open sessions are left alone unless `end_sessions`: the test process may hold connections in contexts it
+cannot reach (Playwright's greenlets see connections of their own), and pytest-django flushes through them
+afterwards. A server process holds none between uses (`CONN_MAX_AGE` 0, the default: every request and
+every database read of a socket opens a connection), so for it the database is gone either way. Code run in
+the test's own thread (a consumer under a WebsocketCommunicator) may go on with the test's connection: end
+the sessions, and close that connection after the block (`connection.close()`)."""
 
 from __future__ import annotations
 
@@ -19,15 +26,17 @@ def _admin() -> psycopg.Connection[tuple[object, ...]]:
 
 
 @contextmanager
-def postgres_down() -> Iterator[None]:
-    """Refuse connections to the test database and end its sessions; connections are allowed again on exit.
-    Usable from async code (it touches no Django connection); a sync caller whose own connection was ended
-    closes it afterwards (`connection.close()`), so that its next query opens a fresh one."""
+def postgres_down(*, end_sessions: bool = False) -> Iterator[None]:
+    """Refuse connections to the test database (and with `end_sessions` end those open); allowed again on
+    exit. Usable from async code (it runs no query on a Django connection)."""
     name = str(connection.settings_dict["NAME"])
     with _admin() as admin:
         admin.execute(sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS false").format(sql.Identifier(name)))
         try:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name])
+            if end_sessions:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name]
+                )
             yield
         finally:
             admin.execute(

@@ -136,7 +136,7 @@ def test_postgresql_going_away_under_an_open_socket_closes_it_with_4503(subscrib
         comm = await connect(user)
         await comm.send_json_to({"action": "subscribe", "job": job.pk})
         await frames_until(comm, lambda frames: any(f["type"] == "subscribed" for f in frames))
-        with postgres_down():  # the periodic credentials check cannot reach the database
+        with postgres_down(end_sessions=True):  # the periodic credentials check cannot reach the database
             closed = await comm.receive_output(timeout=10)
         assert closed == {"type": "websocket.close", "code": CLOSE_STREAM_FAILED}
         await comm.send_input({"type": "websocket.disconnect", "code": CLOSE_STREAM_FAILED})
@@ -169,4 +169,3 @@ def test_a_subscribe_while_postgresql_is_down_closes_the_socket_with_4503(
         await again.disconnect()
 
     run(scenario)
-    connection.close()
