@@ -1,7 +1,7 @@
 """Streaming benchmark: how fast and how completely a pod's log lines and state changes reach WebSocket
 viewers, through the whole path a browser sees.
 
-Run: ``.venv/bin/python bench/stream_bench.py`` (about 70 s on 2 cores; one JSON line per
+Run: ``.venv/bin/python bench/stream_bench.py`` (about 3 minutes on 2 cores; one JSON line per
 figure). Needs the local PostgreSQL and Redis the tests use; it never touches the developer's data:
 
 * database ``trainyard_stream_bench`` (created if missing, migrated, flushed at start; the other connection
@@ -27,10 +27,16 @@ Figures:
    Succeeded, stamped by an in-process store listener at the write) to the receipt of the job's
    ``running`` / ``succeeded`` status frame. ``succeeded`` includes draining the log (a job ends with its
    whole log stored).
-3. ``fan_out``: 50 viewers subscribed to one job (before it prints) that prints 1,000 stamped lines/s for
-   10 s. Per viewer: lines missing (of the job's stored lines), duplicates, ``gap`` frames; and the line
-   latency over all viewers (p50/p99/max) and the worst viewer's p99; the CPU seconds daphne, this
-   process and the clients used meanwhile. Then the same at 100 lines/s, for contrast.
+3. ``fan_out``: N viewers (``--viewers``, 50) subscribed to one job (before it prints) that prints R
+   stamped lines/s (``--rate``, 1,000) for S s (``--seconds``, 10). Per viewer: lines missing (of the
+   job's stored lines), duplicates, ``gap`` frames; and the line latency over all viewers (p50/p99/max)
+   and the worst viewer's p99; the CPU seconds daphne, this process and the clients used meanwhile. The
+   baseline, in the same run: the same job with one viewer (``"baseline": true``).
+4. ``connect_storm``: 50 viewers (``--storm``) connect at the same moment and subscribe to a job with a
+   stored log (the fan-out job's); from their release to each one's first frame (``subscribed``) and first
+   ``logs`` frame, p50/p99/max in ms.
+
+``--only fan_out,connect_storm`` (any of ``latency``, ``state``, ``fan_out``, ``connect_storm``) runs a part.
 
 Everything started is stopped in ``finally`` (daphne, the client process, the worker, the watcher,
 kubesim and its pod processes).
@@ -38,6 +44,7 @@ kubesim and its pod processes).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -66,7 +73,7 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings.test"
 for _name in ("REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
     os.environ[_name] = BENCH_REDIS
 
-from bench.stream_clients import TERMINAL, clients  # noqa: E402
+from bench.stream_clients import TERMINAL, clients, storm  # noqa: E402
 
 LATENCY_RATE, LATENCY_SECONDS = 50, 6
 STATE_JOBS = 10
@@ -407,11 +414,14 @@ class Bench:
             )
         return records
 
-    def fan_out(self, viewers: int = FAN_VIEWERS, rate: int = FAN_RATE) -> dict[str, object]:
+    def fan_out(
+        self, viewers: int = FAN_VIEWERS, rate: int = FAN_RATE, seconds: int = FAN_SECONDS
+    ) -> dict[str, object]:
         from jobs.models import LogLine
 
         before = self.cpu()
-        job, results = self.printer_job("fan-out", rate, FAN_SECONDS, viewers)
+        job, results = self.printer_job("fan-out", rate, seconds, viewers)
+        self.last_job = job
         after = self.cpu()
         stored = set(LogLine.objects.filter(job=job).values_list("seq", flat=True))
         stamps = [
@@ -426,7 +436,8 @@ class Bench:
             "bench": "stream",
             "metric": "fan_out",
             "viewers": len(results),
-            "job": f"{rate} stamped lines/s for {FAN_SECONDS} s",
+            "baseline": len(results) == 1,
+            "job": f"{rate} stamped lines/s for {seconds} s",
             "lines_stored": len(stored),
             "print_rate_achieved": round(len(stamps) / (max(stamps) - min(stamps)), 1) if stamps else 0,
             "viewers_with_every_line": sum(1 for m in missing if m == 0),
@@ -447,18 +458,51 @@ class Bench:
             },
         }
 
+    def connect_storm(self, viewers: int) -> dict[str, object]:
+        """`viewers` sockets connecting at once to the last fan-out job (its log stored): first frames."""
+        from jobs.models import LogLine
+
+        job = getattr(self, "last_job", None)
+        if job is None:
+            job = self.submit("storm", "print('\\n'.join(f'L {i} 0' for i in range(5000)))")
+            self.finish(job)
+        results = storm(self.url, self.session, viewers, [{"action": "subscribe", "job": job.pk}])
+        return {
+            "bench": "stream",
+            "metric": "connect_storm",
+            "viewers": viewers,
+            "job_lines_stored": LogLine.objects.filter(job=job).count(),
+            "viewer_errors": sorted({r["error"] for r in results if "error" in r}),
+            "handshake_done_ms": quantiles([r["connected_ms"] for r in results if "connected_ms" in r]),
+            "first_frame_ms": quantiles([r["first_frame_ms"] for r in results if "first_frame_ms" in r]),
+            "first_lines_ms": quantiles([r["first_lines_ms"] for r in results if "first_lines_ms" in r]),
+        }
+
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--viewers", type=int, default=FAN_VIEWERS)
+    parser.add_argument("--rate", type=int, default=FAN_RATE)
+    parser.add_argument("--seconds", type=int, default=FAN_SECONDS)
+    parser.add_argument("--storm", type=int, default=50, help="viewers connecting at once")
+    parser.add_argument("--only", default="latency,state,fan_out,connect_storm")
+    args = parser.parse_args()
+    parts = set(args.only.split(","))
     started = time.perf_counter()
     prepare_database()
     clock = PodClock()
     with running_stack(clock) as (url, pid):
         bench = Bench(url, pid, clock)
-        emit(bench.log_line_latency())
-        for record in bench.state_change_latency():
-            emit(record)
-        emit(bench.fan_out())
-        emit(bench.fan_out(rate=FAN_RATE // 10))  # the same viewers at a tenth of the rate, for contrast
+        if "latency" in parts:
+            emit(bench.log_line_latency())
+        if "state" in parts:
+            for record in bench.state_change_latency():
+                emit(record)
+        if "fan_out" in parts:
+            emit(bench.fan_out(1, args.rate, args.seconds))  # the baseline: one viewer, same job
+            emit(bench.fan_out(args.viewers, args.rate, args.seconds))
+        if "connect_storm" in parts:
+            emit(bench.connect_storm(args.storm))
     emit({"bench": "stream_bench", "wall_s": round(time.perf_counter() - started, 1)})
 
 

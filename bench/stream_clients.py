@@ -75,6 +75,69 @@ def _view(config: dict[str, Any], ready: threading.Barrier, result: dict[str, An
     result.update(lat=lat, seqs=seqs, statuses=statuses, gaps=gaps, gap_lines=gap_lines, frames=frames)
 
 
+def _storm_client(config: dict[str, Any], start: threading.Barrier, result: dict[str, Any]) -> None:
+    """One of many viewers that connect at the same moment: from the moment all are released to its
+    handshake's end, its first frame (`subscribed`) and its first `logs` frame, in ms."""
+    import websocket
+
+    start.wait(timeout=60)
+    began = time.perf_counter()
+    try:
+        ws = websocket.create_connection(
+            config["url"], cookie=f"sessionid={config['session']}", origin=config["origin"], timeout=30
+        )
+        result["connected_ms"] = (time.perf_counter() - began) * 1000
+        try:
+            for message in config["subscribe"]:
+                ws.send(json.dumps(message))
+            while "first_lines_ms" not in result:
+                frame = json.loads(ws.recv())
+                at = (time.perf_counter() - began) * 1000
+                result.setdefault("first_frame_ms", at)
+                if frame.get("type") == "logs":
+                    result["first_lines_ms"] = at
+        finally:
+            ws.close()
+    except Exception as exc:
+        result["error"] = f"{type(exc).__name__}: {exc}"
+
+
+def run_storm(config: dict[str, Any]) -> None:
+    """`count` viewers released together; prints their results as one JSON line."""
+    count = int(config["count"])
+    start = threading.Barrier(count)
+    results: list[dict[str, Any]] = [{} for _ in range(count)]
+    threads = [
+        threading.Thread(target=_storm_client, args=(config, start, results[i]), daemon=True)
+        for i in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=90)
+    print(json.dumps({"cpu_s": time.process_time(), "viewers": results}), flush=True)
+
+
+def storm(server: str, session: str, count: int, subscribe: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Connect `count` viewers at once (threads of a process of their own) and return what each saw."""
+    config = {
+        "url": server.replace("http://", "ws://") + "/ws/",
+        "origin": server,
+        "session": session,
+        "count": count,
+        "subscribe": subscribe,
+    }
+    out = subprocess.run(
+        [sys.executable, __file__, "--storm", json.dumps(config)],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        check=True,
+    ).stdout
+    viewers: list[dict[str, Any]] = json.loads(out)["viewers"]
+    return viewers
+
+
 def run_clients(config: dict[str, Any]) -> None:
     """`count` viewers with the same subscriptions, in threads; prints 'ready' once all are subscribed,
     then their results as one JSON line. A tenant watcher stops when stdin closes."""
@@ -137,6 +200,6 @@ def clients(
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "--clients":
-        sys.exit("usage: stream_clients.py --clients '<json>' (started by bench/stream_bench.py)")
-    run_clients(json.loads(sys.argv[2]))
+    if len(sys.argv) != 3 or sys.argv[1] not in ("--clients", "--storm"):
+        sys.exit("usage: stream_clients.py --clients|--storm '<json>' (started by bench/stream_bench.py)")
+    (run_clients if sys.argv[1] == "--clients" else run_storm)(json.loads(sys.argv[2]))

@@ -3,20 +3,27 @@
 The consumer only authenticates, authorizes each subscription through the scoping helper and forwards what
 `jobs.streams` publishes. Protocol, batching and back-pressure are described in docs/streaming.md.
 
-Each job subscription gets a channel of its own in the layer: the `logs` payloads that `jobs.services.lifecycle`
-publishes to `job.<id>` do not name their job, so the channel a message arrives on says which job it is
-about. A reader task per job drains that channel into a bounded buffer at once (also while the backlog is
-being read), so the layer's capacity is not what limits a busy job; a flusher sends the buffers at most
-every FLUSH_INTERVAL seconds, one frame per job and learner.
+A job's live messages come from its feed (`jobs.livefeed`): one reader per job per process, whatever the
+number of sockets following it, which hands each socket batches of lines (one per learner at most every
+FLUSH_INTERVAL) with their frames encoded once. A socket in step with the feed queues that shared text; one
+that is not (its backlog still being read, a hole to announce) goes through its own bounded buffer. Every
+live frame leaves through the socket's outbox, drained by one sender task; a socket whose outbox still holds
+OUTBOX_LINES lines when new ones come (its client or its server's write path is not keeping up) has those
+replaced by one `gap` per learner ("slow"): its client catches up from the REST API, and it goes on live
+from the newest lines instead of falling further behind.
 
-The socket's authentication is checked again before every subscription and every
-LIVE_AUTH_RECHECK_SECONDS (a token revoked or expired, a session logged out, a user deactivated or a password
-changed): once it no longer holds, the socket closes with 4401, which clients do not retry.
+The socket's authentication is checked again before every subscription (unless checked in the last
+AUTH_FRESH_SECONDS: the handshake itself, for the first subscriptions) and every LIVE_AUTH_RECHECK_SECONDS
+(a token revoked or expired, a session logged out, a user deactivated or a password changed): once it no
+longer holds, the socket closes with 4401, which clients do not retry.
 
-Those tasks are supervised: one that fails (the channel layer's connection lost under a reader) closes the
-socket with CLOSE_STREAM_FAILED, as the server does when the socket's own channel fails, so the browser
-reconnects and resubscribes from its last sequences instead of waiting on a socket nothing feeds any more.
-Whichever way the socket ends, every task it started is stopped.
+Its tasks are supervised: one that fails (the channel layer's connection lost under a feed, PostgreSQL
+gone under the authentication check) closes the socket with CLOSE_STREAM_FAILED, and so does a failure while
+answering a client message or on the socket's own channel, so the client reconnects and resubscribes from
+its last sequences instead of waiting on a socket nothing feeds any more. The code is one of the platform's
+own (4503): the WebSocket protocol reserves 1011 to the server itself, and daphne's library refuses to send
+it for an application, which left such a socket open and silent. Whichever way the socket ends, every task it
+started is stopped.
 """
 
 from __future__ import annotations
@@ -27,33 +34,38 @@ import json
 import logging
 import re
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
+from jobs.livefeed import Batch, feeds
 from jobs.models import Job
-from jobs.selectors import job_get, job_logs
-from jobs.streams import job_group, tenant_group
+from jobs.selectors import job_get, job_log_rows
+from jobs.streams import tenant_group
 from tenants.models import Tenant
 from tenants.scoping import Perm, tenants_for
 from tenants.ws_auth import still_authenticated
 
 log = logging.getLogger(__name__)
 
-FLUSH_INTERVAL = 0.1
 BUFFER_LINES = 5000
+OUTBOX_LINES = 5000
+AUTH_FRESH_SECONDS = 1.0
 CHUNK_LINES = 1000
 MAX_SUBSCRIPTIONS = 100
 CLOSE_UNAUTHENTICATED = 4401
-CLOSE_STREAM_FAILED = 1011  # "internal error": the browser reconnects (docs/streaming.md), as after a restart
+# The stream behind the socket failed: clients reconnect with backoff (docs/streaming.md).
+CLOSE_STREAM_FAILED = 4503
 NOT_FOUND = "not found"
 # What a job id or tenant slug can look like (anything else exists nowhere, and would break a group name).
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
+T = TypeVar("T")
 Line = list[Any]  # [seq, text]
 Point = list[Any]  # [name, step, value, log_seq]
 
@@ -102,10 +114,8 @@ class _Stream:
 
 @dataclass
 class _JobSub:
-    """One job subscription: its own layer channel, the task reading it, and a stream per learner."""
+    """One job subscription: a stream per learner, and the messages held while its backlog is sent."""
 
-    channel: str
-    reader: asyncio.Task[None] | None = None
     ready: bool = False
     streams: dict[int, _Stream] = field(default_factory=dict)
     held_status: list[dict[str, Any]] = field(default_factory=list)
@@ -133,16 +143,47 @@ def _learner_indexes(job: Job) -> list[int]:
     return sorted(rows | set(range(job.learners)))
 
 
+def _job_and_learners(user: Any, job_id: str) -> tuple[Job, list[int]] | None:
+    """The job (if `user` may still see it) and its learner indexes, in one trip to the database."""
+    job = _visible_job(user, job_id)
+    return None if job is None else (job, _learner_indexes(job))
+
+
+@dataclass
+class _Out:
+    """A frame waiting in a socket's outbox: its text, and for lines what the `gap` replacing it would say."""
+
+    text: str
+    job: str = ""
+    learner: int = -1
+    kind: str = ""  # "logs" and "points" (the metric points of those lines) may be dropped for a gap
+    first: int = 0
+    last: int = 0
+    count: int = 0
+
+
 def _backlog_page(job: Job, learner: int, after: int) -> tuple[list[Line], list[Point]]:
     """Up to CHUNK_LINES stored lines of a learner after `after`, and the metric points of those lines."""
-    lines = [
-        [line.seq, line.text] for line in job_logs(job=job, learner=learner, after=after, limit=CHUNK_LINES)
-    ]
+    rows = job_log_rows(job=job, learner=learner, after=after, limit=CHUNK_LINES)
+    lines = [[seq, text] for _, _, seq, _, text in rows]
     if not lines:
         return [], []
     samples = job.metric_samples.filter(learner=learner, log_seq__gt=after, log_seq__lte=lines[-1][0])
     points = [[s.name, s.step, s.value, s.log_seq] for s in samples.order_by("log_seq", "pk")]
     return lines, points
+
+
+async def _page(job: Job, learner: int, after: int) -> Batch | None:
+    """A backlog page, read in a thread of the pool: sockets subscribing together read in parallel, not one
+    after another on the one thread the handshakes' session lookups use."""
+    lines, points = await _read(_backlog_page, job, learner, after)
+    return Batch(job.pk, learner, lines, points) if lines else None
+
+
+async def _read(func: Callable[..., T], *args: Any) -> T:
+    """Run a read-only database function in the thread pool (its own connection per thread)."""
+    result: T = await database_sync_to_async(func, thread_sensitive=False)(*args)
+    return result
 
 
 def _parse_after(raw: Any) -> dict[int, int]:
@@ -173,24 +214,44 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     """One browser socket: any number of job and tenant subscriptions, batched and bounded per client."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        """Serve the socket; however it ends (a disconnect, or the layer failing under the socket's own
-        channel, which the server answers with 1011), no reader or flusher outlives it."""
+        """Serve the socket; however it ends (a disconnect, or a failure under it: the layer's connection
+        lost under the socket's own channel, the database gone while answering a message), no task of it
+        outlives it, and a failure closes an accepted socket with CLOSE_STREAM_FAILED."""
         try:
             await super().__call__(scope, receive, send)
+        except Exception:
+            if not getattr(self, "accepted", False) or getattr(self, "closing", False):
+                raise
+            log.error(
+                "live socket failed; closing it (%s) for the client to reconnect",
+                CLOSE_STREAM_FAILED,
+                exc_info=True,
+            )
+            self._stop_tasks()
+            with contextlib.suppress(Exception):  # the client may be gone already
+                await self.close(code=CLOSE_STREAM_FAILED)
+            await self.disconnect(CLOSE_STREAM_FAILED)  # the consumer ends here: leave the groups now
         finally:
             self._stop_tasks()
+            for job_id in list(getattr(self, "jobs", {})):  # a cancelled consumer: leave its feeds at least
+                feeds().drop(job_id, self)
 
     async def connect(self) -> None:
-        """Accept, then close with 4401 for an anonymous user (so the browser sees why)."""
+        """Accept, then close with 4401 for an anonymous user (so the browser sees why). The handshake just
+        authenticated the user: the first recheck is due LIVE_AUTH_RECHECK_SECONDS later."""
         self.jobs: dict[str, _JobSub] = {}
         self.tenants: set[str] = set()
         self.last_status: dict[str, tuple[str, str, str]] = {}
-        self.flusher: asyncio.Task[None] | None = None
-        self.last_flush = 0.0
-        self.send_lock = asyncio.Lock()
+        self.outbox: deque[_Out] = deque()
+        self.outbox_lines = 0
+        self.wake = asyncio.Event()
+        self.sender: asyncio.Task[None] | None = None
         self.closer: asyncio.Task[None] | None = None
         self.auth_watch: asyncio.Task[None] | None = None
+        self.closing = False
+        self.auth_checked = asyncio.get_running_loop().time()
         await self.accept()
+        self.accepted = True
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -200,6 +261,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     async def _authenticated(self) -> bool:
         """Whether the socket's token or session still holds; closes it with 4401 when not."""
         if await database_sync_to_async(still_authenticated)(self.scope):
+            self.auth_checked = asyncio.get_running_loop().time()
             return True
         if self.closer is None:
             self._stop_tasks()
@@ -208,12 +270,14 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     async def _watch_auth(self) -> None:
         """Check the socket's authentication every LIVE_AUTH_RECHECK_SECONDS while it is open."""
-        while await self._authenticated():
+        while True:
             await asyncio.sleep(settings.LIVE_AUTH_RECHECK_SECONDS)
+            if not await self._authenticated():
+                return
 
     async def disconnect(self, code: int) -> None:
-        """Stop the tasks this socket started and leave every group (a layer that fails meanwhile is only
-        logged: the groups expire by themselves)."""
+        """Stop the tasks this socket started and leave every feed and group (a layer that fails meanwhile
+        is only logged: the groups expire by themselves)."""
         self._stop_tasks()
         try:
             for job_id in list(getattr(self, "jobs", {})):
@@ -224,11 +288,8 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             log.warning("could not leave the groups of a closed live socket", exc_info=True)
 
     def _stop_tasks(self) -> None:
-        """Cancel every reader, the flusher and the authentication watch (they end at their next await)."""
-        for sub in getattr(self, "jobs", {}).values():
-            if sub.reader is not None:
-                sub.reader.cancel()
-        for name in ("flusher", "auth_watch"):
+        """Cancel the sender and the authentication watch (they end at their next await)."""
+        for name in ("sender", "auth_watch"):
             task = getattr(self, name, None)
             if task is not None and task is not asyncio.current_task():
                 task.cancel()
@@ -240,18 +301,30 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         return task
 
     def _task_ended(self, task: asyncio.Task[None]) -> None:
-        """A reader or the flusher ended. A failure would leave the socket open with nothing feeding it:
-        stop the other tasks and close it with CLOSE_STREAM_FAILED, so the client reconnects."""
-        if task.cancelled() or task.exception() is None or self.closer is not None:
+        """The sender or the authentication watch ended. A failure would leave the socket open with nothing
+        feeding it: close it with CLOSE_STREAM_FAILED, so the client reconnects."""
+        if task.cancelled() or task.exception() is None:
+            return
+        self._fail(task.get_name(), task.exception())
+
+    def _fail(self, what: str, error: BaseException | None) -> None:
+        if self.closer is not None:
             return
         log.error(
-            "live socket task %s failed; closing the socket (%s) for the client to reconnect",
-            task.get_name(),
+            "live socket: %s failed; closing the socket (%s) for the client to reconnect",
+            what,
             CLOSE_STREAM_FAILED,
-            exc_info=task.exception(),
+            exc_info=error,
         )
         self._stop_tasks()
         self.closer = asyncio.ensure_future(self.close(code=CLOSE_STREAM_FAILED))
+
+    async def close(self, code: int | bool | None = None, reason: str | None = None) -> None:
+        """Close once: later closes (a task failing while the socket is already closing) send nothing."""
+        if getattr(self, "closing", False):
+            return
+        self.closing = True
+        await super().close(code=code, reason=reason)
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
@@ -273,7 +346,8 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "error", "error": "a message must be a JSON object"})
             return
         action = content.get("action")
-        if action in ("subscribe", "subscribe_tenant") and not await self._authenticated():
+        fresh = asyncio.get_running_loop().time() - self.auth_checked < AUTH_FRESH_SECONDS
+        if action in ("subscribe", "subscribe_tenant") and not fresh and not await self._authenticated():
             return
         try:
             if action == "subscribe":
@@ -298,24 +372,22 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(error)
 
     async def _subscribe(self, job_id: str, after: dict[int, int]) -> None:
-        """Authorize, join the job's group, answer `subscribed`, send the backlog; live follows."""
+        """Follow the job's feed, authorize, answer `subscribed`, send the backlog; live follows."""
         if job_id not in self.jobs and len(self.jobs) >= MAX_SUBSCRIPTIONS:
             raise ProtocolError(f"at most {MAX_SUBSCRIPTIONS} job subscriptions per socket")
-        user = self.scope["user"]
-        if await database_sync_to_async(_visible_job)(user, job_id) is None:
-            await self.send_json({"type": "error", "job": job_id, "error": NOT_FOUND})
-            return
         await self._unsubscribe(job_id)
-        sub = _JobSub(channel=await self.channel_layer.new_channel())
+        sub = _JobSub()
         self.jobs[job_id] = sub
-        await self.channel_layer.group_add(job_group(job_id), sub.channel)
-        sub.reader = self._supervised(self._read(job_id, sub), f"live-read-{job_id}")
-        # Read the job again after joining: a status change in between is then either here or live.
-        job = await database_sync_to_async(_visible_job)(user, job_id)
-        if job is None:
+        # Follow the feed first, then read the job once (and authorize): a status change in between is then
+        # either in the read or comes live. Nothing of the feed reaches the client before `subscribed`, and a
+        # job the user may not see is left at once.
+        await feeds().follow(self.channel_layer, job_id, self)
+        found = await _read(_job_and_learners, self.scope["user"], job_id)
+        if found is None:
             await self._unsubscribe(job_id)
             await self.send_json({"type": "error", "job": job_id, "error": NOT_FOUND})
             return
+        job, learners = found
         self.last_status[job_id] = (job.status, job.reason, job.message)
         await self.send_json(
             {
@@ -327,43 +399,43 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
                 "learners": job.learners,
             }
         )
-        learners = await database_sync_to_async(_learner_indexes)(job)
         for learner in sorted(set(learners) | set(after)):
             sent = await self._send_backlog(job, learner, after.get(learner, 0))
             sub.stream(learner).sent = sent
-        async with self.send_lock:
-            sub.ready = True
-            await self._flush_job(job_id, sub)
-            for payload in sub.held_status:
-                if payload.get("kind") == "metrics":
-                    await self._send_points(job_id, payload)
-                else:
-                    await self._send_status(payload)
-            sub.held_status.clear()
+        if self.jobs.get(job_id) is not sub:
+            return  # unsubscribed meanwhile
+        sub.ready = True
+        self._flush_job(job_id, sub)
+        for payload in sub.held_status:
+            self.feed_message(job_id, payload)
+        sub.held_status.clear()
 
     async def _send_backlog(self, job: Job, learner: int, after: int) -> int:
-        """Send a learner's stored lines after `after` in chunks; returns the last sequence sent."""
+        """Send a learner's stored lines after `after` in chunks; returns the last sequence sent. Full chunks
+        are shared with other sockets reading the same backlog (`FeedRegistry.backlog_page`)."""
         while True:
-            lines, points = await database_sync_to_async(_backlog_page)(job, learner, after)
-            if not lines:
+            page = await feeds().backlog_page(
+                job.pk, learner, after, CHUNK_LINES, partial(_page, job, learner, after)
+            )
+            if page is None:
                 return after
-            await self.send_json({"type": "logs", "job": job.pk, "learner": learner, "lines": lines})
-            if points:
-                await self.send_json({"type": "metrics", "job": job.pk, "learner": learner, "points": points})
-            after = int(lines[-1][0])
-            if len(lines) < CHUNK_LINES:
+            await self.send(text_data=page.logs_text())
+            points = page.metrics_text()
+            if points is not None:
+                await self.send(text_data=points)
+            after = page.last
+            if len(page.lines) < CHUNK_LINES:
                 return after
 
     async def _unsubscribe(self, job_id: str) -> None:
-        """Leave a job's group and stop its reader; nothing more is sent for it."""
-        sub = self.jobs.pop(job_id, None)
-        if sub is None:
+        """Leave a job's feed and drop its queued frames; nothing more is sent for it."""
+        if self.jobs.pop(job_id, None) is None:
             return
-        if sub.reader is not None:
-            sub.reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure was handled as it ended
-                await sub.reader
-        await self.channel_layer.group_discard(job_group(job_id), sub.channel)
+        if any(out.job == job_id for out in self.outbox):
+            kept = [out for out in self.outbox if out.job != job_id]
+            self.outbox = deque(kept)
+            self.outbox_lines = sum(out.count for out in kept)
+        await feeds().unfollow(job_id, self)
 
     async def _subscribe_tenant(self, slug: str) -> None:
         """Status changes of all of a tenant's jobs, for users with VIEW on it."""
@@ -375,42 +447,61 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(tenant_group(slug), self.channel_name)
         await self.send_json({"type": "subscribed_tenant", "tenant": slug})
 
-    async def _read(self, job_id: str, sub: _JobSub) -> None:
-        """Drain a job subscription's own channel into its buffers as fast as messages come."""
-        while True:
-            message = await self.channel_layer.receive(sub.channel)
-            try:
-                payload = message.get("payload") or {}
-                if payload.get("kind") == "logs":
-                    stream = sub.stream(int(payload["learner"]))
-                    stream.add(list(payload.get("lines") or []), list(payload.get("metrics") or []))
-                    if sub.ready:
-                        self._schedule_flush()
-                elif payload.get("kind") == "metrics" and sub.ready:
-                    async with self.send_lock:
-                        await self._send_points(job_id, payload)
-                elif payload.get("kind") in ("status", "metrics") and not sub.ready:
-                    sub.held_status.append(payload)
-                elif payload.get("kind") == "status":
-                    async with self.send_lock:
-                        await self._flush_job(job_id, sub)
-                        await self._send_status(payload)
-                elif payload.get("kind") == "parts" and sub.ready:
-                    async with self.send_lock:
-                        await self.send_json({"type": "parts", "job": job_id})
-            except (KeyError, TypeError, ValueError):
-                log.warning("ignoring a malformed live message for job %s", job_id, exc_info=True)
+    # --- what the job feeds hand over (jobs.livefeed.Viewer) -------------------------------------------
+
+    def feed_batch(self, batch: Batch) -> None:
+        """New lines of a followed job: the feed's shared frames when this socket is in step with it,
+        else through the learner's buffer (backlog still being sent, an overlap, a hole to announce)."""
+        sub = self.jobs.get(batch.job)
+        if sub is None:
+            return
+        stream = sub.stream(batch.learner)
+        if sub.ready and not stream.lines and batch.first > stream.sent:
+            if batch.first > stream.sent + 1:  # lost in the layer
+                self._queue_gap(batch.job, batch.learner, stream.sent + 1, batch.first - 1)
+            stream.sent = batch.last
+            self._queue_lines(batch.job, batch.learner, batch.logs_text(), batch.first, batch.last, batch)
+            return
+        stream.add(batch.lines, batch.points)
+        if sub.ready:
+            self._flush_job(batch.job, sub)
+
+    def feed_message(self, job_id: str, payload: dict[str, Any]) -> None:
+        """A status change, metric points of no log line, or a `parts` nudge of a followed job."""
+        sub = self.jobs.get(job_id)
+        if sub is None:
+            return
+        kind = payload.get("kind")
+        if kind in ("status", "metrics") and not sub.ready:
+            sub.held_status.append(payload)
+        elif kind == "status":
+            self._send_status(payload)
+        elif kind == "metrics":
+            points = list(payload.get("metrics") or [])
+            if points:
+                frame = {
+                    "type": "metrics",
+                    "job": job_id,
+                    "learner": int(payload["learner"]),
+                    "points": points,
+                }
+                self._queue(_Out(json.dumps(frame)))
+        elif kind == "parts" and sub.ready:
+            self._queue(_Out(json.dumps({"type": "parts", "job": job_id})))
+
+    def feed_failed(self, job_id: str, error: BaseException) -> None:
+        """The job's feed lost the layer: close, so the client reconnects and resubscribes."""
+        self._fail(f"the feed of job {job_id}", error)
 
     async def job_message(self, event: dict[str, Any]) -> None:
         """A message on a tenant group (the socket's own channel): forward status changes, except those of
-        jobs subscribed one by one, which their own channel delivers (in order, after their logs)."""
+        jobs subscribed one by one, which their feed delivers (in order, after their logs)."""
         payload = event.get("payload") or {}
         if payload.get("kind") == "status" and self.tenants and str(payload.get("job")) not in self.jobs:
-            async with self.send_lock:
-                await self._send_status(payload)
+            self._send_status(payload)
 
-    async def _send_status(self, payload: dict[str, Any]) -> None:
-        """Forward a status change, skipping a repeat of the last one sent for the job (the status a
+    def _send_status(self, payload: dict[str, Any]) -> None:
+        """Queue a status change, skipping a repeat of the last one sent for the job (the status a
         `subscribed` frame already told, published just before the socket joined the group)."""
         job_id = str(payload.get("job"))
         state = (str(payload.get("status")), str(payload.get("reason", "")), str(payload.get("message", "")))
@@ -429,50 +520,84 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         }
         if "borrowed" in payload:
             frame["borrowed"] = bool(payload["borrowed"])
-        await self.send_json(frame)
+        self._queue(_Out(json.dumps(frame)))
 
-    async def _send_points(self, job_id: str, payload: dict[str, Any]) -> None:
-        """Forward metric points that come from no log line (TensorBoard event files): at once, as they came."""
-        points = list(payload.get("metrics") or [])
-        if points:
-            learner = int(payload["learner"])
-            await self.send_json({"type": "metrics", "job": job_id, "learner": learner, "points": points})
-
-    def _schedule_flush(self) -> None:
-        if self.flusher is None or self.flusher.done():
-            self.flusher = self._supervised(self._flush_loop(), "live-flush")
-
-    async def _flush_loop(self) -> None:
-        """Flush every FLUSH_INTERVAL at most, while anything is buffered."""
-        loop = asyncio.get_running_loop()
-        while True:
-            delay = self.last_flush + FLUSH_INTERVAL - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            self.last_flush = loop.time()
-            async with self.send_lock:
-                for job_id, sub in list(self.jobs.items()):
-                    await self._flush_job(job_id, sub)
-            if not any(
-                sub.ready and (stream.lines or stream.points)
-                for sub in self.jobs.values()
-                for stream in sub.streams.values()
-            ):
-                return
-
-    async def _flush_job(self, job_id: str, sub: _JobSub) -> None:
-        """Send what is buffered for one job: gaps first, then one logs and one metrics frame per learner.
-
-        Callers hold `send_lock`, so two flushes never interleave their frames of one learner."""
+    def _flush_job(self, job_id: str, sub: _JobSub) -> None:
+        """Queue what is buffered for one job: gaps first, then one logs and one metrics frame per learner."""
         if not sub.ready:
             return
         for learner, stream in sorted(sub.streams.items()):
             gaps, lines, points = stream.take()
             for low, high in gaps:
-                await self.send_json(
-                    {"type": "gap", "job": job_id, "learner": learner, "from_seq": low, "to_seq": high}
-                )
+                self._queue_gap(job_id, learner, low, high)
             if lines:
-                await self.send_json({"type": "logs", "job": job_id, "learner": learner, "lines": lines})
-            if points:
-                await self.send_json({"type": "metrics", "job": job_id, "learner": learner, "points": points})
+                frame = {"type": "logs", "job": job_id, "learner": learner, "lines": lines}
+                batch = Batch(job_id, learner, lines, points)
+                self._queue_lines(
+                    job_id, learner, json.dumps(frame), int(lines[0][0]), int(lines[-1][0]), batch
+                )
+
+    # --- the outbox -------------------------------------------------------------------------------------
+
+    def _queue_gap(self, job_id: str, learner: int, low: int, high: int, reason: str = "") -> None:
+        frame: dict[str, Any] = {
+            "type": "gap",
+            "job": job_id,
+            "learner": learner,
+            "from_seq": low,
+            "to_seq": high,
+        }
+        if reason:
+            frame["reason"] = reason
+        self._queue(_Out(json.dumps(frame), job=job_id, learner=learner))
+
+    def _queue_lines(self, job_id: str, learner: int, text: str, first: int, last: int, batch: Batch) -> None:
+        if self.outbox_lines >= OUTBOX_LINES:  # what came before is still waiting: the socket is behind
+            self._drop_behind()
+        count = last - first + 1
+        self._queue(_Out(text, job_id, learner, "logs", first, last, count))
+        points = batch.metrics_text()
+        if points is not None:
+            self._queue(_Out(points, job_id, learner, "points", first, last))
+
+    def _queue(self, out: _Out) -> None:
+        """Queue a frame for the sender (started on first use), which sends the outbox in order."""
+        if self.closing or self.closer is not None:
+            return
+        self.outbox.append(out)
+        self.outbox_lines += out.count
+        self.wake.set()
+        if self.sender is None:
+            self.sender = self._supervised(self._send_outbox(), "live-send")
+
+    async def _send_outbox(self) -> None:
+        while True:
+            while self.outbox:
+                out = self.outbox.popleft()
+                self.outbox_lines -= out.count
+                await self.send(text_data=out.text)
+            self.wake.clear()
+            await self.wake.wait()
+
+    def _drop_behind(self) -> None:
+        """The socket is not keeping up: replace its queued lines (and their points) by one `gap` per job and
+        learner, where the first of them stood, so its client reads them from REST and the socket goes on
+        live from the newest lines. Status and other frames stay, in order."""
+        kept: list[_Out] = []
+        ranges: dict[tuple[str, int], list[int]] = {}
+        for out in self.outbox:
+            if out.kind not in ("logs", "points"):
+                kept.append(out)
+                continue
+            key = (out.job, out.learner)
+            if key not in ranges:
+                ranges[key] = [out.first, out.last, len(kept)]
+                kept.append(out)  # the gap's place
+            span = ranges[key]
+            span[0], span[1] = min(span[0], out.first), max(span[1], out.last)
+        for (job_id, learner), (low, high, index) in ranges.items():
+            frame = {"type": "gap", "job": job_id, "learner": learner, "from_seq": low, "to_seq": high}
+            kept[index] = _Out(json.dumps(frame | {"reason": "slow"}), job=job_id, learner=learner)
+        log.info("live socket behind by %s lines: sent gaps instead", self.outbox_lines)
+        self.outbox = deque(kept)
+        self.outbox_lines = 0

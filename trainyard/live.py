@@ -7,14 +7,22 @@ or lines that arrive after a missing range) is read from REST first. The followe
 frame, the `subscribed` answer, or (after a quiet spell) the job as read over REST says the job is final,
 and then reads the REST log once more to its end (a last batch lost in the channel layer shows up there).
 
+A socket that drops once it has worked (the server closes it with 4503 because the database or the channel
+layer failed under it, a restart, a reset connection) is opened again with backoff (1 s doubling to 30 s,
+from 1 s again once a subscription was answered) and resubscribed from the cursors, so nothing is lost or
+repeated; while the server cannot be reached the follower keeps trying, as the browser does.
+
 `LiveUnavailable` means the socket could not be used at all (no `websockets` package, no `/ws/` on this
-server, a server that refuses tokens on the socket, a dropped connection); the caller then polls REST from
-the same cursors, so switching never loses or repeats a line.
+server, a server that refuses tokens on the socket); the caller then polls REST from the same cursors, so
+switching never loses or repeats a line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import random
+import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -25,6 +33,8 @@ if TYPE_CHECKING:
     from trainyard.client import Client
 
 CLOSE_UNAUTHENTICATED = 4401
+RETRY_FIRST, RETRY_MAX = 1.0, 30.0
+"""Backoff between reconnects after a drop: doubling from RETRY_FIRST up to RETRY_MAX seconds."""
 QUIET_SECONDS = 10.0
 """After this long without a frame, ask REST whether the job ended (a lost `status` frame)."""
 MAX_FRAME = 64 * 1024 * 1024
@@ -34,6 +44,10 @@ SKIP = 2**62
 
 class LiveUnavailable(Exception):
     """The WebSocket could not be used; follow over REST instead."""
+
+
+class StreamDropped(LiveUnavailable):
+    """A working socket closed (any code but 4401) or its server could not be reached: reconnect."""
 
 
 class Socket(Protocol):
@@ -97,6 +111,7 @@ class LiveFollower:
         exact: bool = False,
         connect: Callable[[], Socket] | None = None,
         quiet: float = QUIET_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.api = api
         self.job_id = job_id
@@ -105,11 +120,29 @@ class LiveFollower:
         self.exact = exact
         self.connect = connect or (lambda: open_socket(api.base_url, api.token))
         self.quiet = quiet
+        self.sleep = sleep
         self.final = False
+        self.subscribed = False
 
     def __iter__(self) -> Iterator[LogLine]:
-        with self.connect() as sock:  # closed on leaving, also when the caller stops early (Ctrl-C)
-            yield from self._session(sock)
+        delay, opened = RETRY_FIRST, False
+        while not self.final:
+            try:
+                sock = self.connect()
+            except LiveUnavailable:
+                if not opened:
+                    raise  # never worked: the caller polls REST instead
+            else:
+                opened = True
+                self.subscribed = False
+                # The socket is closed on leaving, also when the caller stops early (Ctrl-C); a drop reconnects.
+                with sock, contextlib.suppress(StreamDropped):
+                    yield from self._session(sock)
+                if self.subscribed:
+                    delay = RETRY_FIRST
+            if not self.final:
+                self.sleep(delay * random.uniform(0.75, 1.25))
+                delay = min(delay * 2, RETRY_MAX)
         yield from self._backfill_all()
 
     def _subscribe_message(self, learners: int) -> str:
@@ -124,7 +157,12 @@ class LiveFollower:
         """Subscribe and yield until the job is final; LiveUnavailable if the socket fails first."""
         from websockets.exceptions import ConnectionClosed
 
-        job = self.api.job(self.job_id)
+        try:
+            job = self.api.job(self.job_id)
+        except TrainyardError as exc:
+            if exc.unreachable or exc.status >= 500:  # the server is down or restarting: try again later
+                raise StreamDropped(f"the server answered {exc.status or 'nothing'}") from exc
+            raise
         learners = int((job.get("resources") or {}).get("learners") or 1)
         try:
             sock.send(self._subscribe_message(learners))
@@ -132,13 +170,20 @@ class LiveFollower:
                 try:
                     raw = sock.recv(timeout=self.quiet)
                 except TimeoutError:
-                    self.final = self.api.job(self.job_id)["status"] in STOPPED_STATES
+                    try:
+                        self.final = self.api.job(self.job_id)["status"] in STOPPED_STATES
+                    except TrainyardError as exc:
+                        if not (exc.unreachable or exc.status >= 500):
+                            raise
                     continue
                 yield from self._handle(json.loads(raw))
         except ConnectionClosed as exc:
             code = exc.rcvd.code if exc.rcvd else None
-            why = "the server refused the token on the socket" if code == CLOSE_UNAUTHENTICATED else ""
-            raise LiveUnavailable(why or f"the socket closed ({code})") from exc
+            if code == CLOSE_UNAUTHENTICATED:
+                raise LiveUnavailable("the server refused the token on the socket") from exc
+            raise StreamDropped(f"the socket closed ({code})") from exc
+        except OSError as exc:
+            raise StreamDropped(f"the connection failed: {exc}") from exc
         except ValueError as exc:
             raise LiveUnavailable(f"unreadable frame: {exc}") from exc
 
@@ -150,6 +195,8 @@ class LiveFollower:
             if frame.get("error") == "not found":
                 raise TrainyardError(404, "no such job", {"": ["no such job"]})
             raise LiveUnavailable(f"the server answered: {frame.get('error')}")
+        if kind == "subscribed":
+            self.subscribed = True
         if kind in ("subscribed", "status"):
             self.final = frame.get("status") in STOPPED_STATES
             return

@@ -1,5 +1,8 @@
-// The live channel to the server's /ws/ endpoint: reconnects with exponential backoff and, on every
-// (re)connect, re-sends each subscription built fresh (so a job subscription resumes from the last seq).
+// The live channel to the server's /ws/ endpoint: reconnects with exponential backoff (1 s doubling to 30 s)
+// after any close but 4401, and on every (re)connect re-sends each subscription built fresh (so a job
+// subscription resumes from the last seq). A 4503 (the stream behind the socket failed: the database or the
+// channel layer, docs/streaming.md) is retried like a dropped connection; the backoff only starts over once
+// a subscription was answered, so a server that accepts sockets but cannot serve them is not hammered.
 
 export class LiveSocket {
   constructor({ onFrame, onState } = {}) {
@@ -8,6 +11,7 @@ export class LiveSocket {
     this.subscriptions = new Map();
     this.backoff = 1000;
     this.socket = null;
+    this.timer = null;
     this.closed = false;
     this.state = "connecting";
   }
@@ -30,7 +34,6 @@ export class LiveSocket {
     }
     this.socket = socket;
     socket.addEventListener("open", () => {
-      this.backoff = 1000;
       this.setState("open");
       for (const build of this.subscriptions.values()) socket.send(JSON.stringify(build()));
     });
@@ -41,7 +44,10 @@ export class LiveSocket {
       } catch (error) {
         return;
       }
-      if (frame.type === "subscribed" || frame.type === "subscribed_tenant") this.setState("live");
+      if (frame.type === "subscribed" || frame.type === "subscribed_tenant") {
+        this.backoff = 1000;
+        this.setState("live");
+      }
       this.onFrame(frame);
     });
     socket.addEventListener("close", (event) => {
@@ -58,10 +64,13 @@ export class LiveSocket {
   }
 
   retry() {
-    if (this.closed) return;
+    if (this.closed || this.timer !== null) return;
     const delay = this.backoff * (0.75 + Math.random() * 0.5);
     this.backoff = Math.min(this.backoff * 2, 30000);
-    window.setTimeout(() => this.connect(), delay);
+    this.timer = window.setTimeout(() => {
+      this.timer = null;
+      this.connect();
+    }, delay);
   }
 
   setState(state) {
@@ -75,6 +84,7 @@ export class LiveSocket {
 
   close() {
     this.closed = true;
+    if (this.timer !== null) window.clearTimeout(this.timer);
     if (this.socket) this.socket.close();
   }
 }

@@ -185,14 +185,50 @@ def test_not_found_is_an_api_error_and_other_errors_give_up_the_socket() -> None
 def test_follow_logs_polls_rest_from_where_the_socket_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
     server = FakeServer()
     server.store(0, range(1, 6))
-    dropped = ConnectionClosedError(Close(1011, "bye"), None)
-    sock = FakeSocket([SUBSCRIBED, logs(0, 1, 2), dropped])
+    refused = ConnectionClosedError(Close(4401, "bye"), None)
+    sock = FakeSocket([SUBSCRIBED, logs(0, 1, 2), refused])
     monkeypatch.setattr("trainyard.live.open_socket", lambda url, token: sock)
 
     server.status = "succeeded"  # read by the poller; the socket said running
     lines = list(client(server).follow_logs(JOB, interval=0.01))
     assert [line["seq"] for line in lines] == [1, 2, 3, 4, 5]  # 1-2 live, 3-5 polled, none twice
     assert sock.closed
+
+
+def test_a_dropped_socket_is_reopened_with_backoff_and_resumes_from_the_cursors() -> None:
+    server = FakeServer()
+    server.store(0, range(1, 9))
+    failed = ConnectionClosedError(Close(4503, ""), None)  # the stream behind the socket failed
+    reset = ConnectionResetError(104, "Connection reset by peer")
+    sockets: list[FakeSocket | Exception] = [
+        FakeSocket([SUBSCRIBED, logs(0, 1, 2), failed]),
+        LiveUnavailable("cannot open ws://ty.test/ws/: [Errno 111] Connection refused"),  # server still down
+        FakeSocket([reset]),  # opened, dropped before answering: the backoff goes on growing
+        FakeSocket([SUBSCRIBED, logs(0, 3, 4, 5), logs(0, 5, 6), status("succeeded")]),
+    ]
+    opened: list[FakeSocket] = []
+
+    def connect() -> FakeSocket:
+        item = sockets.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        opened.append(item)
+        return item
+
+    pauses: list[float] = []
+    follower = LiveFollower(client(server), JOB, {0: 0}, connect=connect, sleep=pauses.append)
+    lines = list(follower)
+    assert [line["seq"] for line in lines] == list(range(1, 9))  # 7-8 from the final drain; none twice
+    assert [sock.sent for sock in opened] == [
+        [{"action": "subscribe", "job": JOB, "after": {"0": 0}}],
+        [{"action": "subscribe", "job": JOB, "after": {"0": 2}}],
+        [{"action": "subscribe", "job": JOB, "after": {"0": 2}}],
+    ]
+    assert all(sock.closed for sock in opened)
+    # 1 s (after a socket that had subscribed), then 2 s and 4 s while nothing answers; jittered by 25 %.
+    assert [round(p / nominal, 2) for p, nominal in zip(pauses, [1, 2, 4], strict=True)] == [
+        pytest.approx(1, abs=0.25)
+    ] * 3
 
 
 def test_no_websocket_endpoint_falls_back_to_polling() -> None:

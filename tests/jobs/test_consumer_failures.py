@@ -1,5 +1,6 @@
-"""The live socket when its channel layer fails under it: the socket closes with a code the browser reconnects
-after (never left open with nothing feeding it), and no task it started outlives it."""
+"""The live socket when its channel layer or PostgreSQL fails under it: the socket closes with the platform's
+4503, a code the WebSocket protocol lets an application send (daphne refuses 1011) and clients reconnect
+after, never left open with nothing feeding it; and no task it started outlives it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import override_settings
 
 from jobs.consumers import CLOSE_STREAM_FAILED
@@ -18,6 +20,7 @@ from jobs.services import job_submit
 from jobs.streams import job_group
 from tests.factories import make_tenant, member
 from tests.jobs.test_consumers import connect, frames_until, run
+from tests.pg_outage import postgres_down
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LOST = "Error while reading from 127.0.0.1:6379 : (104, 'Connection reset by peer')"
@@ -65,8 +68,8 @@ def subscriber(layer: None) -> tuple[User, Job]:
 
 
 def live_tasks() -> list[asyncio.Task[Any]]:
-    """The consumer's readers and flusher still running in this loop."""
-    feeders = ("LiveConsumer._read", "LiveConsumer._flush_loop")
+    """The job feeds' readers and flushers, and the sockets' senders, still running in this loop."""
+    feeders = ("JobFeed._read", "JobFeed._refresh", "JobFeed._flush_soon", "LiveConsumer._send_outbox")
     return [t for t in asyncio.all_tasks() if getattr(t.get_coro(), "__qualname__", "") in feeders]
 
 
@@ -111,10 +114,58 @@ def test_the_sockets_own_channel_failing_leaves_no_reader_running(subscriber: tu
 
         layer.broken = "socket"
         await layer.send(own, {"type": "job.message", "payload": {}})
-        # The consumer fails (the server closes the socket with 1011); its job reader goes with it.
-        with pytest.raises(ConnectionError):
-            await comm.wait(timeout=5)
+        # The consumer closes the socket itself with 4503 (not the server's 1011); its job reader goes with it.
+        assert await comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 4503}
+        await comm.wait(timeout=5)
         await asyncio.sleep(0)
         assert not live_tasks()
+
+    run(scenario)
+
+
+def test_the_close_code_is_one_an_application_may_send() -> None:
+    # RFC 6455 7.4: 1011 is sent by the endpoint itself; daphne's autobahn accepts only 1000 and 3000-4999.
+    assert 4000 <= CLOSE_STREAM_FAILED <= 4999 and CLOSE_STREAM_FAILED != 4401
+
+
+@override_settings(LIVE_AUTH_RECHECK_SECONDS=0.2)
+def test_postgresql_going_away_under_an_open_socket_closes_it_with_4503(subscriber: tuple[User, Job]) -> None:
+    user, job = subscriber
+
+    async def scenario() -> None:
+        comm = await connect(user)
+        await comm.send_json_to({"action": "subscribe", "job": job.pk})
+        await frames_until(comm, lambda frames: any(f["type"] == "subscribed" for f in frames))
+        with postgres_down(end_sessions=True):  # the periodic credentials check cannot reach the database
+            closed = await comm.receive_output(timeout=10)
+        assert closed == {"type": "websocket.close", "code": CLOSE_STREAM_FAILED}
+        await comm.send_input({"type": "websocket.disconnect", "code": CLOSE_STREAM_FAILED})
+        await comm.wait(timeout=5)
+        await asyncio.sleep(0)
+        assert not live_tasks()
+
+    run(scenario)
+    connection.close()  # ended with the outage: the next query opens a fresh one
+
+
+def test_a_subscribe_while_postgresql_is_down_closes_the_socket_with_4503(
+    subscriber: tuple[User, Job],
+) -> None:
+    user, job = subscriber
+
+    async def scenario() -> None:
+        comm = await connect(user)
+        with postgres_down():
+            await comm.send_json_to({"action": "subscribe", "job": job.pk})
+            closed = await comm.receive_output(timeout=10)
+        assert closed == {"type": "websocket.close", "code": CLOSE_STREAM_FAILED}
+        await comm.wait(timeout=5)  # the consumer ended after closing; nothing of it is left running
+        await asyncio.sleep(0)
+        assert not live_tasks()
+        # PostgreSQL is back: a new socket subscribes as usual.
+        again = await connect(user)
+        await again.send_json_to({"action": "subscribe", "job": job.pk})
+        await frames_until(again, lambda frames: any(f["type"] == "subscribed" for f in frames))
+        await again.disconnect()
 
     run(scenario)

@@ -18,7 +18,7 @@ from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.test import Client
 
-from jobs import consumers
+from jobs import consumers, livefeed
 from jobs.consumers import _Stream
 from jobs.core.states import JobStatus
 from jobs.models import Job, Learner
@@ -282,6 +282,7 @@ def test_buffer_overflow_drops_oldest_lines_and_announces_a_gap(
 ) -> None:
     _, user, job = setup
     monkeypatch.setattr(consumers, "BUFFER_LINES", 150)
+    monkeypatch.setattr(livefeed, "BUFFER_LINES", 150)
 
     async def scenario() -> None:
         comm = await connect(user)
