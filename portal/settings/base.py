@@ -188,7 +188,7 @@ LOGOUT_REDIRECT_URL = "/login/"
 def channel_layer_host(url: str) -> dict[str, object]:
     """The channel layer's Redis host: its socket timeout above channels_redis' 5 s blocking read, since
     redis-py's own 5 s default makes every idle receive fail ("Timeout reading from ...", the consumer's
-    socket then closes with 1011); still short, so a read on a dead connection ends soon."""
+    socket then closes with 4503); still short, so a read on a dead connection ends soon."""
     return {"address": url, "socket_timeout": 10, "socket_connect_timeout": 5}
 
 
