@@ -51,6 +51,16 @@ urlpatterns = [
     path("tenants/", tenants_api.TenantListView.as_view(), name="api-tenants"),
     path("tenants/<slug:slug>/", tenants_api.TenantDetailView.as_view(), name="api-tenant"),
     path("tenants/<slug:slug>/members/", tenants_api.TenantMembersView.as_view(), name="api-tenant-members"),
+    path(
+        "tenants/<slug:slug>/member-events/",
+        tenants_api.TenantMemberEventsView.as_view(),
+        name="api-tenant-member-events",
+    ),
+    path(
+        "tenants/<slug:slug>/members/<str:username>/",
+        tenants_api.TenantMemberDetailView.as_view(),
+        name="api-tenant-member",
+    ),
     path("tenants/<slug:slug>/policy/", tenants_api.TenantPolicyView.as_view(), name="api-tenant-policy"),
     path("tenants/<slug:slug>/quota/", tenants_api.TenantQuotaView.as_view(), name="api-tenant-quota"),
     path(

@@ -365,3 +365,29 @@ class DataStoreSecretEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} of {self.tenant} {self.action} by {self.actor}"
+
+
+class MembershipEvent(models.Model):
+    """Audit of a tenant's members: who added, re-roled or removed whom, and when (the username is kept as
+    text, so the record outlives the user)."""
+
+    class Action(models.TextChoices):
+        ADDED = "added", "added"
+        ROLE_CHANGED = "role_changed", "role changed"
+        REMOVED = "removed", "removed"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="membership_events")
+    username = models.CharField(max_length=150)
+    action = models.CharField(max_length=12, choices=Action.choices)
+    role = models.CharField(max_length=10, blank=True, default="", help_text="The role after the change.")
+    previous_role = models.CharField(max_length=10, blank=True, default="")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.username} {self.action} in {self.tenant} by {self.actor}"
