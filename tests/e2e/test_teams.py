@@ -1,8 +1,11 @@
-"""Self-service teams in a real browser: an owner adds a member from the tenant page, and the new member
-then sees the team."""
+"""Self-service teams in a real browser: an owner adds a member from the tenant page; a user creates an API
+token on the Tokens page, uses it against the API, and revokes it."""
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
 from typing import Any
 
 import pytest
@@ -50,3 +53,40 @@ def test_a_new_member_sees_the_team_after_being_added(page: Any) -> None:
     page.goto(f"/tenants/{team.slug}/")
     page.locator("#members-h").wait_for()
     assert page.locator("#member-add").count() == 0
+
+
+def _api_get(url: str, secret: str) -> tuple[int, Any]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {secret}"})  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (the test server)
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_a_user_creates_a_token_on_the_tokens_page_and_uses_it(page: Any, server_url: str) -> None:
+    team = make_tenant("vision")
+    member(team, "member", username="bob")
+    login(page, "bob")
+    page.click("nav >> text=Tokens")
+    form = page.locator("#token-create")
+    form.locator("input[name=name]").fill("laptop")
+    form.locator("select[name=scope]").select_option("read")
+    form.locator("input[name=expires_in_days]").fill("30")
+    form.locator("button[data-action=create-token]").click()
+    secret = page.locator("[data-testid=token-secret]").inner_text().strip()
+    assert secret.startswith("ty_")
+    screenshot(page, "tokens-created.png")
+
+    status, body = _api_get(f"{server_url}/api/v1/tenants/", secret)
+    assert status == 200 and [t["slug"] for t in body] == ["vision"]
+
+    page.goto("/tokens/")
+    assert secret not in page.content()
+    row = page.locator("[data-testid=tokens] tr", has_text="laptop")
+    assert "active" in row.inner_text()
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.locator("button[data-action=revoke-token]").click()
+    page.locator(".msg-success", has_text="revoked").wait_for()
+    status, body = _api_get(f"{server_url}/api/v1/tenants/", secret)
+    assert status == 401 and "revoked" in body["detail"]
