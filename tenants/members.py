@@ -9,6 +9,7 @@ follow the rows exactly as they do for the admin console.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -19,7 +20,7 @@ from common.errors import Refused
 from common.transactions import durable_service
 from tenants.models import Membership, MembershipEvent, Role, Tenant
 from tenants.scoping import AnyUser, Perm, has_perm
-from tenants.services import membership_remove, membership_set
+from tenants.services import membership_remove, membership_set, tenant_create
 
 
 class MemberRefused(Refused):
@@ -56,18 +57,14 @@ def _membership(tenant: Tenant, username: str) -> Membership:
 
 
 def _audit(
-    *, tenant: Tenant, actor: User, username: str, action: str, role: str = "", previous: str = ""
+    *, tenant: Tenant, actor: User | None, username: str, action: str, role: str = "", previous: str = ""
 ) -> None:
     MembershipEvent.objects.create(
         tenant=tenant, username=username, action=action, role=role, previous_role=previous, actor=actor
     )
 
 
-@durable_service
-def member_add(*, tenant: Tenant, actor: User, username: Any, role: Any = Role.MEMBER) -> Membership:
-    """Add the existing user `username` to `tenant` with `role` (owners and platform admins). Refused with
-    field errors: an unknown or inactive user, a bad role, someone already a member."""
-    _require_owner(actor, tenant)
+def _add(*, tenant: Tenant, actor: User | None, username: Any, role: Any) -> Membership:
     errors: dict[str, list[str]] = {}
     user: User | None = None
     if not isinstance(username, str) or not username.strip():
@@ -90,6 +87,47 @@ def member_add(*, tenant: Tenant, actor: User, username: Any, role: Any = Role.M
     membership = membership_set.nested(tenant=tenant, user=user, role=role)
     _audit(tenant=tenant, actor=actor, username=user.username, action=MembershipEvent.Action.ADDED, role=role)
     return membership
+
+
+@durable_service
+def member_add(*, tenant: Tenant, actor: User, username: Any, role: Any = Role.MEMBER) -> Membership:
+    """Add the existing user `username` to `tenant` with `role` (owners and platform admins). Refused with
+    field errors: an unknown or inactive user, a bad role, someone already a member."""
+    _require_owner(actor, tenant)
+    return _add(tenant=tenant, actor=actor, username=username, role=role)
+
+
+@durable_service
+def member_add_by_operator(*, tenant: Tenant, username: Any, role: Any = Role.MEMBER) -> Membership:
+    """`member_add` for an operator at the shell (`manage.py tenant member add`): no acting user to check,
+    audited with none."""
+    return _add(tenant=tenant, actor=None, username=username, role=role)
+
+
+SLUG_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?")
+
+
+@durable_service
+def team_create(*, slug: str, name: str, owner: str) -> Tenant:
+    """A new tenant (default quota and policy) with the existing user `owner` as its first owner, for an
+    operator at the shell (`manage.py tenant create`). The slug names the tenant's namespace, so it is
+    lower-case letters, digits and '-', at most 40 characters."""
+    errors: dict[str, list[str]] = {}
+    if not SLUG_RE.fullmatch(slug):
+        errors["slug"] = [
+            "use 1 to 40 lower-case letters, digits and '-', starting and ending with a letter or digit"
+        ]
+    elif Tenant.objects.filter(slug=slug).exists():
+        errors["slug"] = [f"a tenant {slug} already exists"]
+    if not get_user_model().objects.filter(username=owner, is_active=True).exists():
+        errors["owner"] = [
+            f"no active user named {owner}; create the user first (manage.py createsuperuser or the admin)"
+        ]
+    if errors:
+        raise MemberRefused(errors)
+    tenant = tenant_create.nested(slug=slug, name=name or slug)
+    _add(tenant=tenant, actor=None, username=owner, role=Role.OWNER)
+    return tenant
 
 
 @durable_service
