@@ -43,6 +43,8 @@ API_ROUTES = {
     "/api/v1/tenants/",
     "/api/v1/tenants/{slug}/",
     "/api/v1/tenants/{slug}/members/",
+    "/api/v1/tenants/{slug}/members/{username}/",
+    "/api/v1/tenants/{slug}/member-events/",
     "/api/v1/tenants/{slug}/policy/",
     "/api/v1/tenants/{slug}/quota/",
     "/api/v1/tenants/{slug}/secrets/",
