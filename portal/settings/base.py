@@ -249,12 +249,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Two choice sets share the field name `scope`: a subscription's (user/tenant, named as before) and a token's.
-    # Two share `role`: a member's, and yours in a tenant (admin too, for a platform admin who is not a member).
+    # Two share `role` (names kept from before): a member's, and yours in a tenant (admin: a platform admin).
     "ENUM_NAME_OVERRIDES": {
         "ScopeEnum": ["user", "tenant"],
         "TokenScopeEnum": "tenants.models.TokenScope",
-        "RoleEnum": ["owner", "member", "viewer"],
-        "RoleOrAdminEnum": ["owner", "member", "viewer", "admin"],
+        "MemberRoleEnum": ["owner", "member", "viewer"],
+        "TenantDataRoleEnum": ["owner", "member", "viewer", "admin"],
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
