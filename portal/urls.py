@@ -9,7 +9,7 @@ from jobs import compare_pages, spec_views
 from jobs import views as job_views
 from jobs.tensorboard import views as tensorboard_views
 from portal import views
-from tenants import member_pages, secret_pages, token_pages
+from tenants import invitation_pages, member_pages, secret_pages, token_pages
 from tenants import pages as tenant_pages
 
 handler400 = "common.api.api_bad_request"
@@ -42,6 +42,13 @@ urlpatterns = [
     path("tokens/<int:token_id>/revoke/", token_pages.token_revoke_view, name="token-revoke"),
     path("tenants/<slug:slug>/", views.tenant_page, name="tenant"),
     path("tenants/<slug:slug>/members/", member_pages.member_add_view, name="tenant-member-add"),
+    path("tenants/<slug:slug>/invitations/", invitation_pages.invitation_create_view, name="tenant-invite"),
+    path(
+        "tenants/<slug:slug>/invitations/<int:invitation_id>/revoke/",
+        invitation_pages.invitation_revoke_view,
+        name="tenant-invitation-revoke",
+    ),
+    path("invitations/<str:secret>/", invitation_pages.invitation_view, name="invitation"),
     path(
         "tenants/<slug:slug>/members/<str:username>/role/",
         member_pages.member_role_view,

@@ -13,6 +13,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from tenants.invitations import invitations_pending
 from tenants.members import MemberRefused, member_add, member_events, member_remove, member_role_set
 from tenants.models import Role, Tenant
 from tenants.pages import forbidden, page_user
@@ -72,6 +73,7 @@ def members_context(request: HttpRequest, tenant: Tenant) -> dict[str, Any]:
         "can_manage_members": manage,
         "roles": Role.choices,
         "member_events": member_events(tenant=tenant)[:10] if manage else [],
+        "invitations": invitations_pending(tenant=tenant) if manage else [],
         "quota_rows": quota_rows(tenant),
         "policy_rows": policy_rows(tenant),
     }
@@ -88,7 +90,7 @@ def _back(tenant: Tenant) -> HttpResponse:
     return redirect(reverse("tenant", args=[tenant.slug]) + "#members")
 
 
-def _refused(request: HttpRequest, tenant: Tenant, exc: MemberRefused, what: str) -> HttpResponse:
+def refused(request: HttpRequest, tenant: Tenant, exc: MemberRefused, what: str) -> HttpResponse:
     if exc.status == 403:
         return forbidden(request, str(exc))
     for msgs in exc.errors.values():
@@ -107,7 +109,7 @@ def member_add_view(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         member_add(tenant=tenant, actor=page_user(request), username=username, role=role)
     except MemberRefused as exc:
-        return _refused(request, tenant, exc, f"{username or 'The member'} was not added")
+        return refused(request, tenant, exc, f"{username or 'The member'} was not added")
     messages.success(request, f"{username} added to {tenant.name} as {Role(role).label.lower()}.")
     return _back(tenant)
 
@@ -121,7 +123,7 @@ def member_role_view(request: HttpRequest, slug: str, username: str) -> HttpResp
     try:
         member_role_set(tenant=tenant, actor=page_user(request), username=username, role=role)
     except MemberRefused as exc:
-        return _refused(request, tenant, exc, f"The role of {username} was not changed")
+        return refused(request, tenant, exc, f"The role of {username} was not changed")
     messages.success(request, f"{username} is now {Role(role).label.lower()} of {tenant.name}.")
     return _back(tenant)
 
@@ -134,7 +136,7 @@ def member_remove_view(request: HttpRequest, slug: str, username: str) -> HttpRe
     try:
         member_remove(tenant=tenant, actor=page_user(request), username=username)
     except MemberRefused as exc:
-        return _refused(request, tenant, exc, f"{username} was not removed")
+        return refused(request, tenant, exc, f"{username} was not removed")
     messages.success(request, f"{username} removed from {tenant.name}.")
     if not tenants_for(request.user).filter(pk=tenant.pk).exists():
         return redirect("home")

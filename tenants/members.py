@@ -27,7 +27,8 @@ class MemberRefused(Refused):
     """A membership change was refused; `errors` maps fields (username, role) to messages."""
 
 
-def _require_owner(actor: AnyUser, tenant: Tenant) -> None:
+def require_owner(actor: AnyUser, tenant: Tenant) -> None:
+    """Refuse (403) unless `actor` may manage the tenant's members: its owners and platform admins."""
     if not has_perm(actor, tenant, Perm.MANAGE_TENANT):
         raise MemberRefused({"": [f"only owners of tenant {tenant.slug} manage its members"]}, status=403)
 
@@ -56,15 +57,18 @@ def _membership(tenant: Tenant, username: str) -> Membership:
     return membership
 
 
-def _audit(
+def membership_event_record(
     *, tenant: Tenant, actor: User | None, username: str, action: str, role: str = "", previous: str = ""
 ) -> None:
+    """Record one membership change in the tenant's audit."""
     MembershipEvent.objects.create(
         tenant=tenant, username=username, action=action, role=role, previous_role=previous, actor=actor
     )
 
 
-def _add(*, tenant: Tenant, actor: User | None, username: Any, role: Any) -> Membership:
+def membership_add_audited(*, tenant: Tenant, actor: User | None, username: Any, role: Any) -> Membership:
+    """Add the existing user `username` with `role`, audited, without checking who asks: callers check
+    (`member_add`) or are trusted (the shell, an accepted invitation). Runs in the caller's transaction."""
     errors: dict[str, list[str]] = {}
     user: User | None = None
     if not isinstance(username, str) or not username.strip():
@@ -85,7 +89,9 @@ def _add(*, tenant: Tenant, actor: User | None, username: Any, role: Any) -> Mem
     if Membership.objects.filter(tenant=tenant, user=user).exists():
         raise MemberRefused({"username": [f"{username} is already a member of {tenant.slug}"]})
     membership = membership_set.nested(tenant=tenant, user=user, role=role)
-    _audit(tenant=tenant, actor=actor, username=user.username, action=MembershipEvent.Action.ADDED, role=role)
+    membership_event_record(
+        tenant=tenant, actor=actor, username=user.username, action=MembershipEvent.Action.ADDED, role=role
+    )
     return membership
 
 
@@ -93,15 +99,15 @@ def _add(*, tenant: Tenant, actor: User | None, username: Any, role: Any) -> Mem
 def member_add(*, tenant: Tenant, actor: User, username: Any, role: Any = Role.MEMBER) -> Membership:
     """Add the existing user `username` to `tenant` with `role` (owners and platform admins). Refused with
     field errors: an unknown or inactive user, a bad role, someone already a member."""
-    _require_owner(actor, tenant)
-    return _add(tenant=tenant, actor=actor, username=username, role=role)
+    require_owner(actor, tenant)
+    return membership_add_audited(tenant=tenant, actor=actor, username=username, role=role)
 
 
 @durable_service
 def member_add_by_operator(*, tenant: Tenant, username: Any, role: Any = Role.MEMBER) -> Membership:
     """`member_add` for an operator at the shell (`manage.py tenant member add`): no acting user to check,
     audited with none."""
-    return _add(tenant=tenant, actor=None, username=username, role=role)
+    return membership_add_audited(tenant=tenant, actor=None, username=username, role=role)
 
 
 SLUG_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?")
@@ -126,14 +132,14 @@ def team_create(*, slug: str, name: str, owner: str) -> Tenant:
     if errors:
         raise MemberRefused(errors)
     tenant = tenant_create.nested(slug=slug, name=name or slug)
-    _add(tenant=tenant, actor=None, username=owner, role=Role.OWNER)
+    membership_add_audited(tenant=tenant, actor=None, username=owner, role=Role.OWNER)
     return tenant
 
 
 @durable_service
 def member_role_set(*, tenant: Tenant, actor: User, username: str, role: Any) -> Membership:
     """Give member `username` the `role` (owners and platform admins); the last owner keeps theirs."""
-    _require_owner(actor, tenant)
+    require_owner(actor, tenant)
     role = _role(role)
     _lock(tenant)
     membership = _membership(tenant, username)
@@ -145,7 +151,7 @@ def member_role_set(*, tenant: Tenant, actor: User, username: str, role: Any) ->
             {"role": [f"{username} is the last owner of {tenant.slug}; make another owner first"]}
         )
     membership = membership_set.nested(tenant=tenant, user=membership.user, role=role)
-    _audit(
+    membership_event_record(
         tenant=tenant,
         actor=actor,
         username=username,
@@ -159,7 +165,7 @@ def member_role_set(*, tenant: Tenant, actor: User, username: str, role: Any) ->
 @durable_service
 def member_remove(*, tenant: Tenant, actor: User, username: str) -> None:
     """Take member `username` out of `tenant` (owners and platform admins); never the last owner."""
-    _require_owner(actor, tenant)
+    require_owner(actor, tenant)
     _lock(tenant)
     membership = _membership(tenant, username)
     if membership.role == Role.OWNER and not _other_owners(tenant, membership.user):
@@ -167,7 +173,7 @@ def member_remove(*, tenant: Tenant, actor: User, username: str) -> None:
             {"username": [f"{username} is the last owner of {tenant.slug}; make another owner first"]}
         )
     membership_remove.nested(tenant=tenant, user=membership.user)
-    _audit(
+    membership_event_record(
         tenant=tenant,
         actor=actor,
         username=username,

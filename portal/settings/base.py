@@ -139,6 +139,8 @@ LIVE_AUTH_RECHECK_SECONDS = env.float("LIVE_AUTH_RECHECK_SECONDS", default=30.0)
 # owner picks another expiry, at most API_TOKEN_MAX_DAYS ahead (0: no default expiry / no maximum).
 API_TOKEN_DEFAULT_DAYS = env.int("API_TOKEN_DEFAULT_DAYS", default=90)
 API_TOKEN_MAX_DAYS = env.int("API_TOKEN_MAX_DAYS", default=365)
+# Invitations to a tenant (tenants/invitations.py): a link e-mailed to an address, valid this many days.
+INVITATION_MAX_AGE_DAYS = env.int("INVITATION_MAX_AGE_DAYS", default=7)
 
 # /metrics: with a token, only `Authorization: Bearer <METRICS_TOKEN>` may scrape, and sees per-tenant queue
 # series; without one anyone who reaches it may, and no tenant name appears (totals only).
