@@ -1,5 +1,6 @@
 """Self-service teams in a real browser: an owner adds a member from the tenant page; a user creates an API
-token on the Tokens page, uses it against the API, and revokes it."""
+token on the Tokens page, uses it against the API, and revokes it; an invited user follows the link, logs
+in and joins."""
 
 from __future__ import annotations
 
@@ -41,17 +42,29 @@ def test_an_owner_adds_a_member_from_the_tenant_page(page: Any) -> None:
     page.locator(".msg-error", has_text="no user named nobody").wait_for()
 
 
-def test_a_new_member_sees_the_team_after_being_added(page: Any) -> None:
+def test_an_invited_user_follows_the_link_logs_in_and_joins(page: Any) -> None:
     team = make_tenant("vision")
-    owner = member(team, "owner", username="olga")
-    make_user("bob")
-    login(page, "bob")
-    assert page.locator("nav >> text=Team").count() == 0
-    from tenants.members import member_add
-
-    member_add(tenant=team, actor=owner, username="bob", role="member")
+    member(team, "owner", username="olga")
+    make_user("dana", email="dana@example.org")
+    login(page, "olga")
     page.goto(f"/tenants/{team.slug}/")
-    page.locator("#members-h").wait_for()
+    form = page.locator("#member-invite")
+    form.locator("input[name=email]").fill("dana@example.org")
+    form.locator("select[name=role]").select_option("viewer")
+    form.locator("button[data-action=invite-member]").click()
+    link = page.locator("[data-testid=invitation-link]").inner_text().strip()
+    assert "/invitations/inv_" in link
+    page.context.clear_cookies()
+
+    page.goto(link)
+    page.wait_for_url(lambda url: "/login/" in url)
+    page.fill("input[name=username]", "dana")
+    page.fill("input[name=password]", "pw")
+    page.click("button[type=submit]")
+    page.locator("button[data-action=accept-invitation]").click()
+    page.locator(".msg-success", has_text="You joined Team vision as viewer.").wait_for()
+    assert page.url.endswith(f"/tenants/{team.slug}/")
+    assert Membership.objects.get(tenant=team, user__username="dana").role == "viewer"
     assert page.locator("#member-add").count() == 0
 
 
