@@ -45,6 +45,8 @@ API_ROUTES = {
     "/api/v1/tenants/{slug}/members/",
     "/api/v1/tenants/{slug}/members/{username}/",
     "/api/v1/tenants/{slug}/member-events/",
+    "/api/v1/tenants/{slug}/invitations/",
+    "/api/v1/tenants/{slug}/invitations/{invitation_id}/",
     "/api/v1/tenants/{slug}/policy/",
     "/api/v1/tenants/{slug}/quota/",
     "/api/v1/tenants/{slug}/secrets/",
