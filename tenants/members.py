@@ -71,7 +71,9 @@ def membership_add_audited(*, tenant: Tenant, actor: User | None, username: Any,
     (`member_add`) or are trusted (the shell, an accepted invitation). Runs in the caller's transaction."""
     errors: dict[str, list[str]] = {}
     user: User | None = None
-    if not isinstance(username, str) or not username.strip():
+    if username is not None and not isinstance(username, str):
+        errors["username"] = [f"must be a username (text), got {type(username).__name__}"]
+    elif not username or not username.strip():
         errors["username"] = ["this field is required"]
     else:
         username = username.strip()

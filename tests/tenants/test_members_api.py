@@ -133,6 +133,7 @@ def test_last_owner_can_be_neither_demoted_nor_removed() -> None:
         ({"username": "bob", "role": "king"}, "role", "choose one of owner, member, viewer"),
         ({"username": "boss"}, "username", "already a member"),
         ({"role": "member"}, "username", "required"),
+        ({"username": 42, "role": "member"}, "username", "must be a username (text), got int"),
         ({"username": "bob", "colour": "red"}, "colour", "unknown field"),
     ],
 )
