@@ -7,7 +7,7 @@ from jobs import compare_api, spec_views
 from jobs.artifacts import api as artifacts_api
 from jobs.artifacts import event_views, pod_views
 from tenants import api as tenants_api
-from tenants import secrets_api
+from tenants import invitations_api, secrets_api
 
 urlpatterns = [
     path("jobs/", jobs_api.JobListView.as_view(), name="api-jobs"),
@@ -51,6 +51,26 @@ urlpatterns = [
     path("tenants/", tenants_api.TenantListView.as_view(), name="api-tenants"),
     path("tenants/<slug:slug>/", tenants_api.TenantDetailView.as_view(), name="api-tenant"),
     path("tenants/<slug:slug>/members/", tenants_api.TenantMembersView.as_view(), name="api-tenant-members"),
+    path(
+        "tenants/<slug:slug>/invitations/",
+        invitations_api.TenantInvitationListView.as_view(),
+        name="api-tenant-invitations",
+    ),
+    path(
+        "tenants/<slug:slug>/invitations/<int:invitation_id>/",
+        invitations_api.TenantInvitationDetailView.as_view(),
+        name="api-tenant-invitation",
+    ),
+    path(
+        "tenants/<slug:slug>/member-events/",
+        tenants_api.TenantMemberEventsView.as_view(),
+        name="api-tenant-member-events",
+    ),
+    path(
+        "tenants/<slug:slug>/members/<str:username>/",
+        tenants_api.TenantMemberDetailView.as_view(),
+        name="api-tenant-member",
+    ),
     path("tenants/<slug:slug>/policy/", tenants_api.TenantPolicyView.as_view(), name="api-tenant-policy"),
     path("tenants/<slug:slug>/quota/", tenants_api.TenantQuotaView.as_view(), name="api-tenant-quota"),
     path(

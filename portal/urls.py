@@ -9,8 +9,8 @@ from jobs import compare_pages, spec_views
 from jobs import views as job_views
 from jobs.tensorboard import views as tensorboard_views
 from portal import views
+from tenants import invitation_pages, member_pages, secret_pages, token_pages
 from tenants import pages as tenant_pages
-from tenants import secret_pages
 
 handler400 = "common.api.api_bad_request"
 
@@ -37,7 +37,28 @@ urlpatterns = [
     path("jobs/<str:job_id>/log.txt", job_views.job_log_download, name="job-log"),
     path("jobs/<str:job_id>/tensorboard/", tensorboard_views.job_tensorboard, name="job-tensorboard"),
     path("jobs/<str:job_id>/tensorboard/<path:path>", tensorboard_views.job_tensorboard),
+    path("tokens/", token_pages.tokens_page, name="tokens"),
+    path("tokens/new/", token_pages.token_create_view, name="token-create"),
+    path("tokens/<int:token_id>/revoke/", token_pages.token_revoke_view, name="token-revoke"),
     path("tenants/<slug:slug>/", views.tenant_page, name="tenant"),
+    path("tenants/<slug:slug>/members/", member_pages.member_add_view, name="tenant-member-add"),
+    path("tenants/<slug:slug>/invitations/", invitation_pages.invitation_create_view, name="tenant-invite"),
+    path(
+        "tenants/<slug:slug>/invitations/<int:invitation_id>/revoke/",
+        invitation_pages.invitation_revoke_view,
+        name="tenant-invitation-revoke",
+    ),
+    path("invitations/<str:secret>/", invitation_pages.invitation_view, name="invitation"),
+    path(
+        "tenants/<slug:slug>/members/<str:username>/role/",
+        member_pages.member_role_view,
+        name="tenant-member-role",
+    ),
+    path(
+        "tenants/<slug:slug>/members/<str:username>/remove/",
+        member_pages.member_remove_view,
+        name="tenant-member-remove",
+    ),
     path("tenants/<slug:slug>/secrets/", secret_pages.secret_create_view, name="tenant-secret-create"),
     path(
         "tenants/<slug:slug>/secrets/<str:name>/rotate/",

@@ -15,6 +15,7 @@ from jobs.core.states import ACTIVE, WAITING, JobStatus
 from jobs.notifications.selectors import tenant_subscriptions
 from jobs.selectors import job_list, tenant_gpu_hours_by_day, tenant_namespace_not_owned
 from jobs.views import cluster_nodes
+from tenants.member_pages import members_context
 from tenants.models import Tenant
 from tenants.pages import current_tenant, page_user, render_page, usage_meters
 from tenants.scoping import tenants_for
@@ -50,7 +51,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
-    """A tenant: members and roles, quota and usage, GPU-hours per day, and its queue in order."""
+    """A tenant: members and roles (owners manage them), quota, usage and policy, GPU-hours per day, and its
+    queue in order."""
     tenant = tenants_for(request.user).filter(slug=slug).select_related("quota").first()
     if tenant is None:
         raise Http404("no such tenant")
@@ -74,6 +76,7 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
             "queue": queue,
             "statuses": JobStatus,
             **secrets_context(request, tenant),
+            **members_context(request, tenant),
             "tenant_subscriptions": tenant_subscriptions(user=request.user, tenant=tenant),
             "namespace_problem": _namespace_problem(request, tenant),
         },

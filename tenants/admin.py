@@ -1,4 +1,5 @@
-"""Admin console for tenants: quota and members inline, current usage beside each quota."""
+"""Admin console for tenants: quota and members inline, current usage beside each quota. Membership changes
+made here are audited in `MembershipEvent`, as the tenant page's are."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from django.db.models import QuerySet
 from django.forms import BaseInlineFormSet
 from django.http import HttpRequest
 
-from tenants.models import JobClaims, Membership, Policy, Quota, Tenant
+from tenants.members import membership_event_record
+from tenants.models import JobClaims, Membership, MembershipEvent, Policy, Quota, Tenant
 from tenants.policy import WRITE_CAP_FIELDS, check_consistent, policy_clean
 from tenants.services import tenant_sync_permissions
 from tenants.usage import Usage, tenant_usage
@@ -182,6 +184,17 @@ class TenantAdmin(admin.ModelAdmin):
             f"{_borrowing(quota)}"
         )
 
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        """Saves an inline; the members inline's changes are audited."""
+        if formset.model is not Membership:
+            super().save_formset(request, form, formset, change)
+            return
+        before = _roles(Membership.objects.filter(tenant=form.instance))
+        super().save_formset(request, form, formset, change)
+        _audit_changes(
+            request, form.instance, before, _roles(Membership.objects.filter(tenant=form.instance))
+        )
+
     def save_related(
         self, request: HttpRequest, form: Any, formsets: list[BaseInlineFormSet], change: bool
     ) -> None:
@@ -197,16 +210,52 @@ class MembershipAdmin(admin.ModelAdmin):
     autocomplete_fields = ["user", "tenant"]
 
     def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
+        old = Membership.objects.select_related("tenant").filter(pk=obj.pk).first() if change else None
+        before = _roles(Membership.objects.filter(pk=old.pk)) if old else {}
         super().save_model(request, obj, form, change)
         tenant_sync_permissions(tenant=obj.tenant)
+        if old is not None and old.tenant_id != obj.tenant_id:
+            tenant_sync_permissions(tenant=old.tenant)
+            _audit_changes(request, old.tenant, before, {})
+            before = {}
+        _audit_changes(request, obj.tenant, before, _roles(Membership.objects.filter(pk=obj.pk)))
 
     def delete_model(self, request: HttpRequest, obj: Membership) -> None:
         tenant = obj.tenant
+        before = _roles(Membership.objects.filter(pk=obj.pk))
         super().delete_model(request, obj)
         tenant_sync_permissions(tenant=tenant)
+        _audit_changes(request, tenant, before, {})
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
         tenants = list(Tenant.objects.filter(memberships__in=queryset).distinct())
+        before = {t.pk: _roles(queryset.filter(tenant=t)) for t in tenants}
         super().delete_queryset(request, queryset)
         for tenant in tenants:
             tenant_sync_permissions(tenant=tenant)
+            _audit_changes(request, tenant, before[tenant.pk], {})
+
+
+def _roles(memberships: QuerySet[Membership]) -> dict[str, str]:
+    """Username to role, for comparing a tenant's members before and after an admin change."""
+    return dict(memberships.values_list("user__username", "role"))
+
+
+def _audit_changes(
+    request: HttpRequest, tenant: Tenant, before: dict[str, str], after: dict[str, str]
+) -> None:
+    """Record what an admin change did to a tenant's members (added, role changed, removed)."""
+    actor = request.user if request.user.is_authenticated else None
+    for username in sorted(before.keys() | after.keys()):
+        old, new = before.get(username), after.get(username)
+        if old == new:
+            continue
+        if old is None:
+            action, role, previous = MembershipEvent.Action.ADDED, new or "", ""
+        elif new is None:
+            action, role, previous = MembershipEvent.Action.REMOVED, "", old
+        else:
+            action, role, previous = MembershipEvent.Action.ROLE_CHANGED, new, old
+        membership_event_record(
+            tenant=tenant, actor=actor, username=username, action=action, role=role, previous=previous
+        )

@@ -13,7 +13,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common.api import ApiView, ResourcesSerializer, api_user, errors
-from tenants.models import ApiToken, JobClaims, Membership, PodSecurity, Role, Tenant, TokenScope
+from tenants.members import MemberRefused, member_add, member_events, member_remove, member_role_set
+from tenants.models import (
+    ApiToken,
+    JobClaims,
+    Membership,
+    MembershipEvent,
+    PodSecurity,
+    Role,
+    Tenant,
+    TokenScope,
+)
 from tenants.policy import WRITE_CAP_FIELDS, policy_of, policy_set
 from tenants.scoping import Perm, has_perm, tenants_for
 from tenants.services import QUOTA_FIELDS, quota_set
@@ -122,6 +132,25 @@ class MemberSerializer(serializers.Serializer):
         return data
 
 
+class MemberAddSerializer(serializers.Serializer):
+    """Who to add (an existing user's username) and with which role (default member)."""
+
+    username = serializers.CharField()
+    role = serializers.ChoiceField(choices=Role.values, default=Role.MEMBER)
+
+
+class MemberRoleSerializer(serializers.Serializer):
+    """A member's new role."""
+
+    role = serializers.ChoiceField(choices=Role.values)
+
+
+def _object(request: Request) -> dict[str, Any]:
+    if not isinstance(request.data, dict):
+        raise MemberRefused({"": ["send a JSON object"]})
+    return {str(k): v for k, v in request.data.items()}
+
+
 def _tenant(request: Request, slug: str) -> Tenant:
     tenant = tenants_for(request.user).select_related("quota").filter(slug=slug).first()
     if tenant is None:
@@ -146,7 +175,8 @@ class TenantDetailView(ApiView):
 
 
 class TenantMembersView(ApiView):
-    """GET: members and roles (owners see e-mail addresses too)."""
+    """GET: members and roles (owners see e-mail addresses too). POST {"username", "role"}: add an existing
+    user (owners and platform admins)."""
 
     @extend_schema(responses={200: MemberSerializer(many=True), **errors(401, 404, 429)})
     def get(self, request: Request, slug: str) -> Response:
@@ -154,6 +184,76 @@ class TenantMembersView(ApiView):
         owner = has_perm(request.user, tenant, Perm.MANAGE_TENANT)
         rows = Membership.objects.filter(tenant=tenant).select_related("user")
         return Response(MemberSerializer(rows, many=True, context={"show_email": owner}).data)
+
+    @extend_schema(
+        request=MemberAddSerializer,
+        responses={201: MemberSerializer, **errors(400, 401, 403, 404, 429)},
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        """Add an existing user by username with a role (owners and platform admins)."""
+        tenant = _tenant(request, slug)
+        body = _object(request)
+        unknown = sorted(set(body) - {"username", "role"})
+        if unknown:
+            raise MemberRefused({name: ["unknown field; send username and role"] for name in unknown})
+        membership = member_add(
+            tenant=tenant,
+            actor=api_user(request),
+            username=body.get("username"),
+            role=body.get("role", Role.MEMBER),
+        )
+        body = MemberSerializer(membership, context={"show_email": True}).data
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class TenantMemberDetailView(ApiView):
+    """PATCH {"role"}: change a member's role. DELETE: remove them. Owners and platform admins; the last
+    owner can be neither demoted nor removed."""
+
+    @extend_schema(
+        request=MemberRoleSerializer,
+        responses={200: MemberSerializer, **errors(400, 401, 403, 404, 429)},
+    )
+    def patch(self, request: Request, slug: str, username: str) -> Response:
+        tenant = _tenant(request, slug)
+        body = _object(request)
+        unknown = sorted(set(body) - {"role"})
+        if unknown:
+            raise MemberRefused({name: ["unknown field; only role can change"] for name in unknown})
+        if "role" not in body:
+            raise MemberRefused({"role": ["this field is required"]})
+        membership = member_role_set(
+            tenant=tenant, actor=api_user(request), username=username, role=body["role"]
+        )
+        return Response(MemberSerializer(membership, context={"show_email": True}).data)
+
+    @extend_schema(
+        responses={204: OpenApiResponse(description="Removed."), **errors(400, 401, 403, 404, 429)}
+    )
+    def delete(self, request: Request, slug: str, username: str) -> Response:
+        member_remove(tenant=_tenant(request, slug), actor=api_user(request), username=username)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MemberEventSerializer(serializers.ModelSerializer):
+    """One membership change: whom, what (added, role_changed, removed), the roles, who did it, when."""
+
+    actor = serializers.CharField(source="actor.username", allow_null=True, default=None)
+
+    class Meta:
+        model = MembershipEvent
+        fields = ["username", "action", "role", "previous_role", "actor", "at"]
+
+
+class TenantMemberEventsView(ApiView):
+    """GET: the audit of the tenant's membership changes, newest first (owners and platform admins)."""
+
+    @extend_schema(responses={200: MemberEventSerializer(many=True), **errors(401, 403, 404, 429)})
+    def get(self, request: Request, slug: str) -> Response:
+        tenant = _tenant(request, slug)
+        if not has_perm(request.user, tenant, Perm.MANAGE_TENANT):
+            raise PermissionDenied(f"only owners of tenant {tenant.slug} see its membership changes")
+        return Response(MemberEventSerializer(member_events(tenant=tenant)[:200], many=True).data)
 
 
 class PolicySerializer(serializers.Serializer):

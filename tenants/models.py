@@ -365,3 +365,57 @@ class DataStoreSecretEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} of {self.tenant} {self.action} by {self.actor}"
+
+
+class MembershipEvent(models.Model):
+    """Audit of a tenant's members: who added, re-roled or removed whom, and when (the username is kept as
+    text, so the record outlives the user)."""
+
+    class Action(models.TextChoices):
+        ADDED = "added", "added"
+        ROLE_CHANGED = "role_changed", "role changed"
+        REMOVED = "removed", "removed"
+        INVITED = "invited", "invited"
+        INVITE_REVOKED = "invite_revoked", "invitation revoked"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="membership_events")
+    username = models.CharField(max_length=254, help_text="The member's username, or the invited address.")
+    action = models.CharField(max_length=16, choices=Action.choices)
+    role = models.CharField(max_length=10, blank=True, default="", help_text="The role after the change.")
+    previous_role = models.CharField(max_length=10, blank=True, default="")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.username} {self.action} in {self.tenant} by {self.actor}"
+
+
+class Invitation(models.Model):
+    """An owner's invitation for an e-mail address to join a tenant with a role: a link (only its SHA-256
+    digest is stored) that the user with that address accepts after logging in; single use, expiring."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField()
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    digest = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"invitation of {self.email} to {self.tenant} ({self.role})"

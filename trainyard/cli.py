@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 from trainyard import __version__, config
 from trainyard.archive import pack_code, unpack
 from trainyard.client import Client, LogLine, TrainyardError
+from trainyard.members_cli import members_app
 from trainyard.notify_cli import notifications_app
 from trainyard.output import (
     comparison_tables,
@@ -103,6 +104,7 @@ app.add_typer(jobs_app, name="jobs")
 tokens_app = typer.Typer(help="Your API tokens.", no_args_is_help=True)
 app.add_typer(tokens_app, name="tokens")
 app.add_typer(notifications_app, name="notifications")
+app.add_typer(members_app, name="members")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Same as -o json.")]
 OutputOpt = Annotated[

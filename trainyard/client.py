@@ -179,6 +179,24 @@ class Client:
         """One tenant by slug."""
         return cast(dict[str, Any], self.request("GET", f"tenants/{slug}/"))
 
+    def members(self, slug: str) -> list[dict[str, Any]]:
+        """The tenant's members and roles (owners see e-mail addresses too)."""
+        return cast(list[dict[str, Any]], self.request("GET", f"tenants/{slug}/members/"))
+
+    def member_add(self, slug: str, username: str, role: str = "member") -> dict[str, Any]:
+        """Add an existing user to the tenant with `role` (owners and platform admins)."""
+        body = {"username": username, "role": role}
+        return cast(dict[str, Any], self.request("POST", f"tenants/{slug}/members/", json=body))
+
+    def member_role(self, slug: str, username: str, role: str) -> dict[str, Any]:
+        """Give a member another role (owners; the last owner keeps theirs)."""
+        path = f"tenants/{slug}/members/{username}/"
+        return cast(dict[str, Any], self.request("PATCH", path, json={"role": role}))
+
+    def member_remove(self, slug: str, username: str) -> None:
+        """Take a member out of the tenant (owners; never the last owner)."""
+        self.request("DELETE", f"tenants/{slug}/members/{username}/")
+
     def cluster(self) -> dict[str, Any]:
         """The cluster's nodes with allocatable and free resources."""
         return cast(dict[str, Any], self.request("GET", "cluster/"))

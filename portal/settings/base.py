@@ -139,6 +139,8 @@ LIVE_AUTH_RECHECK_SECONDS = env.float("LIVE_AUTH_RECHECK_SECONDS", default=30.0)
 # owner picks another expiry, at most API_TOKEN_MAX_DAYS ahead (0: no default expiry / no maximum).
 API_TOKEN_DEFAULT_DAYS = env.int("API_TOKEN_DEFAULT_DAYS", default=90)
 API_TOKEN_MAX_DAYS = env.int("API_TOKEN_MAX_DAYS", default=365)
+# Invitations to a tenant (tenants/invitations.py): a link e-mailed to an address, valid this many days.
+INVITATION_MAX_AGE_DAYS = env.int("INVITATION_MAX_AGE_DAYS", default=7)
 
 # /metrics: with a token, only `Authorization: Bearer <METRICS_TOKEN>` may scrape, and sees per-tenant queue
 # series; without one anyone who reaches it may, and no tenant name appears (totals only).
@@ -249,9 +251,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Two choice sets share the field name `scope`: a subscription's (user/tenant, named as before) and a token's.
+    # Two share `role` (names kept from before): a member's, and yours in a tenant (admin: a platform admin).
     "ENUM_NAME_OVERRIDES": {
         "ScopeEnum": ["user", "tenant"],
         "TokenScopeEnum": "tenants.models.TokenScope",
+        "MemberRoleEnum": ["owner", "member", "viewer"],
+        "TenantDataRoleEnum": ["owner", "member", "viewer", "admin"],
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

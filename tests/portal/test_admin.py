@@ -1,11 +1,13 @@
 """The admin console renders for a superuser and is refused to everyone else."""
 
+from typing import Any
+
 import pytest
 from django.test import Client
 from django.urls import reverse
 
 from jobs.services import job_submit, job_transition
-from tenants.models import Membership
+from tenants.models import Membership, MembershipEvent
 from tests.factories import make_tenant, make_user, member
 
 pytestmark = pytest.mark.django_db
@@ -116,3 +118,65 @@ def test_requeue_action_refuses_a_queued_job(admin_client_logged_in: Client) -> 
     admin_client_logged_in.post(url, {"action": "requeue_jobs", "_selected_action": [job.pk]})
     job.refresh_from_db()
     assert job.status == "queued"
+
+
+def test_membership_changes_in_the_admin_are_audited(admin_client_logged_in: Client) -> None:
+    tenant = make_tenant()
+    newcomer = make_user(username="newcomer")
+    add = reverse("admin:tenants_membership_add")
+    admin_client_logged_in.post(add, {"user": newcomer.pk, "tenant": tenant.pk, "role": "viewer"})
+    membership = Membership.objects.get(user=newcomer)
+    change = reverse("admin:tenants_membership_change", args=[membership.pk])
+    admin_client_logged_in.post(change, {"user": newcomer.pk, "tenant": tenant.pk, "role": "owner"})
+    delete = reverse("admin:tenants_membership_delete", args=[membership.pk])
+    assert admin_client_logged_in.post(delete, {"post": "yes"}).status_code == 302
+    events = MembershipEvent.objects.filter(tenant=tenant).order_by("pk")
+    assert [(e.action, e.username, e.previous_role, e.role, e.actor.username) for e in events] == [
+        ("added", "newcomer", "", "viewer", "root"),
+        ("role_changed", "newcomer", "viewer", "owner", "root"),
+        ("removed", "newcomer", "owner", "", "root"),
+    ]
+
+
+def _form_data(response: Any) -> dict[str, Any]:
+    """The data the admin change page would post back unchanged: the main form and every inline."""
+    data: dict[str, Any] = {}
+    forms = [response.context["adminform"].form]
+    for inline in response.context["inline_admin_formsets"]:
+        formset = inline.formset
+        management = formset.management_form
+        for name in ("TOTAL_FORMS", "INITIAL_FORMS", "MIN_NUM_FORMS", "MAX_NUM_FORMS"):
+            data[f"{formset.prefix}-{name}"] = management[name].value()
+        forms.extend(f for f in formset.forms if f.instance.pk)
+        data[f"{formset.prefix}-TOTAL_FORMS"] = len([f for f in formset.forms if f.instance.pk])
+    for form in forms:
+        for name in form.fields:
+            value = form[name].value()
+            if value is None or value is False:
+                continue
+            if isinstance(value, list | tuple):
+                value = [v for v in value if v is not None]
+            data[form.add_prefix(name)] = value
+    return data
+
+
+def test_member_changes_in_the_tenant_inline_are_audited(admin_client_logged_in: Client) -> None:
+    tenant = make_tenant()
+    member(tenant, "owner", username="olivia")
+    member(tenant, "viewer", username="victor")
+    url = reverse("admin:tenants_tenant_change", args=[tenant.pk])
+    data = _form_data(admin_client_logged_in.get(url))
+    prefix = next(k for k in data if k.endswith("-TOTAL_FORMS") and "membership" in k).removesuffix(
+        "-TOTAL_FORMS"
+    )
+    rows = {Membership.objects.get(pk=data[f"{prefix}-{i}-id"]).user.username: i for i in range(2)}
+    data[f"{prefix}-{rows['victor']}-role"] = "member"
+    data[f"{prefix}-{rows['olivia']}-DELETE"] = "on"
+    response = admin_client_logged_in.post(url, data)
+    assert response.status_code == 302, response.context and response.context["errors"]
+    events = MembershipEvent.objects.filter(tenant=tenant).order_by("username")
+    assert [(e.action, e.username, e.role) for e in events] == [
+        ("removed", "olivia", ""),
+        ("role_changed", "victor", "member"),
+    ]
+    assert Membership.objects.get(tenant=tenant).role == "member"
