@@ -12,8 +12,8 @@ OUTBOX_LINES lines when new ones come (its client or its server's write path is 
 replaced by one `gap` per learner ("slow"): its client catches up from the REST API, and it goes on live
 from the newest lines instead of falling further behind.
 
-The socket's authentication is checked again before every subscription (unless checked in the last
-AUTH_FRESH_SECONDS: the handshake itself, for the first subscriptions) and every LIVE_AUTH_RECHECK_SECONDS
+The socket's authentication is checked again before every subscription (but the first, when it comes
+within AUTH_FRESH_SECONDS of the handshake, which checked it) and every LIVE_AUTH_RECHECK_SECONDS
 (a token revoked or expired, a session logged out, a user deactivated or a password changed): once it no
 longer holds, the socket closes with 4401, which clients do not retry.
 
@@ -250,6 +250,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         self.auth_watch: asyncio.Task[None] | None = None
         self.closing = False
         self.auth_checked = asyncio.get_running_loop().time()
+        self.handshake_fresh = True  # the handshake's check covers the first subscription, if soon
         await self.accept()
         self.accepted = True
         user = self.scope.get("user")
@@ -346,8 +347,14 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "error", "error": "a message must be a JSON object"})
             return
         action = content.get("action")
-        fresh = asyncio.get_running_loop().time() - self.auth_checked < AUTH_FRESH_SECONDS
-        if action in ("subscribe", "subscribe_tenant") and not fresh and not await self._authenticated():
+        subscribing = action in ("subscribe", "subscribe_tenant")
+        fresh = (
+            self.handshake_fresh
+            and asyncio.get_running_loop().time() - self.auth_checked < AUTH_FRESH_SECONDS
+        )
+        if subscribing:
+            self.handshake_fresh = False
+        if subscribing and not fresh and not await self._authenticated():
             return
         try:
             if action == "subscribe":
