@@ -27,3 +27,19 @@ def test_a_missing_page_answers_with_the_portals_own_404_and_every_page_has_a_fa
     favicon = page.request.get(icon)
     assert favicon.status == 200
     assert favicon.headers["content-type"].startswith("image/svg+xml")
+
+
+def test_every_input_of_the_secret_forms_has_the_portals_input_style(page: Any) -> None:
+    team = make_tenant("vision")
+    member(team, "owner", username="olga")
+    login(page, "olga")
+    page.goto(f"/tenants/{team.slug}/")
+    inputs = page.locator("#secret-create input:not([type=hidden])")
+    expect(inputs).to_have_count(4)
+    styles = inputs.evaluate_all(
+        "(els) => els.map((el) => { const s = getComputedStyle(el);"
+        " return [el.name, s.borderTopColor, s.borderTopLeftRadius, s.paddingLeft]; })"
+    )
+    password = next(style[1:] for style in styles if style[0] == "secret_access_key")
+    assert password[1] == "6px"
+    assert [style[1:] for style in styles] == [password] * 4, styles
