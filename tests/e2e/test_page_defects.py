@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import login
-from tests.factories import make_tenant, member
+from tests.factories import make_job, make_tenant, member
 
 pytestmark = pytest.mark.slow
 
@@ -43,3 +43,21 @@ def test_every_input_of_the_secret_forms_has_the_portals_input_style(page: Any) 
     password = next(style[1:] for style in styles if style[0] == "secret_access_key")
     assert password[1] == "6px"
     assert [style[1:] for style in styles] == [password] * 4, styles
+
+
+def test_a_finished_job_says_it_has_no_results_or_tuning_decisions_not_that_none_came_yet(page: Any) -> None:
+    team = make_tenant("vision")
+    alice = member(team, "member", username="alice")
+    running = make_job(team, alice, status="running")
+    done = make_job(team, alice, status="succeeded")
+    login(page, "alice")
+    page.goto(f"/jobs/{running.pk}/")
+    expect(page.locator("#no-results")).to_contain_text("No result files yet")
+    expect(page.locator("#job-tuning")).to_contain_text("No tuning decisions yet.")
+    page.goto(f"/jobs/{done.pk}/")
+    expect(page.locator("#no-results")).to_have_text(
+        "No result files: the learners left nothing in RESULT_DIR."
+    )
+    expect(page.locator("#job-tuning")).to_have_text("The tuner made no decisions for this job.")
+    expect(page.locator("#job-telemetry")).to_have_text("No telemetry was recorded for this job.")
+    assert "yet" not in page.locator("#results").inner_text() + page.locator("#tuning").inner_text()
