@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from jobs.notifications.models import Subscription
 from tests.e2e.conftest import login
 from tests.factories import make_job, make_tenant, member
 
@@ -61,3 +62,22 @@ def test_a_finished_job_says_it_has_no_results_or_tuning_decisions_not_that_none
     expect(page.locator("#job-tuning")).to_have_text("The tuner made no decisions for this job.")
     expect(page.locator("#job-telemetry")).to_have_text("No telemetry was recorded for this job.")
     assert "yet" not in page.locator("#results").inner_text() + page.locator("#tuning").inner_text()
+
+
+def test_creating_a_webhook_redirects_to_its_page_and_a_reload_neither_repeats_it_nor_shows_the_secret(
+    page: Any,
+) -> None:
+    member(make_tenant("vision"), "member", username="alice")
+    login(page, "alice")
+    page.goto("/notifications/")
+    page.fill("#id_name", "ci hook")
+    page.select_option("#id_channel", "webhook")
+    page.fill("#id_url", "http://127.0.0.1:9/hook")
+    page.click("#subscription-form button[type=submit]")
+    expect(page.locator("#secret [data-secret]")).to_contain_text("whsec_")
+    (sub,) = Subscription.objects.all()
+    assert page.url.endswith(f"/notifications/{sub.pk}/")  # a GET: the browser's history holds no POST
+    page.reload()
+    expect(page.locator("h1")).to_contain_text("ci hook")
+    expect(page.locator("#secret")).to_have_count(0)
+    assert Subscription.objects.count() == 1
