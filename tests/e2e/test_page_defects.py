@@ -3,11 +3,14 @@ portal's own 404 page and favicon, ..."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
+from jobs.models import MetricSample
 from jobs.notifications.models import Subscription
 from tests.e2e.conftest import login
 from tests.factories import make_job, make_tenant, member
@@ -81,3 +84,77 @@ def test_creating_a_webhook_redirects_to_its_page_and_a_reload_neither_repeats_i
     expect(page.locator("h1")).to_contain_text("ci hook")
     expect(page.locator("#secret")).to_have_count(0)
     assert Subscription.objects.count() == 1
+
+
+def test_compare_without_ids_says_what_to_do_and_raises_no_script_error(page: Any) -> None:
+    member(make_tenant("vision"), "member", username="alice")
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    login(page, "alice")
+    response = page.goto("/jobs/compare/")
+    assert response is not None and response.status == 400
+    expect(page.locator("h1")).to_have_text("Compare runs")
+    expect(page.locator("#compare-problem")).to_contain_text("name the jobs to compare")
+    page.wait_for_load_state("load")
+    assert errors == []
+
+
+def test_the_comparisons_tables_line_up_and_its_charts_share_the_whole_width(page: Any) -> None:
+    team = make_tenant("vision")
+    alice = member(team, "member", username="alice")
+    now = timezone.now()
+    runs = [
+        make_job(
+            team,
+            alice,
+            name=name,
+            status="succeeded",
+            started_at=now - timedelta(minutes=10),
+            finished_at=now,
+            spec={
+                "name": name,
+                "image": "pytorch/pytorch:2.3",
+                "command": ["python", "train.py"],
+                "hyperparameters": hp,
+            },
+        )
+        for name, hp in (
+            ("a-run-with-a-rather-long-name", {"lr": 0.1, "optimizer": "sgd"}),
+            ("b", {"lr": 0.0001, "optimizer": "adamw-with-decoupled-weight-decay"}),
+        )
+    ]
+    MetricSample.objects.bulk_create(
+        MetricSample(
+            job=job,
+            learner=0,
+            attempt=1,
+            name=name,
+            step=step,
+            value=1.0 / (step + 1),
+            ts=now,
+            log_seq=step + 1,
+        )
+        for job in runs
+        for step in range(5)
+        for name in ("loss", "accuracy")
+    )
+    page.set_viewport_size({"width": 1440, "height": 900})
+    login(page, "alice")
+    page.goto("/jobs/compare/?ids=" + ",".join(job.pk for job in runs))
+    expect(page.locator("h1")).to_have_text("Compare 2 runs")
+    page.locator("#charts .chart canvas").first.wait_for()
+    columns = {
+        table: page.locator(f"#{table} thead th").evaluate_all(
+            "(cells) => cells.map((c) => Math.round(c.getBoundingClientRect().left))"
+        )
+        for table in ("compare-runs", "hyperparameters", "final-metrics")
+    }
+    assert columns["compare-runs"] == columns["hyperparameters"] == columns["final-metrics"], columns
+    box = page.locator("#charts").bounding_box()
+    charts = [chart.bounding_box() for chart in page.locator("#charts .chart").all()]
+    assert len(charts) == 2 and box and all(charts)
+    assert charts[0]["y"] == charts[1]["y"]  # side by side
+    right = max(c["x"] + c["width"] for c in charts if c)
+    assert right >= box["x"] + box["width"] - 2, (charts, box)  # no empty third of the card
+    canvas = page.locator("#charts .chart").last.locator("canvas").first.bounding_box()
+    assert canvas and canvas["width"] >= charts[1]["width"] * 0.9  # the plot fills its wider cell
