@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from jobs.models import MetricSample
+from jobs.models import JobEvent, Learner, MetricSample
 from jobs.notifications.models import Subscription
 from tests.e2e.conftest import login
 from tests.factories import make_job, make_tenant, member
@@ -158,3 +158,39 @@ def test_the_comparisons_tables_line_up_and_its_charts_share_the_whole_width(pag
     assert right >= box["x"] + box["width"] - 2, (charts, box)  # no empty third of the card
     canvas = page.locator("#charts .chart").last.locator("canvas").first.bounding_box()
     assert canvas and canvas["width"] >= charts[1]["width"] * 0.9  # the plot fills its wider cell
+
+
+def test_after_a_halt_and_resume_the_halted_learner_reads_stopped_and_the_times_are_the_current_attempts(
+    page: Any,
+) -> None:
+    team = make_tenant("vision")
+    alice = member(team, "member", username="alice")
+    t0 = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    at = [t0 + timedelta(minutes=minute) for minute in range(7)]
+    job = make_job(team, alice, status="running", attempt=2, admitted_at=at[5], started_at=at[1])
+    moves = [
+        ("queued", "starting"), ("starting", "running"), ("running", "halting"), ("halting", "halted"),
+        ("halted", "requeued"), ("requeued", "starting"), ("starting", "running"),
+    ]  # fmt: skip
+    for when, (before, after) in zip(at, moves, strict=True):
+        JobEvent.objects.create(
+            job=job, kind="transition", from_status=before, to_status=after, created_at=when
+        )
+    Learner.objects.create(
+        job=job, attempt=1, index=0, pod_name="p-1-0", phase="Failed", exit_code=143, reason="Error"
+    )
+    Learner.objects.create(job=job, attempt=2, index=0, pod_name="p-2-0", phase="Running")
+    login(page, "alice")
+    page.goto(f"/jobs/{job.pk}/")
+    rows = page.locator("#learners tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0).locator("td[data-phase]")).to_have_text("Running")
+    expect(rows.nth(1).locator("td[data-phase]")).to_have_text("Stopped halted")
+    expect(page.locator("#learners .chip-failed")).to_have_count(0)
+    shown = {
+        name: page.locator(f"[data-time={name}]").inner_text()
+        for name in ("first-started", "admitted", "started")
+    }
+    assert shown["admitted"] <= shown["started"], shown  # the same attempt's times, in order
+    assert shown["first-started"] < shown["admitted"], shown
+    expect(page.locator("dt", has_text="Started")).to_contain_text(["First started", "Started attempt 2"])
