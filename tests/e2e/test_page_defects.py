@@ -194,3 +194,22 @@ def test_after_a_halt_and_resume_the_halted_learner_reads_stopped_and_the_times_
     assert shown["admitted"] <= shown["started"], shown  # the same attempt's times, in order
     assert shown["first-started"] < shown["admitted"], shown
     expect(page.locator("dt", has_text="Started")).to_contain_text(["First started", "Started attempt 2"])
+
+
+def test_a_few_seconds_of_gpu_time_is_a_sliver_labelled_with_its_amount_not_a_full_bar_of_zero(
+    page: Any,
+) -> None:
+    team = make_tenant("vision")
+    alice = member(team, "member", username="alice")
+    now = timezone.now()
+    make_job(
+        team, alice, status="succeeded", gpus=1, started_at=now - timedelta(seconds=7.2), finished_at=now
+    )
+    login(page, "alice")
+    page.goto(f"/tenants/{team.slug}/")
+    today = page.locator(".bars .bar-col").last
+    expect(today.locator(".bar-val")).to_have_text("0.002")
+    expect(page.locator("#gpuh-h + .muted")).to_have_text("last 14 days · 0.002 in all")
+    bar = today.locator(".bar").bounding_box()
+    column = page.locator(".bars").bounding_box()
+    assert bar and column and bar["height"] < column["height"] * 0.05, (bar, column)
