@@ -213,3 +213,18 @@ def test_a_few_seconds_of_gpu_time_is_a_sliver_labelled_with_its_amount_not_a_fu
     bar = today.locator(".bar").bounding_box()
     column = page.locator(".bars").bounding_box()
     assert bar and column and bar["height"] < column["height"] * 0.05, (bar, column)
+
+
+def test_the_submit_pages_code_label_reads_on_one_line_beside_its_file_input(page: Any) -> None:
+    member(make_tenant("vision"), "member", username="alice")
+    login(page, "alice")
+    page.goto("/jobs/new/")
+    text = page.locator("#code-field > span")
+    expect(text).to_have_text("Code (optional ZIP, unpacked into MODEL_DIR)")
+    words = text.bounding_box()
+    line = float(text.evaluate("(el) => parseFloat(getComputedStyle(el).lineHeight) || 20"))
+    upload = page.locator("#code-field input[type=file]").bounding_box()
+    assert words and upload
+    assert words["height"] < 1.5 * line, (words, line)  # one line, not three
+    assert upload["x"] >= words["x"] + words["width"] - 1  # the input beside it
+    assert abs(words["x"] - page.locator("#spec-editor").bounding_box()["x"]) < 2  # flush left, not centred
