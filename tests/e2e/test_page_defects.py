@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from jobs.models import JobEvent, Learner, MetricSample
 from jobs.notifications.models import Subscription
-from tests.e2e.conftest import login
+from tests.e2e.conftest import login, screenshot
 from tests.factories import make_job, make_tenant, member
 
 pytestmark = pytest.mark.slow
@@ -228,3 +228,43 @@ def test_the_submit_pages_code_label_reads_on_one_line_beside_its_file_input(pag
     assert words["height"] < 1.5 * line, (words, line)  # one line, not three
     assert upload["x"] >= words["x"] + words["width"] - 1  # the input beside it
     assert abs(words["x"] - page.locator("#spec-editor").bounding_box()["x"]) < 2  # flush left, not centred
+
+
+def test_the_jobs_list_with_two_metric_columns_fits_a_1440_px_window_submitted_column_included(
+    page: Any,
+) -> None:
+    team = make_tenant("vision")
+    alice = member(team, "member", username="alice")
+    now = timezone.now()
+    for index in range(3):
+        job = make_job(
+            team,
+            alice,
+            name=f"resnet50-imagenet-sweep-lr{index}",
+            status="running",
+            created_at=now - timedelta(days=9, hours=5),
+            started_at=now - timedelta(days=9, hours=4, minutes=index, seconds=7),
+            learners=4,
+            gpus=8,
+            cpu_millis=16000,
+            memory_mib=65536,
+            experiment="imagenet-lr-sweep",
+            tags=["sweep", "resnet50"],
+        )
+        MetricSample.objects.bulk_create(
+            MetricSample(job=job, learner=0, attempt=1, name=name, step=1, value=value, ts=now, log_seq=seq)
+            for seq, (name, value) in enumerate(
+                (("validation/cross_entropy", -1.23456789e-05), ("validation/top5_accuracy", 1234567.89)), 1
+            )
+        )
+    page.set_viewport_size({"width": 1440, "height": 900})
+    login(page, "alice")
+    page.goto("/jobs/?metrics=validation/cross_entropy,validation/top5_accuracy")
+    expect(page.locator("th.metric-col")).to_have_count(2)
+    wrap = page.locator(".jobs-table").locator("xpath=..")
+    widths = wrap.evaluate("(el) => [el.scrollWidth, el.clientWidth]")
+    screenshot(page, "jobs-1440-metrics.png")
+    assert widths[0] <= widths[1], widths  # nothing to scroll to
+    submitted = page.locator(".jobs-table th", has_text="Submitted").bounding_box()
+    box = wrap.bounding_box()
+    assert submitted and box and submitted["x"] + submitted["width"] <= box["x"] + box["width"] + 1
