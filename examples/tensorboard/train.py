@@ -69,7 +69,8 @@ def main() -> None:
             time.sleep(args.pause)
     train.close()
     evaluate.close()
-    print(f"done: w={w:.3f} b={b:.3f}", flush=True)
+    print(f"fitted w={w:.3f} b={b:.3f}", flush=True)
+    print("training done", flush=True)
 
 
 if __name__ == "__main__":
