@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from jobs.core.choices import Reason
+from jobs.core.choices import EventKind, JobStatus, Reason
 from jobs.models import Job, JobEvent, LogLine, MetricSample, ResultFile
 from tenants.models import Tenant
 from tenants.scoping import Perm, restrict
@@ -323,3 +323,38 @@ def tenant_namespace_not_owned(*, tenant: Tenant) -> bool:
     """Whether the tenant's jobs wait because its namespace exists and is not this installation's (their
     launch met `NamespaceNotOwned`): a platform admin must resolve it (another prefix, or labels)."""
     return tenant.jobs.waiting().filter(reason=Reason.NAMESPACE_NOT_OWNED).exists()
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt of a job as its transitions tell it: when it was admitted and started, and, when it was
+    stopped on purpose (a halt, the platform's idle-GPU halt, a cancel), how (`halted`, `cancelled`)."""
+
+    number: int
+    admitted_at: datetime
+    started_at: datetime | None = None
+    stopped: str = ""
+
+
+def job_attempts(*, job: Job) -> dict[int, Attempt]:
+    """The job's attempts by number, from its transition events (each admission, a move to `starting`, opens
+    one): the job page shows the current attempt's times and says which learners were stopped, not failed."""
+    attempts: dict[int, Attempt] = {}
+    current: Attempt | None = None
+    moves = job.events.filter(kind=EventKind.TRANSITION).order_by("created_at", "id")
+    for to, at in moves.values_list("to_status", "created_at"):
+        if to == JobStatus.STARTING:
+            current = Attempt(number=len(attempts) + 1, admitted_at=at)
+        elif current is None:
+            continue
+        elif to == JobStatus.RUNNING and current.started_at is None:
+            current = replace(current, started_at=at)
+        elif to in _STOPPED_BY and not current.stopped:
+            current = replace(current, stopped=_STOPPED_BY[to])
+        else:
+            continue
+        attempts[current.number] = current
+    return attempts
+
+
+_STOPPED_BY: dict[str, str] = {JobStatus.HALTING: "halted", JobStatus.CANCELLING: "cancelled"}

@@ -27,9 +27,18 @@ from jobs.core.states import TRANSITIONS, JobStatus
 from jobs.filters import JobPageFilter
 from jobs.forms import SubmitForm, spec_templates, template_code, template_code_folders
 from jobs.idlegpu import job_idle_flag
-from jobs.models import Job
+from jobs.models import Job, Learner
 from jobs.scheduling import job_dry_run
-from jobs.selectors import job_events, job_get, job_list, job_logs, job_result_refusals, job_results
+from jobs.selectors import (
+    Attempt,
+    job_attempts,
+    job_events,
+    job_get,
+    job_list,
+    job_logs,
+    job_result_refusals,
+    job_results,
+)
 from jobs.services import (
     JobRejected,
     PermissionDenied,
@@ -181,11 +190,25 @@ RESULTS_PER_PAGE = 50
 """Result files shown per page on the job page (`?results_page=N`), as the API pages them."""
 
 
+def _learners(job: Job, attempts: dict[int, Attempt]) -> list[Learner]:
+    """The learner rows, newest attempt first; a learner whose attempt was halted or cancelled is shown as
+    stopped (its SIGTERM exit is the stop, not a failure)."""
+    learners = list(job.learner_set.order_by("-attempt", "index"))
+    for learner in learners:
+        attempt = attempts.get(learner.attempt)
+        stopped = attempt.stopped if attempt and learner.phase in ("Failed", "Deleted") else ""
+        learner.shown_phase = "Stopped" if stopped else learner.phase  # type: ignore[attr-defined]
+        learner.shown_reason = stopped or learner.reason  # type: ignore[attr-defined]
+    return learners
+
+
 def _job_history(request: HttpRequest, job: Job) -> dict[str, Any]:
+    attempts = job_attempts(job=job)
     return {
         "job": job,
         "events": job_events(job=job),
-        "learners": job.learner_set.order_by("-attempt", "index"),
+        "learners": _learners(job, attempts),
+        "current_attempt": attempts.get(job.attempt),
         "results": Paginator(job_results(job=job), RESULTS_PER_PAGE).get_page(
             request.GET.get("results_page")
         ),

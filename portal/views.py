@@ -22,6 +22,15 @@ from tenants.scoping import tenants_for
 from tenants.secret_pages import secrets_context
 
 GPU_HOURS_DAYS = 14
+GPU_HOURS_SCALE_FLOOR = 1.0
+
+
+def gpu_hours_text(hours: float) -> str:
+    """A GPU-hours figure for the bars: one decimal from 1 up, two significant digits below (0.002, not
+    0.0), nothing for none."""
+    if hours <= 0:
+        return ""
+    return f"{hours:.1f}" if hours >= 1 else f"{hours:.2g}"
 
 
 @require_GET
@@ -57,7 +66,9 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     if tenant is None:
         raise Http404("no such tenant")
     gpu_hours = tenant_gpu_hours_by_day(tenant=tenant, days=GPU_HOURS_DAYS)
-    peak = max((h for _, h in gpu_hours), default=0.0) or 1.0
+    # The bars' scale reaches at least GPU_HOURS_SCALE_FLOOR, so a few seconds of GPU time is a sliver, not a
+    # full bar.
+    peak = max([GPU_HOURS_SCALE_FLOOR, *(h for _, h in gpu_hours)])
     queue = (
         tenant.jobs.waiting()
         .select_related("owner")
@@ -71,8 +82,10 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
             "members": tenant.memberships.select_related("user").order_by("role", "user__username"),
             "meters": usage_meters(tenant),
             "quota": tenant.quota,
-            "gpu_hours": [(day, hours, round(100 * hours / peak)) for day, hours in gpu_hours],
-            "gpu_hours_total": sum(h for _, h in gpu_hours),
+            "gpu_hours": [
+                (day, gpu_hours_text(hours), round(100 * hours / peak, 1)) for day, hours in gpu_hours
+            ],
+            "gpu_hours_total": gpu_hours_text(sum(h for _, h in gpu_hours)) or "0",
             "queue": queue,
             "statuses": JobStatus,
             **secrets_context(request, tenant),

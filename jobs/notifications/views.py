@@ -12,6 +12,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods, require_POST
 
 from common.errors import Refused
+from common.sealing import seal, unseal
 from jobs.notifications.forms import SubscriptionForm
 from jobs.notifications.models import Subscription
 from jobs.notifications.selectors import subscription_deliveries, subscription_get, subscription_list
@@ -26,6 +27,9 @@ from tenants.pages import current_tenant, forbidden, page_user, render_page
 from tenants.scoping import Perm, tenants_for
 
 DELIVERIES_SHOWN = 50
+# The session key under which a new webhook's signing secret waits, sealed, for the page the create redirects
+# to: shown there once, then gone (a reload shows no secret and creates nothing).
+NEW_SECRET = "notifications:new-secret"  # noqa: S105 (a session key, not a secret)
 
 
 def _subscription(request: HttpRequest, subscription_id: int) -> Subscription:
@@ -39,7 +43,8 @@ def _subscription(request: HttpRequest, subscription_id: int) -> Subscription:
 @login_required
 def notifications_page(request: HttpRequest) -> HttpResponse:
     """GET: the list and the form (`?tenant=&scope=tenant` preselects a tenant subscription). POST: create
-    one, then show its page with the signing secret, this once."""
+    one and redirect to its page (post/redirect/get: a reload there creates nothing), which shows the signing
+    secret this once."""
     tenants = list(tenants_for(request.user))
     if request.method == "POST":
         form = SubscriptionForm(request.POST, tenants=tenants)
@@ -55,7 +60,11 @@ def notifications_page(request: HttpRequest) -> HttpResponse:
                     for problem in problems:
                         form.add_error(field if field in form.fields else None, problem)
             else:
-                return _detail(request, created.subscription, secret=created.secret, status=201)
+                if created.secret:
+                    request.session[NEW_SECRET] = seal(
+                        {"id": created.subscription.pk, "secret": created.secret}
+                    )
+                return redirect("notification-detail", created.subscription.pk)
     else:
         chosen = request.GET.get("tenant") or getattr(current_tenant(request), "slug", None)
         form = SubscriptionForm(
@@ -83,8 +92,12 @@ def _detail(
 
 @login_required
 def notification_detail(request: HttpRequest, subscription_id: int) -> HttpResponse:
-    """A subscription's settings, actions and delivery log."""
-    return _detail(request, _subscription(request, subscription_id))
+    """A subscription's settings, actions and delivery log; right after the create, its signing secret once."""
+    subscription = _subscription(request, subscription_id)
+    sealed = request.session.pop(NEW_SECRET, None)
+    new = unseal(sealed) if sealed else {}
+    secret = new["secret"] if new.get("id") == subscription.pk else None
+    return _detail(request, subscription, secret=secret)
 
 
 @require_POST

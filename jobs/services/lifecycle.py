@@ -298,14 +298,15 @@ def learner_node_unready(*, job_id: str, attempt: int, view: LearnerView) -> Job
 
 
 def learner_update(*, job_id: str, attempt: int, view: LearnerView) -> None:
-    """Keep the learner row in step with its pod (phase, node, exit code)."""
+    """Keep the learner row in step with its pod (phase, node, exit code, and the reason it gives now: a
+    waiting reason such as PodInitializing goes once the container runs; a deleted pod keeps its last)."""
     fields: dict[str, Any] = {"phase": view.phase or "Deleted"}
     if view.node:
         fields["node"] = view.node
     if view.exit_code is not None:
         fields["exit_code"] = view.exit_code
     reason = view.terminated_reason or view.waiting_reason or view.pod_reason
-    if reason:
+    if reason or view.phase:
         fields["reason"] = reason[:64]
     Learner.objects.filter(job_id=job_id, attempt=attempt, index=view.index).update(**fields)
 

@@ -1,9 +1,10 @@
 """Every template of the submit page, and the examples that are not templates, really run on a `make up` setup:
 logged in as `demo` (seed_demo: its quota, its policy allowing the embedded S3, its data-store secret
 `demo-s3`), each is submitted from the submit page as it comes (the train-cpu template with the code the page
-attaches, with-code.yaml with examples/model uploaded as its ZIP), and each succeeds on kubesim; the job page
-shows it. The embedded S3 is the same moto server `make up` runs (`portal.demo_s3`), started here on a free
-port: the only edit to a spec is that port in its endpoint.
+attaches, with-code.yaml with examples/model uploaded as its ZIP, tensorboard.yaml with examples/tensorboard,
+whose scalars become metrics), and each succeeds on kubesim; the job page shows it. The embedded S3 is the
+same moto server `make up` runs (`portal.demo_s3`), started here on a free port: the only edit to a spec is
+that port in its endpoint.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from playwright.sync_api import expect
 from jobs.artifacts.code import zip_directory_bytes
 from jobs.core.states import TERMINAL
 from jobs.forms import TEMPLATES
-from jobs.models import Job, LogLine
+from jobs.models import Job, LogLine, MetricSample
 from kubesim.testing import KubeSim
 from portal import demo_s3
 from tests.clusters import pod_url
@@ -42,6 +43,7 @@ DONE = {
     "train-cpu": "training done",
     "regression-single-gpu": "training done",
     "mlp-from-disk": "training done; model in RESULT_DIR",
+    "tensorboard-scalars": "training done",
 }
 
 
@@ -106,6 +108,9 @@ def test_each_template_and_example_submitted_from_the_page_succeeds(
     code = zip_directory_bytes({p.name: p.read_bytes() for p in model.glob("*.py")})
     with_code = (ROOT / "examples/specs/with-code.yaml").read_text()
     jobs.append(_submit(page, with_code, s3_url, code=code))
+    scalars = ROOT / "examples/tensorboard"
+    code = zip_directory_bytes({p.name: p.read_bytes() for p in scalars.glob("*.py")})
+    jobs.append(_submit(page, (ROOT / "examples/specs/tensorboard.yaml").read_text(), s3_url, code=code))
     assert sorted(j.name for j in jobs) == sorted(DONE)
     assert Job.objects.get(name="train-cpu").code is not None  # the template's code, attached by the page
 
@@ -117,6 +122,15 @@ def test_each_template_and_example_submitted_from_the_page_succeeds(
     for name in ("regression-single-gpu", "ffdl-pytorch-regression"):
         log = " ".join(LogLine.objects.filter(job__name=name).values_list("text", flat=True))
         assert f"read {demo_s3.ROWS} rows" in log, (name, log[:300])
+    tensorboard = Job.objects.get(name="tensorboard-scalars")
+    wait_until(
+        lambda: (
+            {"train/loss", "train/lr", "eval/loss"}
+            <= set(MetricSample.objects.filter(job=tensorboard).values_list("name", flat=True))
+        ),
+        timeout=60,
+        what="the TensorBoard example's scalars to become metrics",
+    )
     page.goto(f"/jobs/{jobs[0].pk}/")
     expect(page.locator("#job-status .badge")).to_have_text("Succeeded")
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from jobs import cluster
+from jobs.models import Learner
 from jobs.services import job_submit
 from kubesim.sidecars import INJECT_LABEL, SIDECAR_NAME
 from kubesim.testing import KubeSim
@@ -62,3 +63,24 @@ def test_a_job_beside_an_injected_sidecar_ends_on_its_learners_exit_code_and_its
     job = wait_status(job, status, timeout=60)
     assert job.reason == reason, describe(job)
     wait_until(lambda: not cluster.job_pods(job), timeout=30, what="the pod to be deleted")
+
+
+def test_a_learner_past_its_init_containers_shows_no_podinitializing_reason(injecting: KubeSim) -> None:
+    """A native sidecar is an init container: the learner waits PodInitializing until it has started, and
+    that reason goes from its row once the learner runs (the job page showed "Running PodInitializing")."""
+    injecting.inject_sidecars("native")
+    tenant = make_tenant()
+    script = "import time; print('training', flush=True); time.sleep(4)"
+    job = job_submit(
+        tenant=tenant, user=member(tenant), document=python_spec("init-first", script, retries=0)
+    )
+
+    def running() -> Learner | None:
+        return Learner.objects.filter(job=job, phase="Running").first()
+
+    try:
+        learner = wait_until(running, timeout=60, what="the learner to run")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {describe(job)}") from None
+    assert learner.reason == "", describe(job)
+    wait_status(job, "succeeded", timeout=60)

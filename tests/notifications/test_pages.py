@@ -32,11 +32,14 @@ def test_the_form_creates_a_webhook_and_shows_its_secret_once() -> None:
     client = browser(user)
     assert b"Notifications" in client.get("/").content  # in the user menu
     response = client.post("/notifications/", {"tenant": tenant.slug, **FORM})
-    assert response.status_code == 201
     sub = Subscription.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/notifications/{sub.pk}/"
     secret = subscription_secret(sub)
-    assert secret in response.content.decode() and sub.events == ["succeeded", "failed"]
+    shown = client.get(response["Location"])
+    assert secret in shown.content.decode() and sub.events == ["succeeded", "failed"]
+    assert shown["Cache-Control"] == "no-store"
     assert secret not in client.get(f"/notifications/{sub.pk}/").content.decode()
+    assert secret not in str(dict(client.session))  # it waited in the session sealed, and is gone
     listed = client.get("/notifications/").content.decode()
     assert f'data-subscription-id="{sub.pk}"' in listed and secret not in listed
 
