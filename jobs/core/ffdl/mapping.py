@@ -106,7 +106,10 @@ FFDL_MAPPING: tuple[FfdlKey, ...] = (
     ),
     FfdlKey(
         "framework.command", TRANSLATED, "command",
-        "run as `/bin/sh -c <command>`; a line break followed by indentation continues the line",
+        "run as `/bin/sh -c <command>`; a line break followed by indentation continues the line (FfDL "
+        "joined every line before `eval`: a folded `command: >` with more-indented lines ran as one line); a "
+        "command with a here-document (`<<EOF`, `<<-EOF`, `<<'EOF'`) is kept as written, so its indented "
+        "lines reach the command that reads them",
         "python train.py\n  --epochs 5", "document.command", "python train.py --epochs 5",
     ),
     FfdlKey(
