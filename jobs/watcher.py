@@ -420,8 +420,15 @@ class Watcher:
 
 
 def _ended(views: list[LearnerView]) -> set[int]:
-    """The learners whose pods have ended (their logs are complete and can be read to the end)."""
-    return {view.index for view in views if view.phase in ("Succeeded", "Failed")}
+    """The learners whose pods have ended and whose logs can still be read to the end: not those their node
+    lost (gone, or not answering: PodGC's DeletionByPodGC, a container the node lost), whose kubelet has no
+    more of the log to give, so waiting for them would only delay the requeue."""
+    return {
+        view.index
+        for view in views
+        if view.phase in ("Succeeded", "Failed")
+        and not (view.container_lost or view.node_unready or view.pod_reason == "DeletionByPodGC")
+    }
 
 
 def _with_claims(verdict: Verdict, pods: list[dict[str, Any]]) -> Verdict:
