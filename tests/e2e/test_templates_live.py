@@ -3,8 +3,9 @@ logged in as `demo` (seed_demo: its quota, its policy allowing the embedded S3, 
 `demo-s3`), each is submitted from the submit page as it comes (the train-cpu template with the code the page
 attaches, with-code.yaml with examples/model uploaded as its ZIP, tensorboard.yaml with examples/tensorboard,
 whose scalars become metrics), and each succeeds on kubesim; the job page shows it. The embedded S3 is the
-same moto server `make up` runs (`portal.demo_s3`), started here on a free port: the only edit to a spec is
-that port in its endpoint.
+same moto server `make up` runs (`portal.demo_s3`), started here on a free port: the demo secret carries
+where pods reach it (pytorch-single.yaml names only the secret), and the only edit to a spec is that address
+in the FfDL manifest's `auth_url` (FfDL's format names the store's URL).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 import socket
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import call_command
@@ -61,9 +63,12 @@ def embedded_s3() -> Iterator[str]:
 
 
 @pytest.fixture
-def demo(live_page: Any, settings: Any, live_server_url: str, engine: KubeSim) -> None:
-    """seed_demo's logins, tenant, policy and secret; the pods fetch code from the live server."""
+def demo(live_page: Any, settings: Any, live_server_url: str, engine: KubeSim, embedded_s3: str) -> None:
+    """seed_demo's logins, tenant, policy and secret (whose endpoint is where pods reach this test's S3, as
+    `make up`'s is where they reach its own); the pods fetch code from the live server."""
     settings.ARTIFACTS_BASE_URL = pod_url(engine, live_server_url)
+    pod_s3 = urlsplit(pod_url(engine, embedded_s3))
+    settings.S3_DEMO_POD_HOST, settings.S3_DEMO_POD_PORT = pod_s3.hostname, pod_s3.port
     with override_settings(LOCAL_SETUP=True):
         call_command("seed_demo", stdout=io.StringIO())
 
