@@ -18,15 +18,13 @@ class GroupUsage:
     pids: tuple[int, ...]
 
 
-def group_usage(pgid: int, extra_pids: tuple[int, ...] = ()) -> GroupUsage:
-    """Sum CPU and RSS over every live process whose process group is ``pgid`` (plus ``extra_pids``)."""
-    cpu_ticks = 0
-    rss_pages = 0
-    pids = []
+def _live_processes() -> dict[int, list[str]]:
+    """Every live (not zombie) process's /proc/<pid>/stat fields after the command name, by pid."""
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return GroupUsage(0.0, 0, ())
+        return {}
+    found = {}
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -36,52 +34,41 @@ def group_usage(pgid: int, extra_pids: tuple[int, ...] = ()) -> GroupUsage:
         except OSError:
             continue
         fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) < 22 or fields[0] == "Z":
-            continue
-        if int(fields[2]) != pgid and int(entry) not in extra_pids:
-            continue
-        pids.append(int(entry))
-        cpu_ticks += int(fields[11]) + int(fields[12])
-        rss_pages += int(fields[21])
-    return GroupUsage(cpu_ticks / _TICKS, rss_pages * _PAGE, tuple(pids))
+        if len(fields) >= 22 and fields[0] != "Z":
+            found[int(entry)] = fields
+    return found
+
+
+def _usage(stats: dict[int, list[str]], pids: set[int]) -> GroupUsage:
+    """CPU time (user and system) and resident memory summed over `pids`."""
+    cpu_ticks = sum(int(stats[p][11]) + int(stats[p][12]) for p in pids)
+    rss_pages = sum(int(stats[p][21]) for p in pids)
+    return GroupUsage(cpu_ticks / _TICKS, rss_pages * _PAGE, tuple(sorted(pids)))
+
+
+def group_usage(pgid: int, extra_pids: tuple[int, ...] = ()) -> GroupUsage:
+    """Sum CPU and RSS over every live process whose process group is ``pgid`` (plus ``extra_pids``)."""
+    stats = _live_processes()
+    return _usage(
+        stats, {pid for pid, fields in stats.items() if int(fields[2]) == pgid or pid in extra_pids}
+    )
 
 
 def tree_usage(root: int) -> GroupUsage:
     """Sum CPU and RSS over a process, every process descended from it and every member of its process
     group (a child that started its own session stays a descendant)."""
-    parents: dict[int, int] = {}
-    groups: dict[int, int] = {}
-    stats: dict[int, list[str]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return GroupUsage(0.0, 0, ())
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) < 22 or fields[0] == "Z":
-            continue
-        pid = int(entry)
-        parents[pid], groups[pid], stats[pid] = int(fields[1]), int(fields[2]), fields
-    members = {pid for pid, group in groups.items() if group == root} | ({root} & set(stats))
-    frontier = list(members)
+    stats = _live_processes()
     children: dict[int, list[int]] = {}
-    for pid, parent in parents.items():
-        children.setdefault(parent, []).append(pid)
+    for pid, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(pid)
+    members = {pid for pid, fields in stats.items() if int(fields[2]) == root} | ({root} & set(stats))
+    frontier = list(members)
     while frontier:
         for child in children.get(frontier.pop(), []):
             if child not in members:
                 members.add(child)
                 frontier.append(child)
-    cpu_ticks = sum(int(stats[p][11]) + int(stats[p][12]) for p in members)
-    rss_pages = sum(int(stats[p][21]) for p in members)
-    return GroupUsage(cpu_ticks / _TICKS, rss_pages * _PAGE, tuple(sorted(members)))
+    return _usage(stats, members)
 
 
 def process_identity(pid: int) -> str | None:
