@@ -124,7 +124,9 @@ def datastore_secret_rotate(
     running keep the old ones. The rotation is audited."""
     _require_owner(user, secret.tenant)
     clean = _clean_values(values)
-    locked = DataStoreSecret.objects.select_for_update().select_related("tenant").get(pk=secret.pk)
+    locked = (
+        DataStoreSecret.objects.select_for_update(of=("self",)).select_related("tenant").get(pk=secret.pk)
+    )
     locked.sealed = sealing.seal(clean)
     locked.keys = sorted(clean)
     locked.rotated_at = timezone.now()
@@ -163,7 +165,9 @@ def datastore_secret_delete(*, secret: DataStoreSecret, user: User) -> None:
     """Delete `secret` (owners only), audited; refused (409, naming them) while jobs that may still launch
     name it: they would fail at launch. Finished jobs keep their history; a retry of one is then refused."""
     _require_owner(user, secret.tenant)
-    locked = DataStoreSecret.objects.select_for_update().select_related("tenant").get(pk=secret.pk)
+    locked = (
+        DataStoreSecret.objects.select_for_update(of=("self",)).select_related("tenant").get(pk=secret.pk)
+    )
     users = list(datastore_secret_users(secret=locked).values_list("pk", "name", "status")[:11])
     if users:
         listed = ", ".join(f"{pk} ({name}, {status})" for pk, name, status in users[:10])
