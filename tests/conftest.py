@@ -18,6 +18,7 @@ import pytest
 from kubesim.network import HOST_NAME
 from kubesim.testing import KubeSim
 from tests.clusters import EXTERNAL_KUBECONFIG, KUBESIM_ONLY_REASON, cluster_for_tests
+from tests.own_postgres import OwnPostgres, as_default
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("TRAINYARD_SHARED_DATA", ROOT.parent / "shared" / "data"))
@@ -146,6 +147,35 @@ def _end_stray_database_sessions(django_db_setup: None, django_db_blocker: Any) 
             _end_other_database_sessions()
     except OperationalError:
         pass  # a run of database-free tests only: pytest-django never pointed the connection at a test db
+
+
+@pytest.fixture(scope="session")
+def own_postgres() -> Iterator[OwnPostgres]:
+    """A PostgreSQL cluster of the session's own, with the project's schema in a template database, for
+    tests that stop and start the database server (tests/own_postgres.py). Made on first use only (about
+    5 s: initdb, then migrate); stopped and removed at the end of the session."""
+    cluster = OwnPostgres()
+    try:
+        cluster.start()
+        cluster.template()
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def own_database(own_postgres: OwnPostgres, transactional_db: None) -> Iterator[str]:
+    """A fresh database on the own cluster (a copy of the template), and this process's Django connections
+    pointed at it for the test, so factories and services write where a server on the cluster reads. Its
+    name is yielded; the test database is back before pytest-django flushes it."""
+    name = own_postgres.fresh_database()
+    try:
+        with as_default(own_postgres, name):
+            yield name
+    finally:
+        if not own_postgres.running:  # a test that failed while the server was down
+            own_postgres.start()
+        own_postgres.drop_database(name)
 
 
 def _free_port() -> int:

@@ -1,13 +1,17 @@
-"""A PostgreSQL outage for tests: the test database refuses every new connection, as when the server is
-down, until the block ends. Done from a connection to the `postgres` database of the same server, so it can
-always be undone.
+"""A PostgreSQL outage simulated on the shared test server, for code that runs in the test's own process
+(consumers under a WebsocketCommunicator): the test database refuses every new connection, as when the
+server is down, until the block ends. Done from a connection to the `postgres` database of the same server,
+so it can always be undone.
+
+Tests that run a server process stop a real server instead: a PostgreSQL cluster of their own
+(tests/own_postgres.py, the `own_postgres` and `own_database` fixtures). In-process code shares the test's
+own Django connection and settings, so it would share that cluster too and gain nothing from it but the
+cluster's start-up; here the same refusal costs one ALTER DATABASE.
 
 Open sessions are left alone unless `end_sessions`: the test process may hold connections in contexts it
-cannot reach (Playwright's greenlets see connections of their own), and pytest-django flushes through them
-afterwards. A server process holds none between uses (`CONN_MAX_AGE` 0, the default: every request and
-every database read of a socket opens a connection), so for it the database is gone either way. Code run in
-the test's own thread (a consumer under a WebsocketCommunicator) may go on with the test's connection: end
-the sessions, and close that connection after the block (`connection.close()`)."""
+cannot reach, and pytest-django flushes through them afterwards. Code run in the test's own thread may go
+on with the test's connection: end the sessions, and close that connection after the block
+(`connection.close()`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """A job page through a PostgreSQL outage, in Chromium against a real daphne: the server closes the live
 socket with 4503 when the database goes away under it, the page reconnects with backoff (failing while the
 database is still down), resubscribes from its last sequences once it is back, and shows every line, each
-once, without a reload. The outage is real PostgreSQL behaviour: the test database refuses connections
-(tests/pg_outage.py), and the server opens one for each read."""
+once, without a reload. The outage is a real one: the server runs on a PostgreSQL cluster of the test's own
+(tests/own_postgres.py), which the test stops (`pg_ctl stop -m fast`: sessions ended, connections refused)
+and starts again; the test's data lives in that cluster."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ import pytest
 
 from jobs.models import Learner
 from jobs.services.logs import logs_append
-from tests.e2e.conftest import _daphne, _new_page, _test_database_name, login
+from tests.e2e.conftest import _daphne, _new_page, login
 from tests.e2e.test_live_pages import _in_thread
 from tests.factories import make_job, make_tenant, member
-from tests.pg_outage import postgres_down
+from tests.own_postgres import OwnPostgres
 
 pytestmark = pytest.mark.slow
 
@@ -38,11 +39,15 @@ RECORD_SOCKETS = """
 
 
 @pytest.fixture
-def outage_server(django_db_setup: None, django_db_blocker: Any, tmp_path: Any) -> Iterator[str]:
-    """A daphne of this test's own that checks each socket's credentials (in the database) every 0.5 s, so
-    a socket notices the outage soon even when no client message comes."""
-    name = _test_database_name(django_db_blocker)
-    with _daphne(name, {"KUBECONFIG": "", "LIVE_AUTH_RECHECK_SECONDS": "0.5"}, tmp_path) as url:
+def outage_server(own_postgres: OwnPostgres, own_database: str, tmp_path: Any) -> Iterator[str]:
+    """A daphne of this test's own on the own cluster's database, which checks each socket's credentials
+    (in the database) every 0.5 s, so a socket notices the outage soon even when no client message comes."""
+    env = {
+        "DATABASE_URL": own_postgres.url(own_database),
+        "KUBECONFIG": "",
+        "LIVE_AUTH_RECHECK_SECONDS": "0.5",
+    }
+    with _daphne(own_database, env, tmp_path) as url:
         yield url
 
 
@@ -56,7 +61,7 @@ def _shown(page: Any) -> list[int]:
 
 
 def test_job_page_catches_up_after_a_postgresql_outage_without_reload(
-    browser: Any, outage_server: str, transactional_db: None
+    browser: Any, own_postgres: OwnPostgres, outage_server: str
 ) -> None:
     tenant = make_tenant()
     member(tenant, username="alice")
@@ -72,7 +77,7 @@ def test_job_page_catches_up_after_a_postgresql_outage_without_reload(
         page.wait_for_function("document.querySelector('#log').innerText.includes('line 20')")
         page.evaluate("window.__sameDocument = true")  # gone if the page reloads
 
-        with postgres_down():
+        with own_postgres.down():
             # Closed with the platform's code, not left open and silent; the reconnects fail meanwhile.
             page.wait_for_function("window.__ws.closes[0] === 4503", timeout=15_000)
             page.wait_for_function("window.__ws.closes.length >= 2", timeout=15_000)

@@ -1,6 +1,11 @@
 """The live socket when its channel layer or PostgreSQL fails under it: the socket closes with the platform's
 4503, a code the WebSocket protocol lets an application send (daphne refuses 1011) and clients reconnect
-after, never left open with nothing feeding it; and no task it started outlives it."""
+after, never left open with nothing feeding it; and no task it started outlives it.
+
+The consumer runs in this process under a WebsocketCommunicator, on the test's own Django connection, so
+the PostgreSQL outage is the one tests/pg_outage.py makes on the shared test server (new connections
+refused, open sessions ended); the tests that run a server process stop a cluster of their own instead
+(tests/own_postgres.py: tests/e2e/test_live_outage.py, tests/portal/test_database_outage.py)."""
 
 from __future__ import annotations
 
