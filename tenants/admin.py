@@ -1,7 +1,8 @@
 """Admin console for tenants: quota and members inline, current usage beside each quota. Membership changes
 made here are audited in `MembershipEvent`, as the tenant page's are, and keep the tenant page's rule: a
 tenant always keeps an owner (`tenants.members.owner_kept_check`), whether a member is deleted (one, or
-several with the bulk action), demoted or moved to another tenant, here or in the tenant's members inline."""
+several with the bulk action), demoted or moved to another tenant, here or in the tenant's members inline;
+nor is a user who is a tenant's last owner deleted (their memberships would go with them)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import actions as admin_actions
 from django.contrib.admin.utils import unquote
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
@@ -285,21 +288,20 @@ def _deletion_refused(memberships: QuerySet[Membership]) -> str | None:
     return "; ".join(refusals) or None
 
 
-@admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
-    form = MembershipForm
-    list_display = ["user", "tenant", "role", "created_at"]
-    list_filter = ["role", "tenant"]
-    search_fields = ["user__username", "tenant__slug"]
-    autocomplete_fields = ["user", "tenant"]
+class KeepsOwnersOnDelete(admin.ModelAdmin):
+    """Django's delete page and bulk delete action, refused where deleting the objects would delete every
+    owner's membership of a tenant: the delete page sends the admin back to the object with the reason, the
+    bulk action deletes nothing and says why. Subclasses say which memberships their objects carry."""
+
     actions = ["delete_selected"]
 
-    @admin.action(permissions=["delete"], description="Delete selected memberships")
-    def delete_selected(self, request: HttpRequest, queryset: QuerySet[Membership]) -> HttpResponse | None:
-        """Django's bulk delete (confirmation page, then delete), refused for the whole selection if it would
-        leave a tenant without an owner."""
+    def memberships_of(self, objects: QuerySet[Any]) -> QuerySet[Membership]:
+        raise NotImplementedError
+
+    @admin.action(permissions=["delete"], description="Delete selected %(verbose_name_plural)s")
+    def delete_selected(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
         with transaction.atomic():
-            refusal = _deletion_refused(queryset)
+            refusal = _deletion_refused(self.memberships_of(queryset))
             if refusal:
                 self.message_user(request, f"Nothing was deleted: {refusal}.", messages.ERROR)
                 return None
@@ -308,18 +310,29 @@ class MembershipAdmin(admin.ModelAdmin):
     def delete_view(
         self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        """Django's delete page, which sends the admin back to the membership with the reason when it is the
-        tenant's last owner."""
         with transaction.atomic():
-            membership = self.get_object(request, unquote(object_id))
-            refusal = None
-            if membership is not None:
-                refusal = _deletion_refused(Membership.objects.filter(pk=membership.pk))
-            if membership is not None and refusal:
-                self.message_user(request, f"{membership} was not deleted: {refusal}.", messages.ERROR)
-                url = reverse("admin:tenants_membership_change", args=[membership.pk])
-                return HttpResponseRedirect(url)
+            obj = self.get_object(request, unquote(object_id))
+            if obj is not None:
+                objects = self.model._default_manager.filter(pk=obj.pk)
+                refusal = _deletion_refused(self.memberships_of(objects))
+                if refusal:
+                    self.message_user(request, f"{obj} was not deleted: {refusal}.", messages.ERROR)
+                    opts = self.model._meta
+                    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+                    return HttpResponseRedirect(url)
             return super().delete_view(request, object_id, extra_context)
+
+
+@admin.register(Membership)
+class MembershipAdmin(KeepsOwnersOnDelete):
+    form = MembershipForm
+    list_display = ["user", "tenant", "role", "created_at"]
+    list_filter = ["role", "tenant"]
+    search_fields = ["user__username", "tenant__slug"]
+    autocomplete_fields = ["user", "tenant"]
+
+    def memberships_of(self, objects: QuerySet[Any]) -> QuerySet[Membership]:
+        return objects
 
     def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
         old = Membership.objects.select_related("tenant").filter(pk=obj.pk).first() if change else None
@@ -371,3 +384,15 @@ def _audit_changes(
         membership_event_record(
             tenant=tenant, actor=actor, username=username, action=action, role=role, previous=previous
         )
+
+
+class UserAdmin(KeepsOwnersOnDelete, DjangoUserAdmin):
+    """Django's user admin, except that a user who is the last owner of a tenant cannot be deleted (their
+    memberships would go with them): make another owner first."""
+
+    def memberships_of(self, objects: QuerySet[Any]) -> QuerySet[Membership]:
+        return Membership.objects.filter(user__in=objects)
+
+
+admin.site.unregister(User)
+admin.site.register(User, UserAdmin)

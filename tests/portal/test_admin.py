@@ -282,3 +282,22 @@ def test_the_tenant_inline_refuses_to_remove_or_demote_the_last_owner(admin_clie
         assert formset.non_form_errors() == ["olga is the last owner of vision; make another owner first"]
     assert Membership.objects.get(user__username="olga").role == "owner"
     assert not MembershipEvent.objects.filter(tenant=tenant).exists()
+
+
+def test_the_user_admin_refuses_to_delete_a_tenants_last_owner(admin_client_logged_in: Client) -> None:
+    tenant = make_tenant("vision")
+    olga, bob = member(tenant, "owner", username="olga"), member(tenant, "member", username="bob")
+    refused = "olga is the last owner of vision; make another owner first."
+    url = reverse("admin:auth_user_delete", args=[olga.pk])
+    response = admin_client_logged_in.post(url, {"post": "yes"}, follow=True)
+    assert response.redirect_chain == [(reverse("admin:auth_user_change", args=[olga.pk]), 302)]
+    assert _messages(response) == [f"olga was not deleted: {refused}"]
+    changelist = reverse("admin:auth_user_changelist")
+    selection = {"action": "delete_selected", "_selected_action": [olga.pk, bob.pk], "post": "yes"}
+    response = admin_client_logged_in.post(changelist, selection, follow=True)
+    assert _messages(response) == [f"Nothing was deleted: {refused}"]
+    assert Membership.objects.filter(tenant=tenant).count() == 2
+
+    selection["_selected_action"] = [bob.pk]
+    assert admin_client_logged_in.post(changelist, selection).status_code == 302
+    assert list(Membership.objects.values_list("user__username", flat=True)) == ["olga"]
