@@ -1,10 +1,12 @@
-"""A team's day one, end to end (issue 29's "done when"): a new owner, from the browser alone, adds a member;
-the member, in their own browser, mints an API token on the Tokens page; with it, the `trainyard` command
-installed by `pip install .` into a fresh virtual environment logs in and submits an example spec, which the
-job engine runs on kubesim to success in that tenant, as the command itself reports."""
+"""A team's day one, end to end (issue 29's "done when"): a platform admin creates the team with its owner
+(`manage.py tenant create`); the new owner, from the browser alone, adds a member; the member, in their own
+browser, mints an API token on the Tokens page; with it, the `trainyard` command installed by `pip install .`
+into a fresh virtual environment logs in and submits an example spec, which the job engine runs on kubesim to
+success in that tenant, as the command itself reports."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -12,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from playwright.sync_api import expect
 
 from jobs.models import Job
-from tenants.models import Membership
+from tenants.models import Membership, Tenant
 from tests.e2e.conftest import ROOT, add_member, create_token, login, open_page
-from tests.factories import make_tenant, make_user, member
+from tests.factories import make_user
 
 pytestmark = pytest.mark.slow
 
@@ -29,9 +32,10 @@ SUBMITTED = re.compile(r"submitted job (\S+) \(demo-mlp\) to vision: ")
 def test_a_new_owner_adds_a_member_who_mints_a_token_and_submits_with_the_installed_cli(
     live_page: Any, browser: Any, live_server_url: str, installed_cli: Path, tmp_path: Path
 ) -> None:
-    team = make_tenant("vision")
-    member(team, "owner", username="olga")
+    make_user("olga")
     make_user("bob")
+    call_command("tenant", "create", "vision", "--owner", "olga", stdout=io.StringIO())
+    team = Tenant.objects.get(slug="vision")
 
     owner = live_page
     login(owner, "olga")
