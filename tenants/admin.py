@@ -1,19 +1,28 @@
 """Admin console for tenants: quota and members inline, current usage beside each quota. Membership changes
-made here are audited in `MembershipEvent`, as the tenant page's are."""
+made here are audited in `MembershipEvent`, as the tenant page's are, and keep the tenant page's rule: a
+tenant always keeps an owner (`tenants.members.owner_kept_check`), whether a member is deleted (one, or
+several with the bulk action), demoted or moved to another tenant, here or in the tenant's members inline;
+nor is a user who is a tenant's last owner deleted (their memberships would go with them)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin import actions as admin_actions
+from django.contrib.admin.utils import unquote
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import QuerySet
 from django.forms import BaseInlineFormSet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 
-from tenants.members import membership_event_record
-from tenants.models import JobClaims, Membership, MembershipEvent, Policy, Quota, Tenant
+from tenants.members import MemberRefused, membership_event_record, owner_kept_check
+from tenants.models import JobClaims, Membership, MembershipEvent, Policy, Quota, Role, Tenant
 from tenants.policy import WRITE_CAP_FIELDS, check_consistent, policy_clean
 from tenants.services import tenant_sync_permissions
 from tenants.usage import Usage, tenant_usage
@@ -102,8 +111,39 @@ class PolicyInline(admin.StackedInline):
     extra = 1
 
 
+def _refusal(exc: MemberRefused) -> str:
+    return "; ".join(message for messages_ in exc.errors.values() for message in messages_)
+
+
+class MembershipInlineFormSet(BaseInlineFormSet):
+    """The tenant's members as one form per row; a save that would leave the tenant without an owner
+    (its owners deleted or demoted, none made) is refused above the rows."""
+
+    def clean(self) -> None:
+        super().clean()
+        if self.instance.pk is None or any(self.errors):
+            return
+        before = dict(Membership.objects.filter(tenant=self.instance).values_list("pk", "user__username"))
+        owners = set(
+            Membership.objects.filter(tenant=self.instance, role=Role.OWNER).values_list("pk", flat=True)
+        )
+        leaving, joining = set(), set()
+        for form in self.forms:
+            if form.instance.pk in owners:
+                leaving.add(before[form.instance.pk])
+            data = getattr(form, "cleaned_data", None) or {}
+            user = data.get("user")
+            if user is not None and data.get("role") == Role.OWNER and not data.get("DELETE"):
+                joining.add(user.username)
+        try:
+            owner_kept_check(tenant=self.instance, leaving=leaving, joining=joining)
+        except MemberRefused as exc:
+            raise ValidationError(_refusal(exc)) from None
+
+
 class MembershipInline(admin.TabularInline):
     model = Membership
+    formset = MembershipInlineFormSet
     extra = 1
     autocomplete_fields = ["user"]
 
@@ -202,12 +242,97 @@ class TenantAdmin(admin.ModelAdmin):
         tenant_sync_permissions(tenant=form.instance)
 
 
+class MembershipForm(forms.ModelForm):
+    """One membership; changing the last owner's role, or moving them to another tenant, is refused on the
+    role field."""
+
+    class Meta:
+        model = Membership
+        fields = ["user", "tenant", "role"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.instance.pk is None or self.errors:
+            return data
+        old = Membership.objects.select_related("user", "tenant").get(pk=self.instance.pk)
+        if old.role != Role.OWNER:
+            return data
+        user, tenant = data.get("user"), data.get("tenant")
+        stays = data.get("role") == Role.OWNER and tenant is not None and tenant.pk == old.tenant_id
+        try:
+            owner_kept_check(
+                tenant=old.tenant,
+                leaving={old.user.username},
+                joining={user.username} if stays and user is not None else (),
+                field="role",
+            )
+        except MemberRefused as exc:
+            self.add_error("role", _refusal(exc))
+        return data
+
+
+def _deletion_refused(memberships: QuerySet[Membership]) -> str | None:
+    """Why deleting `memberships` would leave a tenant without an owner, or None. Locks each tenant's
+    membership changes for the caller's transaction (in tenant order, so two admins cannot deadlock)."""
+    owners: dict[Tenant, set[str]] = {}
+    for membership in memberships.select_related("tenant", "user").order_by("tenant_id"):
+        owners.setdefault(membership.tenant, set())
+        if membership.role == Role.OWNER:
+            owners[membership.tenant].add(membership.user.username)
+    refusals = []
+    for tenant, leaving in owners.items():
+        try:
+            owner_kept_check(tenant=tenant, leaving=leaving)
+        except MemberRefused as exc:
+            refusals.append(_refusal(exc))
+    return "; ".join(refusals) or None
+
+
+class KeepsOwnersOnDelete(admin.ModelAdmin):
+    """Django's delete page and bulk delete action, refused where deleting the objects would delete every
+    owner's membership of a tenant: the delete page sends the admin back to the object with the reason, the
+    bulk action deletes nothing and says why. Subclasses say which memberships their objects carry."""
+
+    actions = ["delete_selected"]
+
+    def memberships_of(self, objects: QuerySet[Any]) -> QuerySet[Membership]:
+        raise NotImplementedError
+
+    @admin.action(permissions=["delete"], description="Delete selected %(verbose_name_plural)s")
+    def delete_selected(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
+        with transaction.atomic():
+            refusal = _deletion_refused(self.memberships_of(queryset))
+            if refusal:
+                self.message_user(request, f"Nothing was deleted: {refusal}.", messages.ERROR)
+                return None
+            return admin_actions.delete_selected(self, request, queryset)
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        with transaction.atomic():
+            obj = self.get_object(request, unquote(object_id))
+            if obj is not None:
+                objects = self.model._default_manager.filter(pk=obj.pk)
+                refusal = _deletion_refused(self.memberships_of(objects))
+                if refusal:
+                    self.message_user(request, f"{obj} was not deleted: {refusal}.", messages.ERROR)
+                    opts = self.model._meta
+                    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+                    return HttpResponseRedirect(url)
+            return super().delete_view(request, object_id, extra_context)
+
+
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(KeepsOwnersOnDelete):
+    form = MembershipForm
     list_display = ["user", "tenant", "role", "created_at"]
     list_filter = ["role", "tenant"]
     search_fields = ["user__username", "tenant__slug"]
     autocomplete_fields = ["user", "tenant"]
+
+    def memberships_of(self, objects: QuerySet[Any]) -> QuerySet[Membership]:
+        return objects
 
     def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
         old = Membership.objects.select_related("tenant").filter(pk=obj.pk).first() if change else None
@@ -259,3 +384,15 @@ def _audit_changes(
         membership_event_record(
             tenant=tenant, actor=actor, username=username, action=action, role=role, previous=previous
         )
+
+
+class UserAdmin(KeepsOwnersOnDelete, DjangoUserAdmin):
+    """Django's user admin, except that a user who is the last owner of a tenant cannot be deleted (their
+    memberships would go with them): make another owner first."""
+
+    def memberships_of(self, objects: QuerySet[Any]) -> QuerySet[Membership]:
+        return Membership.objects.filter(user__in=objects)
+
+
+admin.site.unregister(User)
+admin.site.register(User, UserAdmin)

@@ -10,6 +10,7 @@ follow the rows exactly as they do for the admin console.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -44,8 +45,26 @@ def _lock(tenant: Tenant) -> None:
     Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
 
 
-def _other_owners(tenant: Tenant, user: User) -> bool:
-    return Membership.objects.filter(tenant=tenant, role=Role.OWNER).exclude(user=user).exists()
+def owner_kept_check(
+    *, tenant: Tenant, leaving: Collection[str], joining: Collection[str] = (), field: str = "username"
+) -> None:
+    """Refuse (400, on `field`) a change that would leave `tenant` without an owner: the one rule of the API,
+    the tenant page and the admin console. `leaving` are the usernames of members the change removes or takes
+    the owner role from, `joining` those it makes owners. A tenant that has no owner yet (one an operator is
+    still setting up) refuses nothing. Locks the tenant's membership changes until the caller's transaction
+    ends, so two changes cannot each leave one owner and together none."""
+    _lock(tenant)
+    owners = set(
+        Membership.objects.filter(tenant=tenant, role=Role.OWNER).values_list("user__username", flat=True)
+    )
+    if not owners or (owners - set(leaving)) or joining:
+        return
+    names = sorted(owners)
+    if len(names) == 1:
+        message = f"{names[0]} is the last owner of {tenant.slug}; make another owner first"
+    else:
+        message = f"{' and '.join(names)} are the last owners of {tenant.slug}; keep one or make another owner first"
+    raise MemberRefused({field: [message]})
 
 
 def _membership(tenant: Tenant, username: str) -> Membership:
@@ -148,10 +167,8 @@ def member_role_set(*, tenant: Tenant, actor: User, username: str, role: Any) ->
     previous = membership.role
     if previous == role:
         return membership
-    if previous == Role.OWNER and not _other_owners(tenant, membership.user):
-        raise MemberRefused(
-            {"role": [f"{username} is the last owner of {tenant.slug}; make another owner first"]}
-        )
+    if previous == Role.OWNER:
+        owner_kept_check(tenant=tenant, leaving={username}, field="role")
     membership = membership_set.nested(tenant=tenant, user=membership.user, role=role)
     membership_event_record(
         tenant=tenant,
@@ -170,10 +187,8 @@ def member_remove(*, tenant: Tenant, actor: User, username: str) -> None:
     require_owner(actor, tenant)
     _lock(tenant)
     membership = _membership(tenant, username)
-    if membership.role == Role.OWNER and not _other_owners(tenant, membership.user):
-        raise MemberRefused(
-            {"username": [f"{username} is the last owner of {tenant.slug}; make another owner first"]}
-        )
+    if membership.role == Role.OWNER:
+        owner_kept_check(tenant=tenant, leaving={username})
     membership_remove.nested(tenant=tenant, user=membership.user)
     membership_event_record(
         tenant=tenant,

@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -65,6 +66,27 @@ def kubesim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeSi
         tmp_path_factory.mktemp("kubesim-e2e"), gpu_nodes=1, gpus_per_node=4, node_monitor_grace=1.0
     ) as sim:
         yield sim
+
+
+@pytest.fixture(scope="session")
+def installed_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The `trainyard` command as users get it: `pip install .` of the CLI's own distribution into a fresh
+    virtual environment, once per session; its bin directory. Built from a copy of what the distribution
+    is made of, so the build leaves nothing in the checkout. Needs the package index `make install` uses."""
+    import venv
+
+    base = tmp_path_factory.mktemp("installed-cli")
+    source = base / "src"
+    source.mkdir()
+    shutil.copy(ROOT / "pyproject.toml", source)
+    shutil.copytree(ROOT / "trainyard", source / "trainyard", ignore=shutil.ignore_patterns("__pycache__"))
+    (source / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "cli.md", source / "docs")
+    env_dir = base / "venv"
+    venv.create(env_dir, with_pip=True)
+    bin_dir = env_dir / ("Scripts" if sys.platform == "win32" else "bin")
+    subprocess.run([bin_dir / "pip", "install", "-q", str(source)], check=True, timeout=540)
+    return bin_dir
 
 
 @pytest.fixture

@@ -186,7 +186,10 @@ def browser() -> Iterator[Any]:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
 
 
-def _new_page(browser: Any, base_url: str) -> Iterator[Any]:
+@contextmanager
+def open_page(browser: Any, base_url: str) -> Iterator[Any]:
+    """A page in a fresh browser context (no cookies) with `base_url` as its base: a second person's
+    browser beside the test's `page`. Closed on exit."""
     context = browser.new_context(base_url=base_url, viewport={"width": 1360, "height": 900})
     context.set_default_timeout(10000)
     page = context.new_page()
@@ -194,6 +197,11 @@ def _new_page(browser: Any, base_url: str) -> Iterator[Any]:
         yield page
     finally:
         context.close()
+
+
+def _new_page(browser: Any, base_url: str) -> Iterator[Any]:
+    with open_page(browser, base_url) as page:
+        yield page
 
 
 @pytest.fixture
@@ -217,6 +225,32 @@ def login(page: Any, username: str, password: str = "pw") -> None:  # noqa: S107
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
     page.wait_for_url(lambda url: url.endswith("/") and "/login/" not in url)
+
+
+def add_member(page: Any, username: str, role: str) -> None:
+    """On the tenant page an owner has open: add the existing user `username` with `role`, and wait for the
+    page to confirm it."""
+    form = page.locator("#member-add")
+    form.locator("input[name=username]").fill(username)
+    form.locator("select[name=role]").select_option(role)
+    form.locator("button[data-action=add-member]").click()
+    page.locator(".msg-success", has_text=f"{username} added to ").wait_for()
+
+
+def create_token(
+    page: Any, name: str, *, scope: str | None = None, expires_in_days: int | None = None
+) -> str:
+    """From any page of a logged-in user: open Tokens, create a token (the form's default scope and expiry
+    unless given) and return its secret, which the page shows this once."""
+    page.click("nav >> text=Tokens")
+    form = page.locator("#token-create")
+    form.locator("input[name=name]").fill(name)
+    if scope is not None:
+        form.locator("select[name=scope]").select_option(scope)
+    if expires_in_days is not None:
+        form.locator("input[name=expires_in_days]").fill(str(expires_in_days))
+    form.locator("button[data-action=create-token]").click()
+    return str(page.locator("[data-testid=token-secret]").inner_text()).strip()
 
 
 def screenshot(page: Any, name: str) -> Path:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tenants.models import Membership, MembershipEvent
-from tests.e2e.conftest import login, screenshot
+from tests.e2e.conftest import add_member, create_token, login, screenshot
 from tests.factories import make_tenant, make_user, member
 
 pytestmark = pytest.mark.slow
@@ -24,11 +24,8 @@ def test_an_owner_adds_a_member_from_the_tenant_page(page: Any) -> None:
     make_user("bob")
     login(page, "olga")
     page.goto(f"/tenants/{team.slug}/")
-    form = page.locator("#member-add")
-    form.locator("input[name=username]").fill("bob")
-    form.locator("select[name=role]").select_option("viewer")
-    form.locator("button[data-action=add-member]").click()
-    page.locator(".msg-success", has_text="bob added to Team vision as viewer.").wait_for()
+    add_member(page, "bob", "viewer")
+    assert page.locator(".msg-success").inner_text().strip() == "bob added to Team vision as viewer."
     assert page.url.endswith(f"/tenants/{team.slug}/#members")
     row = page.locator("[data-testid=members] tr[data-member=bob]")
     assert row.locator("select[name=role]").input_value() == "viewer"
@@ -37,6 +34,7 @@ def test_an_owner_adds_a_member_from_the_tenant_page(page: Any) -> None:
     assert Membership.objects.get(tenant=team, user__username="bob").role == "viewer"
     assert MembershipEvent.objects.filter(tenant=team, username="bob", action="added").exists()
 
+    form = page.locator("#member-add")
     form.locator("input[name=username]").fill("nobody")
     form.locator("button[data-action=add-member]").click()
     page.locator(".msg-error", has_text="no user named nobody").wait_for()
@@ -81,13 +79,7 @@ def test_a_user_creates_a_token_on_the_tokens_page_and_uses_it(page: Any, server
     team = make_tenant("vision")
     member(team, "member", username="bob")
     login(page, "bob")
-    page.click("nav >> text=Tokens")
-    form = page.locator("#token-create")
-    form.locator("input[name=name]").fill("laptop")
-    form.locator("select[name=scope]").select_option("read")
-    form.locator("input[name=expires_in_days]").fill("30")
-    form.locator("button[data-action=create-token]").click()
-    secret = page.locator("[data-testid=token-secret]").inner_text().strip()
+    secret = create_token(page, "laptop", scope="read", expires_in_days=30)
     assert secret.startswith("ty_")
     screenshot(page, "tokens-created.png")
 

@@ -122,6 +122,7 @@ def test_requeue_action_refuses_a_queued_job(admin_client_logged_in: Client) -> 
 
 def test_membership_changes_in_the_admin_are_audited(admin_client_logged_in: Client) -> None:
     tenant = make_tenant()
+    member(tenant, "owner", username="olivia")  # so that newcomer, once an owner, is not the last one
     newcomer = make_user(username="newcomer")
     add = reverse("admin:tenants_membership_add")
     admin_client_logged_in.post(add, {"user": newcomer.pk, "tenant": tenant.pk, "role": "viewer"})
@@ -170,13 +171,133 @@ def test_member_changes_in_the_tenant_inline_are_audited(admin_client_logged_in:
         "-TOTAL_FORMS"
     )
     rows = {Membership.objects.get(pk=data[f"{prefix}-{i}-id"]).user.username: i for i in range(2)}
-    data[f"{prefix}-{rows['victor']}-role"] = "member"
+    data[f"{prefix}-{rows['victor']}-role"] = "owner"  # in the same save that removes the last owner
     data[f"{prefix}-{rows['olivia']}-DELETE"] = "on"
     response = admin_client_logged_in.post(url, data)
     assert response.status_code == 302, response.context and response.context["errors"]
     events = MembershipEvent.objects.filter(tenant=tenant).order_by("username")
     assert [(e.action, e.username, e.role) for e in events] == [
         ("removed", "olivia", ""),
-        ("role_changed", "victor", "member"),
+        ("role_changed", "victor", "owner"),
     ]
-    assert Membership.objects.get(tenant=tenant).role == "member"
+    assert Membership.objects.get(tenant=tenant).role == "owner"
+
+
+def _messages(response: Any) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def _inline_prefix(data: dict[str, Any]) -> str:
+    key = next(k for k in data if k.endswith("-TOTAL_FORMS") and "membership" in k)
+    return key.removesuffix("-TOTAL_FORMS")
+
+
+def test_the_admin_refuses_to_delete_a_tenants_last_owner(admin_client_logged_in: Client) -> None:
+    tenant = make_tenant("vision")
+    owner = Membership.objects.get(user=member(tenant, "owner", username="olga"))
+    member(tenant, "member", username="bob")
+    url = reverse("admin:tenants_membership_delete", args=[owner.pk])
+    change = reverse("admin:tenants_membership_change", args=[owner.pk])
+    refused = (
+        "olga in vision (owner) was not deleted: olga is the last owner of vision; make another owner first."
+    )
+    for response in (admin_client_logged_in.get(url), admin_client_logged_in.post(url, {"post": "yes"})):
+        assert response.status_code == 302 and response["Location"] == change
+    page = admin_client_logged_in.post(url, {"post": "yes"}, follow=True)
+    assert refused in _messages(page)
+    assert Membership.objects.filter(pk=owner.pk, role="owner").exists()
+    assert not MembershipEvent.objects.filter(tenant=tenant).exists()
+
+    # With a second owner, the first may go.
+    member(tenant, "owner", username="oscar")
+    assert admin_client_logged_in.get(url).status_code == 200  # the confirmation page
+    assert admin_client_logged_in.post(url, {"post": "yes"}).status_code == 302
+    assert not Membership.objects.filter(pk=owner.pk).exists()
+    assert MembershipEvent.objects.get(tenant=tenant).action == "removed"
+
+
+def test_the_admin_refuses_to_demote_or_move_a_tenants_last_owner(admin_client_logged_in: Client) -> None:
+    tenant, other = make_tenant("vision"), make_tenant("speech")
+    olga = member(tenant, "owner", username="olga")
+    owner = Membership.objects.get(user=olga)
+    url = reverse("admin:tenants_membership_change", args=[owner.pk])
+    for tenant_pk, role in ((tenant.pk, "member"), (other.pk, "owner")):
+        response = admin_client_logged_in.post(url, {"user": olga.pk, "tenant": tenant_pk, "role": role})
+        assert response.status_code == 200
+        assert response.context["adminform"].form.errors["role"] == [
+            "olga is the last owner of vision; make another owner first"
+        ]
+    owner.refresh_from_db()
+    assert (owner.tenant, owner.role) == (tenant, "owner")
+
+    # Handing the ownership to another user in the same row keeps an owner: allowed.
+    bob = make_user(username="bob")
+    response = admin_client_logged_in.post(url, {"user": bob.pk, "tenant": tenant.pk, "role": "owner"})
+    assert response.status_code == 302
+    assert list(Membership.objects.filter(tenant=tenant).values_list("user__username", "role")) == [
+        ("bob", "owner")
+    ]
+
+
+def test_the_bulk_delete_action_refuses_a_selection_of_every_owner(admin_client_logged_in: Client) -> None:
+    tenant, unowned = make_tenant("vision"), make_tenant("speech")
+    picked = [
+        Membership.objects.get(user=member(tenant, role, username=name)).pk
+        for role, name in (("owner", "olga"), ("owner", "oscar"), ("viewer", "vic"))
+    ]
+    lone_viewer = Membership.objects.get(user=member(unowned, "viewer", username="val")).pk
+    url = reverse("admin:tenants_membership_changelist")
+    selection = {"action": "delete_selected", "_selected_action": [*picked, lone_viewer]}
+    response = admin_client_logged_in.post(url, selection, follow=True)
+    assert _messages(response) == [
+        "Nothing was deleted: olga and oscar are the last owners of vision; keep one or make another owner "
+        "first."
+    ]
+    response = admin_client_logged_in.post(url, {**selection, "post": "yes"})
+    assert response.status_code == 302 and Membership.objects.count() == 4
+
+    # One of the two owners, the viewer, and the member of a tenant that has no owner: deleted.
+    selection["_selected_action"] = [picked[0], picked[2], lone_viewer]
+    assert admin_client_logged_in.post(url, selection).status_code == 200  # Django's confirmation page
+    assert admin_client_logged_in.post(url, {**selection, "post": "yes"}).status_code == 302
+    assert list(Membership.objects.values_list("user__username", flat=True)) == ["oscar"]
+
+
+def test_the_tenant_inline_refuses_to_remove_or_demote_the_last_owner(admin_client_logged_in: Client) -> None:
+    tenant = make_tenant("vision")
+    member(tenant, "owner", username="olga")
+    member(tenant, "viewer", username="vic")
+    url = reverse("admin:tenants_tenant_change", args=[tenant.pk])
+    data = _form_data(admin_client_logged_in.get(url))
+    prefix = _inline_prefix(data)
+    rows = {Membership.objects.get(pk=data[f"{prefix}-{i}-id"]).user.username: i for i in range(2)}
+    for field, value in (("DELETE", "on"), ("role", "member")):
+        response = admin_client_logged_in.post(url, {**data, f"{prefix}-{rows['olga']}-{field}": value})
+        assert response.status_code == 200
+        formset = next(
+            inline.formset
+            for inline in response.context["inline_admin_formsets"]
+            if inline.formset.model is Membership
+        )
+        assert formset.non_form_errors() == ["olga is the last owner of vision; make another owner first"]
+    assert Membership.objects.get(user__username="olga").role == "owner"
+    assert not MembershipEvent.objects.filter(tenant=tenant).exists()
+
+
+def test_the_user_admin_refuses_to_delete_a_tenants_last_owner(admin_client_logged_in: Client) -> None:
+    tenant = make_tenant("vision")
+    olga, bob = member(tenant, "owner", username="olga"), member(tenant, "member", username="bob")
+    refused = "olga is the last owner of vision; make another owner first."
+    url = reverse("admin:auth_user_delete", args=[olga.pk])
+    response = admin_client_logged_in.post(url, {"post": "yes"}, follow=True)
+    assert response.redirect_chain == [(reverse("admin:auth_user_change", args=[olga.pk]), 302)]
+    assert _messages(response) == [f"olga was not deleted: {refused}"]
+    changelist = reverse("admin:auth_user_changelist")
+    selection = {"action": "delete_selected", "_selected_action": [olga.pk, bob.pk], "post": "yes"}
+    response = admin_client_logged_in.post(changelist, selection, follow=True)
+    assert _messages(response) == [f"Nothing was deleted: {refused}"]
+    assert Membership.objects.filter(tenant=tenant).count() == 2
+
+    selection["_selected_action"] = [bob.pk]
+    assert admin_client_logged_in.post(changelist, selection).status_code == 302
+    assert list(Membership.objects.values_list("user__username", flat=True)) == ["olga"]
