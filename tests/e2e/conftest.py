@@ -9,11 +9,6 @@ Chromium is Debian's (/usr/bin/chromium); Playwright never downloads a browser.
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +17,7 @@ from typing import Any
 import pytest
 
 from kubesim.testing import KubeSim
+from tests.web_process import web_process
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
@@ -58,72 +54,6 @@ RECORD_PLOTS = """
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the test server exited with {process.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 (a local URL)
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"the test server did not answer {url} within {timeout}s")
-
-
-@contextmanager
-def _daphne(name: str, env_extra: dict[str, str], log_dir: Path) -> Iterator[str]:
-    """A daphne process (HTTP + WebSockets) on a free port serving database `name`; stopped on exit."""
-    if not str(name).startswith("test_"):
-        raise RuntimeError(f"refusing to serve {name!r} to browser tests: not a test database")
-    from django.conf import settings
-
-    port = _free_port()
-    env = os.environ | {
-        "DJANGO_SETTINGS_MODULE": "tests.e2e.settings",
-        "E2E_DATABASE_NAME": name,
-        # The same Redis db as this process (Channels layer and Celery broker alike).
-        "REDIS_URL": settings.REDIS_URL,
-        **env_extra,
-    }
-    log = (log_dir / "daphne.log").open("wb")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "portal.web",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "tests.e2e.asgi:application",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_for(f"{url}/healthz", process)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
-
-
 def _test_database_name(django_db_blocker: Any) -> str:
     from django.db import connection
 
@@ -137,7 +67,7 @@ def server_url(
 ) -> Iterator[str]:
     """A daphne server (HTTP + WebSockets) on a free port, serving the test database; no cluster."""
     name = _test_database_name(django_db_blocker)
-    with _daphne(name, {"KUBECONFIG": ""}, tmp_path_factory.mktemp("e2e-server")) as url:
+    with web_process(name, {"KUBECONFIG": ""}, tmp_path_factory.mktemp("e2e-server")) as url:
         yield url
 
 
@@ -153,7 +83,7 @@ def live_server_url(
     Celery tasks it queues go through the shared Redis db to that worker."""
     name = _test_database_name(django_db_blocker)
     env = {"KUBECONFIG": str(kubesim_cluster.kubeconfig_path)}
-    with _daphne(name, env, tmp_path_factory.mktemp("e2e-live-server")) as url:
+    with web_process(name, env, tmp_path_factory.mktemp("e2e-live-server")) as url:
         yield url
 
 

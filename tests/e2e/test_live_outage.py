@@ -15,10 +15,11 @@ import pytest
 
 from jobs.models import Learner
 from jobs.services.logs import logs_append
-from tests.e2e.conftest import _daphne, _new_page, login
+from tests.e2e.conftest import _new_page, login
 from tests.e2e.test_live_pages import _in_thread
 from tests.factories import make_job, make_tenant, member
 from tests.own_postgres import OwnPostgres
+from tests.web_process import web_process
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +48,7 @@ def outage_server(own_postgres: OwnPostgres, own_database: str, tmp_path: Any) -
         "KUBECONFIG": "",
         "LIVE_AUTH_RECHECK_SECONDS": "0.5",
     }
-    with _daphne(own_database, env, tmp_path) as url:
+    with web_process(own_database, env, tmp_path) as url:
         yield url
 
 

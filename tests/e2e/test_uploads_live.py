@@ -19,9 +19,10 @@ from jobs.models import JobEvent, LogLine, ResultFile
 from jobs.services import job_submit
 from kubesim.testing import KubeSim
 from tests.clusters import pod_url
-from tests.e2e.conftest import _daphne, _test_database_name
+from tests.e2e.conftest import _test_database_name
 from tests.factories import make_tenant, member
 from tests.jobs.engine import describe, wait_status, wait_until
+from tests.web_process import web_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -50,7 +51,7 @@ def small_limit_server_url(
     """A web process whose result files may be at most LIMIT bytes, with the session's kubesim as cluster."""
     name = _test_database_name(django_db_blocker)
     env = {"KUBECONFIG": str(kubesim_cluster.kubeconfig_path), "RESULT_MAX_FILE_BYTES": str(LIMIT)}
-    with _daphne(name, env, tmp_path_factory.mktemp("uploads-server")) as url:
+    with web_process(name, env, tmp_path_factory.mktemp("uploads-server")) as url:
         yield url
 
 

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,76 +28,29 @@ from jobs.core.states import JobStatus
 from jobs.models import Job, JobEvent, ResultFile
 from jobs.services import job_submit
 from tests.factories import make_tenant, member
+from tests.web_process import web_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 8 * 1024 * 1024  # RESULT_MAX_FILE_BYTES of the server under test
 CODE_LIMIT = 4 * 1024 * 1024  # its CODE_MAX_BYTES
 SPEC = "name: uploads\nimage: python:3.11\ncommand: [python, train.py]\n"
 TIMEOUT = 60
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def web(transactional_db: None, tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
-    """The web process on a free port, serving the test database; yields its URL, its artifact folder and
-    its log. Stopped on exit."""
-    from django.conf import settings
-
-    port = _free_port()
+    """The web process serving the test database with this module's limits; yields its URL, its artifact
+    folder and its log."""
     artifacts = tmp_path / "artifacts"
-    env = os.environ | {
-        "DJANGO_SETTINGS_MODULE": "tests.e2e.settings",
-        "E2E_DATABASE_NAME": str(connection.settings_dict["NAME"]),
-        "REDIS_URL": settings.REDIS_URL,
+    env = {
         "KUBECONFIG": "",
         "ARTIFACT_ROOT": str(artifacts),
         "RESULT_MAX_FILE_BYTES": str(LIMIT),
         "CODE_MAX_BYTES": str(CODE_LIMIT),
     }
-    log_path = tmp_path / "web.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "portal.web",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "tests.e2e.asgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + TIMEOUT
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/healthz", timeout=2):  # noqa: S310
-                        break
-                except OSError:
-                    if process.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"the web process did not start: {log_path.read_text()}") from None
-                    time.sleep(0.2)
-            yield url, artifacts, log_path
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    with web_process(str(connection.settings_dict["NAME"]), env, tmp_path) as url:
+        yield url, artifacts, tmp_path / "daphne.log"
 
 
 def running_job() -> Job:

@@ -19,9 +19,9 @@ from django.test import Client
 from jobs.artifacts.tokens import HEADER, mint_token
 from tenants.tokens import token_create
 from tests.conftest import _free_port
-from tests.e2e.conftest import _daphne
 from tests.factories import make_job, make_tenant, member
 from tests.own_postgres import OwnPostgres
+from tests.web_process import web_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -84,7 +84,7 @@ def test_a_server_answers_503_and_is_not_ready_while_its_postgresql_is_stopped_t
     _, secret = token_create(user=member(make_tenant()), name="ci")
     env = {"DATABASE_URL": own_postgres.url(own_database), "KUBECONFIG": ""}
     with (
-        _daphne(own_database, env, tmp_path) as url,
+        web_process(own_database, env, tmp_path) as url,
         httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"}, timeout=30) as client,
     ):
         assert client.get("/api/v1/jobs/").status_code == 200
