@@ -37,6 +37,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.benchdb import prepare_database  # noqa: E402
 
 BENCH_DB = "trainyard_footprint_bench"
 BENCH_REDIS = os.environ.get("FOOTPRINT_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
@@ -44,7 +45,6 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings.test"
 for _name in ("REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
     os.environ[_name] = BENCH_REDIS
 
-import django  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 settings.DATABASES["default"]["NAME"] = BENCH_DB
@@ -54,24 +54,6 @@ OTHER_NAMESPACE = "other-team"
 
 def emit(record: dict[str, object]) -> None:
     print(json.dumps(record), flush=True)
-
-
-def prepare_database() -> None:
-    """Create the bench database if missing, then set Django up, migrate and flush it."""
-    import psycopg
-    from psycopg import sql
-
-    db = settings.DATABASES["default"]
-    keys = ("host", "port", "user", "password")
-    params = {k: db.get(k.upper()) for k in keys if db.get(k.upper())}
-    with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DB]).fetchone():
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
-    call_command("flush", verbosity=0, interactive=False)
 
 
 def run_beat(seconds: float) -> None:

@@ -31,11 +31,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
+from bench.benchdb import prepare_database
 from bench.engine_bench import (
     ROOT,
     PodClock,
     emit,
-    prepare_database,
     running_engine,
     settings,
     wait_for,

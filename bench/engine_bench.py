@@ -71,6 +71,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.benchdb import prepare_database  # noqa: E402
 
 BENCH_DB = "trainyard_bench"
 BENCH_REDIS = os.environ.get("ENGINE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
@@ -81,7 +82,6 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings.test"
 for _name in ("REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
     os.environ[_name] = BENCH_REDIS
 
-import django  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 settings.DATABASES["default"]["NAME"] = BENCH_DB
@@ -115,34 +115,6 @@ def quantiles(values: list[float]) -> dict[str, object]:
 
 
 # ---------------------------------------------------------------------------------------------- database
-
-
-def prepare_database() -> None:
-    """Create ``trainyard_bench`` if missing (through the server's ``postgres`` database), then set Django
-    up, migrate and flush it."""
-    import psycopg
-    from psycopg import sql
-
-    db = settings.DATABASES["default"]
-    params = {
-        key: value
-        for key, value in {
-            "host": db.get("HOST"),
-            "port": db.get("PORT"),
-            "user": db.get("USER"),
-            "password": db.get("PASSWORD"),
-        }.items()
-        if value
-    }
-    with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DB]).fetchone()
-        if not exists:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
-    call_command("flush", verbosity=0, interactive=False)
 
 
 def close_other_connections() -> None:

@@ -30,6 +30,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.benchdb import prepare_database  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 os.environ["REDIS_URL"] = os.environ.get("METRICS_BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
 BENCH_DB = "trainyard_metrics_bench"
@@ -42,26 +44,6 @@ def emit(record: dict[str, object]) -> None:
 def summary(values: list[float]) -> dict[str, object]:
     return {"median_ms": round(statistics.median(values), 1), "min_ms": round(min(values), 1),
             "max_ms": round(max(values), 1), "n": len(values)}  # fmt: skip
-
-
-def prepare_database() -> None:
-    """Create the bench database if missing, then set Django up, migrate and flush it."""
-    import django
-    import psycopg
-    from django.conf import settings
-    from psycopg import sql
-
-    settings.DATABASES["default"]["NAME"] = BENCH_DB
-    db = settings.DATABASES["default"]
-    params = {k: db.get(k.upper()) for k in ("host", "port", "user", "password") if db.get(k.upper())}
-    with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DB]).fetchone():
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
-    call_command("flush", verbosity=0, interactive=False)
 
 
 def seed(points: int) -> tuple[Any, str]:
@@ -109,7 +91,7 @@ def main() -> None:
     parser.add_argument("--buckets", type=int, default=1000)
     parser.add_argument("--page-size", type=int, default=10_000)
     args = parser.parse_args()
-    prepare_database()
+    prepare_database(BENCH_DB)
     from django.test import Client
 
     user, job_id = seed(args.points)

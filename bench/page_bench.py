@@ -41,6 +41,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.benchdb import prepare_database  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 BENCH_DB = "trainyard_page_bench"
 BENCH_REDIS = os.environ.get("PAGE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
@@ -59,26 +61,6 @@ def emit(record: dict[str, object]) -> None:
 def summary(values: list[float]) -> dict[str, object]:
     return {"median": round(statistics.median(values), 1), "min": round(min(values), 1),
             "max": round(max(values), 1), "n": len(values)}  # fmt: skip
-
-
-def prepare_database() -> None:
-    """Create the bench database if missing, then set Django up, migrate and flush it."""
-    import django
-    import psycopg
-    from django.conf import settings
-    from psycopg import sql
-
-    settings.DATABASES["default"]["NAME"] = BENCH_DB
-    db = settings.DATABASES["default"]
-    params = {k: db.get(k.upper()) for k in ("host", "port", "user", "password") if db.get(k.upper())}
-    with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DB]).fetchone():
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
-    call_command("flush", verbosity=0, interactive=False)
 
 
 def seed() -> tuple[str, str]:
@@ -242,7 +224,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    prepare_database()
+    prepare_database(BENCH_DB)
     big, small = seed()
     from django.db import connections
 

@@ -45,7 +45,8 @@ from django.conf import settings  # noqa: E402
 
 settings.DATABASES["default"]["NAME"] = BENCH_DB
 
-from bench.engine_bench import emit, prepare_database  # noqa: E402
+from bench.benchdb import prepare_database  # noqa: E402
+from bench.engine_bench import emit  # noqa: E402
 
 SPEC = {"name": "secret-project-x", "image": "python:3.11", "command": ["python", "-c", "print(1)"]}
 BAD_SPECS = 3000

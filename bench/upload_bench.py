@@ -39,13 +39,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.benchdb import prepare_database  # noqa: E402
+
 BENCH_DB = "trainyard_upload_bench"
 BENCH_REDIS = os.environ.get("UPLOAD_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
 os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings.test"
 os.environ["REDIS_URL"] = BENCH_REDIS
 
-import django  # noqa: E402
-from django.conf import settings  # noqa: E402
 
 MIB = 1 << 20
 BLOCK = os.urandom(MIB)  # bodies repeat one random MiB: the server's work, not the client's, is measured
@@ -53,22 +53,6 @@ BLOCK = os.urandom(MIB)  # bodies repeat one random MiB: the server's work, not 
 
 def emit(record: dict[str, object]) -> None:
     print(json.dumps(record), flush=True)
-
-
-def prepare_database() -> None:
-    """Create the bench database if missing, then set Django up, migrate and flush it."""
-    import psycopg
-    from psycopg import sql
-
-    settings.DATABASES["default"]["NAME"] = BENCH_DB
-    with psycopg.connect(dbname="postgres", autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DB]).fetchone():
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
-    call_command("flush", verbosity=0, interactive=False)
 
 
 def _status_kb(pid: int, field: str) -> int:
@@ -243,7 +227,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--no-baseline", action="store_true", help="leave stock daphne out")
     args = parser.parse_args()
-    prepare_database()
+    prepare_database(BENCH_DB)
     job_id, token, api_token = fixtures()
     archive = code_zip(64 * MIB - 64 * 1024)
     sha64, sha1g = sha_of(64 * MIB), sha_of(1024 * MIB)
