@@ -218,7 +218,7 @@ class Handler(BaseHTTPRequestHandler):
             self._route(method, url.path.rstrip("/") or "/", params)
         except ApiError as exc:
             self._send_error(exc)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError):  # the client went away mid-answer
             self.close_connection = True
         except Exception as exc:
             self.cluster.log.exception("internal error on %s %s", method, self.path)

@@ -57,6 +57,8 @@ def test_with_nothing_to_repair_reconcile_reads_the_copy_and_sends_no_request(fr
 
     from_cache.request_counts(reset=True)
     for _ in range(3):
+        # The copy is fresh (published within STALE_SECONDS): on a busy machine the watcher may be late.
+        wait_until(lambda: podsummary.read(cluster.installation_id()) is not None, what="a fresh copy")
         counts = tasks.reconcile()
         assert counts["watched"] == 1 and counts["requeued"] == 0, counts
     assert _lists(from_cache) == {}, from_cache.request_counts()

@@ -63,6 +63,13 @@ def test_cpu_starved_job_is_tuned_up_and_resumes_from_its_checkpoint(tuner: None
     job = job_submit(tenant=tenant, user=user, document=spec)
     try:
         wait_status(job, JobStatus.RUNNING, timeout=60, logs=True)
+        # Training has begun (torch imported, first steps reported) before the tuner's clock matters: on a
+        # busy machine the start alone can take a minute.
+        wait_until(
+            lambda: MetricSample.objects.filter(job=job, attempt=1).exists(),
+            timeout=180,
+            what=f"attempt 1 to report metrics: {describe(job, logs=True)}",
+        )
         scaled = wait_until(
             lambda: JobEvent.objects.filter(job=job, kind="tuning", reason="Scaled").first(),
             timeout=120,
