@@ -97,7 +97,7 @@ install() {
     fi
     local links=()
     if [ -d "$WHEELS" ]; then links=(--find-links "$WHEELS"); fi
-    if ensure_uv && "$UV" pip install --quiet --python "$PY" --require-hashes "${links[@]}" -r "$LOCK"; then
+    if ensure_uv && "$UV" pip install --quiet --python "$PY" --require-hashes --compile-bytecode "${links[@]}" -r "$LOCK"; then
         return 0
     fi
     echo "venv.sh: uv could not install $LOCK (above); falling back to pip with $REQUIREMENTS" \
