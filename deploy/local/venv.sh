@@ -101,7 +101,8 @@ install() {
         return 0
     fi
     echo "venv.sh: uv could not install $LOCK (above); falling back to pip with $REQUIREMENTS" \
-        "(slower, not hash-checked; without torch's CPU wheel in $WHEELS, pip takes PyPI's CUDA build)" >&2
+        "(slower, not hash-checked; where pip's own configuration finds no CPU wheel of torch, it downloads" \
+        "PyPI's CUDA build of several GB)" >&2
     install_with_pip
 }
 
