@@ -6,10 +6,15 @@ export DJANGO_SETTINGS_MODULE ?= portal.settings.local
 
 .PHONY: up test install services browser tools sandbox secrets db migrate seed lint typecheck pytest clean
 
-$(VENV)/.installed: requirements.txt
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+# requirements.lock: every package, pinned with its hashes, resolved by uv from requirements.txt. It follows
+# requirements.txt (its sha256 is in the lock; make regenerates the lock when they differ, keeping what need
+# not move), and .venv is installed from it with uv; pip with requirements.txt is the fallback
+# (deploy/local/venv.sh; PIP_ONLY=1 forces it).
+requirements.lock: requirements.txt
+	@bash deploy/local/venv.sh lock
+
+$(VENV)/.installed: requirements.lock
+	@bash deploy/local/venv.sh install
 	touch $@
 
 install: $(VENV)/.installed

@@ -752,7 +752,16 @@ def test_the_image_leaves_torch_and_the_test_tooling_out() -> None:
     lines = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
     requirements = [line for line in lines if line and not line.startswith("#")]
     kept = {re.split(r"[\s=<>~!;@\[]", line)[0].lower() for line in requirements if not dev_only.match(line)}
-    for left_out in ("torch", "pytest", "playwright", "hypothesis", "ruff", "mypy", "kubernetes-validate"):
+    for left_out in (
+        "torch",
+        "pytest",
+        "playwright",
+        "hypothesis",
+        "ruff",
+        "mypy",
+        "kubernetes-validate",
+        "uv",
+    ):
         assert left_out not in kept
     for needed in (
         "django",
