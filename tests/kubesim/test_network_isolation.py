@@ -64,8 +64,11 @@ class Greeter:
                 conn.sendall(b"hello")
 
     def close(self) -> None:
+        # Closing alone leaves the thread blocked in accept(); shutting the socket down wakes it.
+        self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         self.thread.join(timeout=5)
+        assert not self.thread.is_alive()
 
 
 @pytest.fixture
