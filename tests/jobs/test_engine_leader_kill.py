@@ -31,6 +31,7 @@ from common.leader import leader_of
 from jobs.models import Job, LogLine
 from jobs.services import job_submit
 from kubesim.testing import KubeSim
+from portal import health
 from tests.conftest import ROOT, _end_other_database_sessions
 from tests.factories import make_tenant, member
 from tests.jobs.engine import describe, gate_env, python_spec, wait_status, wait_until
@@ -49,12 +50,44 @@ for i in range(20, 40):
 """
 
 
+WORKER = [
+    *(sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=threads", "--concurrency=4"),
+    *("--loglevel=WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"),
+]
+BEAT = [sys.executable, "-m", "celery", "-A", "portal", "beat", "--loglevel=WARNING"]
+WATCHER = [sys.executable, "manage.py", "watch_cluster"]
+
+
 @dataclass
 class Platform:
-    """The processes of the platform this test started, by role."""
+    """The processes of the platform a test started, by role, each with its heartbeat folder and log."""
 
-    logs: Path
+    folder: Path
+    env: dict[str, str]
     processes: dict[str, list[subprocess.Popen[bytes]]] = field(default_factory=dict)
+
+    def start(self, role: str) -> subprocess.Popen[bytes]:
+        """Start one more process of `role` ("worker", "beat", "watcher") as its Deployment does."""
+        n = len(self.processes.setdefault(role, []))
+        command = {
+            "worker": [*WORKER, "-Q", f"celery,{django_settings.TENSORBOARD_QUEUE}"],
+            "beat": [*BEAT, f"--schedule={self.folder / f'beat-{n}.schedule'}"],
+            "watcher": WATCHER,
+        }[role]
+        (self.folder / f"{role}-{n}").mkdir()
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=self.env | {"HEARTBEAT_DIR": str(self.folder / f"{role}-{n}")},
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=(self.folder / f"{role}-{n}.log").open("wb"),
+        )
+        self.processes[role].append(process)
+        return process
+
+    def heartbeat(self, role: str, process: subprocess.Popen[bytes]) -> Path:
+        return self.folder / f"{role}-{self.processes[role].index(process)}" / f"trainyard-{role}.alive"
 
     def identity(self, process: subprocess.Popen[bytes]) -> str:
         return f"{socket.gethostname()}:{process.pid}"
@@ -64,12 +97,17 @@ class Platform:
         who = leader_of(role)
         return next((p for p in self.processes[role] if self.identity(p) == who), None)
 
+    def log(self, role: str, process: subprocess.Popen[bytes]) -> str:
+        return (self.folder / f"{role}-{self.processes[role].index(process)}.log").read_text()
+
     def tails(self) -> str:
-        return "\n".join(f"--- {f.name}\n{f.read_text()[-3000:]}" for f in sorted(self.logs.glob("*.log")))
+        return "\n".join(f"--- {f.name}\n{f.read_text()[-3000:]}" for f in sorted(self.folder.glob("*.log")))
 
 
 @pytest.fixture
 def platform(kubesim_cluster: KubeSim, tmp_path: Path, settings: Any) -> Iterator[Platform]:
+    """Start processes with `platform.start(role)`, against the test database, Redis db and kubesim; every
+    one is stopped at the end (SIGTERM, then SIGKILL), and what beat sent is deleted."""
     settings.KUBECONFIG = str(kubesim_cluster.kubeconfig_path)
     db = connection.settings_dict
     env = {
@@ -81,49 +119,9 @@ def platform(kubesim_cluster: KubeSim, tmp_path: Path, settings: Any) -> Iterato
         "SCHEDULE_INTERVAL_SECONDS": "1",
         "LEADER_ELECTION": "true",
     }
-    commands = {
-        "worker": [
-            [
-                *(
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "portal",
-                    "worker",
-                    "--pool=threads",
-                    "--concurrency=4",
-                ),
-                *("-Q", f"celery,{django_settings.TENSORBOARD_QUEUE}", "--loglevel=WARNING"),
-                *("--without-gossip", "--without-mingle", "--without-heartbeat"),
-            ]
-        ],
-        "beat": [
-            [
-                *(sys.executable, "-m", "celery", "-A", "portal", "beat", "--loglevel=WARNING"),
-                f"--schedule={tmp_path / f'beat-{n}.schedule'}",
-            ]
-            for n in range(2)
-        ],
-        "watcher": [[sys.executable, "manage.py", "watch_cluster"] for _ in range(2)],
-    }
     telemetry._redis().delete(telemetry.PULSES_KEY)
-    found = Platform(logs=tmp_path)
+    found = Platform(folder=tmp_path, env=env)
     try:
-        for role, lines in commands.items():
-            for n, command in enumerate(lines):
-                beats = tmp_path / f"{role}-{n}"
-                beats.mkdir()
-                found.processes.setdefault(role, []).append(
-                    subprocess.Popen(
-                        command,
-                        cwd=ROOT,
-                        env=env | {"HEARTBEAT_DIR": str(beats)},
-                        start_new_session=True,
-                        stdout=subprocess.DEVNULL,
-                        stderr=(tmp_path / f"{role}-{n}.log").open("wb"),
-                    )
-                )
         yield found
     finally:
         everyone = [p for ps in found.processes.values() for p in ps]
@@ -159,8 +157,10 @@ def _new_leader(platform: Platform, role: str, old: subprocess.Popen[bytes]) -> 
 
 
 def test_killing_the_leading_beat_and_watcher_hands_over_with_nothing_lost(
-    platform: Platform, kubesim_cluster: KubeSim, tmp_path: Path
+    platform: Platform, kubesim_cluster: KubeSim
 ) -> None:
+    for role in ("worker", "beat", "beat", "watcher", "watcher"):
+        platform.start(role)
     try:
         beat = wait_until(lambda: platform.leader("beat"), 120, "a beat to lead")
         watcher = wait_until(lambda: platform.leader("watcher"), 120, "a watcher to lead")
@@ -170,10 +170,10 @@ def test_killing_the_leading_beat_and_watcher_hands_over_with_nothing_lost(
     (standby_beat,) = [p for p in platform.processes["beat"] if p is not beat]
     # The standbys run, healthy (their heartbeat files fresh for the probes), and do not lead.
     for role, standby in (("watcher", standby_watcher), ("beat", standby_beat)):
-        index = platform.processes[role].index(standby)
-        alive = tmp_path / f"{role}-{index}" / f"trainyard-{role}.alive"
-        wait_until(alive.exists, 60, f"the standby {role}'s heartbeat")
+        wait_until(platform.heartbeat(role, standby).exists, 60, f"the standby {role}'s heartbeat")
         assert standby.poll() is None and platform.leader(role) is not standby
+    # /readyz names them.
+    assert health._leaders() == {"watcher": platform.identity(watcher), "beat": platform.identity(beat)}
     wait_until(_scheduler_pulse, 60, "a scheduler cycle sent by the leading beat")
 
     # -- beat: kill the leader; the standby leads and the cycle runs on, beat after beat ------------------
@@ -230,3 +230,21 @@ def _lines(start: int, end: int) -> list[str]:
 
 def _texts(job: Job) -> list[str]:
     return list(LogLine.objects.filter(job=job).order_by("seq").values_list("text", flat=True))
+
+
+def test_a_leader_whose_lock_session_ends_exits_at_once_and_the_standby_leads(platform: Platform) -> None:
+    """The database ends the leading watcher's lock session (a restart, a network cut, an operator's
+    pg_terminate_backend): the leader can no longer prove it leads, so it exits (status 1, for Kubernetes to
+    start it again as a standby) instead of watching on beside the standby that now leads."""
+    first, second = platform.start("watcher"), platform.start("watcher")
+    leader = wait_until(lambda: platform.leader("watcher"), 120, "a watcher to lead")
+    standby = second if leader is first else first
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            [f"trainyard-watcher {platform.identity(leader)}"],
+        )
+        assert cursor.fetchall() == [(True,)]
+    assert leader.wait(timeout=60) == 1
+    assert "leadership lost (the lock's connection failed" in platform.log("watcher", leader)
+    wait_until(lambda: platform.leader("watcher") is standby, 60, "the standby to lead")
