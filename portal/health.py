@@ -19,11 +19,12 @@ from typing import Any
 import redis
 from celery import signals
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from common.leader import leader_of
 from common.telemetry import WEBSOCKET_CLIENTS, _redis, heartbeat, heartbeat_path, last_pulses
 from jobs import cluster
 from jobs.cluster import ClusterError
@@ -88,14 +89,30 @@ def _check_pulses() -> dict[str, str | None]:
     return found
 
 
+def _leaders() -> dict[str, str | None]:
+    """Which watcher and which beat lead now (common.leader: host, which is the pod's name, and pid), read
+    from the server's locks; None for one that nobody leads or while the database cannot say. Informative
+    only: a dead watcher shows in its pulse, a dead beat in the scheduler's."""
+    found: dict[str, str | None] = {}
+    for name in ("watcher", "beat"):
+        try:
+            found[name] = leader_of(name)
+        except DatabaseError:
+            found[name] = None
+    return found
+
+
 def readyz(request: HttpRequest) -> JsonResponse:
     """200 when PostgreSQL, Redis and the cluster API answer and the watcher and the scheduler cycle have
-    pulsed lately, else 503 naming what does not."""
+    pulsed lately, else 503 naming what does not. With leader election, it also names the leaders."""
     checks = {"database": _check_database(), "redis": _check_redis(), "cluster": _check_cluster()}
     checks |= _check_pulses()
     body = {name: ("ok" if error is None else error) for name, error in checks.items()}
     ready = all(error is None for error in checks.values())
-    return JsonResponse({"ready": ready, "checks": body}, status=200 if ready else 503)
+    answer: dict[str, Any] = {"ready": ready, "checks": body}
+    if settings.LEADER_ELECTION and checks["database"] is None:
+        answer["leaders"] = _leaders()
+    return JsonResponse(answer, status=200 if ready else 503)
 
 
 def metrics(request: HttpRequest) -> HttpResponse:

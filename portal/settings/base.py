@@ -596,6 +596,14 @@ TUNING_REGRESSION_TOLERANCE = env.float("TUNING_REGRESSION_TOLERANCE", default=0
 TUNING_SCALING_MIN_GAIN = env.float("TUNING_SCALING_MIN_GAIN", default=0.2)
 # Tasks that waited in the outbox while the broker was down are sent this often once it is back.
 OUTBOX_DRAIN_SECONDS = env.float("OUTBOX_DRAIN_SECONDS", default=5.0)
+# Leader election (common/leader.py): of the watchers and of the beats, only the one holding its PostgreSQL
+# advisory lock acts; the others stand by and try every LEADER_RETRY_SECONDS, so a standby leads within that
+# time of a leader's death, and within LEADER_LEASE_SECONDS of its machine's (the server ends a silent
+# session). A leader that cannot prove its lock for two thirds of the lease exits. Off: every process acts.
+LEADER_ELECTION = env.bool("LEADER_ELECTION", default=True)
+LEADER_LEASE_SECONDS = env.float("LEADER_LEASE_SECONDS", default=15.0)
+LEADER_RETRY_SECONDS = env.float("LEADER_RETRY_SECONDS", default=1.0)
+CELERY_BEAT_SCHEDULER = "portal.beat:LeaderScheduler"
 CELERY_BEAT_SCHEDULE = {
     "schedule": {"task": "jobs.tasks.schedule", "schedule": SCHEDULE_INTERVAL_SECONDS},
     "reconcile": {"task": "jobs.tasks.reconcile", "schedule": RECONCILE_INTERVAL_SECONDS},

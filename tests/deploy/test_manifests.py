@@ -120,6 +120,9 @@ def test_the_folder_holds_the_expected_objects() -> None:
         ("ConfigMap", "trainyard-config"),
         ("Secret", "trainyard-secrets"),
         ("PodDisruptionBudget", "web"),
+        ("PodDisruptionBudget", "worker"),
+        ("PodDisruptionBudget", "watcher"),
+        ("PodDisruptionBudget", "beat"),
         ("ServiceAccount", "trainyard"),
         ("ClusterRole", "trainyard"),
         ("ClusterRoleBinding", "trainyard"),
@@ -234,9 +237,10 @@ def test_watcher_probes_read_the_heartbeat_its_watch_loop_writes(settings: Any, 
     config = find("ConfigMap", "trainyard-config")["data"]
     expected = f"{config['HEARTBEAT_DIR'].rstrip('/')}/trainyard-watcher.alive"
     ages = {}
-    for probe_name in ("startupProbe", "livenessProbe"):
+    for probe_name in ("startupProbe", "livenessProbe", "readinessProbe"):
         path, ages[probe_name] = heartbeat_probe(container, probe_name)
         assert path == expected
+    assert ages["readinessProbe"] >= 75, "a leader's heartbeat may be as old as one watch"
     assert config["HEARTBEAT_DIR"].rstrip("/") in {m["mountPath"] for m in container["volumeMounts"]}
     assert ages["livenessProbe"] >= 2 * 75
     settings.HEARTBEAT_DIR = str(tmp_path)
@@ -246,10 +250,30 @@ def test_watcher_probes_read_the_heartbeat_its_watch_loop_writes(settings: Any, 
 
 
 @pytest.mark.parametrize("name", ["beat", "watcher"])
-def test_beat_and_watcher_run_exactly_one_replica_with_recreate(name: str) -> None:
+def test_beat_and_watcher_run_two_replicas_that_elect_a_leader_spread_over_nodes(name: str) -> None:
+    """Two of each are safe only because each elects its leader (common/leader.py): the watcher command
+    and beat's scheduler do, unless LEADER_ELECTION is turned off, which the manifests must not do."""
     deployment = find("Deployment", name)
-    assert deployment["spec"]["replicas"] == 1
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    (spread,) = pod_spec(deployment)["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == name
+    config = find("ConfigMap", "trainyard-config")["data"]
+    assert config.get("LEADER_ELECTION", "true").lower() in ("true", "1", "yes", "on")
+    assert settings.LEADER_ELECTION is True
+    assert settings.CELERY_BEAT_SCHEDULER == "portal.beat:LeaderScheduler"
+    assert settings.LEADER_RETRY_SECONDS * 3 <= settings.LEADER_LEASE_SECONDS
+
+
+@pytest.mark.parametrize("name", ["web", "worker", "watcher", "beat"])
+def test_every_deployment_keeps_one_pod_through_a_drain(name: str) -> None:
+    deployment = find("Deployment", name)
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    pdb = find("PodDisruptionBudget", name)
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert pdb["spec"]["minAvailable"] == 1 < deployment["spec"]["replicas"]
 
 
 def test_each_deployment_runs_its_procfile_process() -> None:

@@ -68,6 +68,7 @@ def test_readyz_is_ready_while_the_watcher_and_the_scheduler_pulse_and_names_a_w
         assert response.json() == {
             "ready": True,
             "checks": {"database": "ok", "redis": "ok", "cluster": "ok", "watcher": "ok", "scheduler": "ok"},
+            "leaders": {"watcher": None, "beat": None},  # this watcher runs in-process, unelected
         }, body
     finally:
         watcher.stop()
