@@ -38,19 +38,44 @@ SPEC = "name: uploads\nimage: python:3.11\ncommand: [python, train.py]\n"
 TIMEOUT = 60
 
 
-@pytest.fixture
-def web(transactional_db: None, tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
-    """The web process serving the test database with this module's limits; yields its URL, its artifact
-    folder and its log."""
-    artifacts = tmp_path / "artifacts"
+class LogSince:
+    """The server's log from where it stood when a test began (the server serves the whole module)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = path.stat().st_size
+
+    def read_text(self) -> str:
+        with self.path.open("rb") as log:
+            log.seek(self.offset)
+            return log.read().decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def web_server(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path, Path]]:
+    """One web process for the module, serving the test database with this module's limits: its URL, its
+    artifact folder and its log."""
+    folder = tmp_path_factory.mktemp("uploads-web")
+    artifacts = folder / "artifacts"
     env = {
         "KUBECONFIG": "",
         "ARTIFACT_ROOT": str(artifacts),
         "RESULT_MAX_FILE_BYTES": str(LIMIT),
         "CODE_MAX_BYTES": str(CODE_LIMIT),
     }
-    with web_process(str(connection.settings_dict["NAME"]), env, tmp_path) as url:
-        yield url, artifacts, tmp_path / "daphne.log"
+    with django_db_blocker.unblock():
+        name = str(connection.settings_dict["NAME"])
+    with web_process(name, env, folder) as url:
+        yield url, artifacts, folder / "daphne.log"
+
+
+@pytest.fixture
+def web(web_server: tuple[str, Path, Path], transactional_db: None) -> tuple[str, Path, LogSince]:
+    """The module's web process for one test: its URL, its artifact folder and its log from now on."""
+    url, artifacts, log = web_server
+    return url, artifacts, LogSince(log)
 
 
 def running_job() -> Job:
@@ -92,11 +117,12 @@ def stored_files(folder: Path) -> list[Path]:
 
 
 def test_a_body_over_the_limit_is_refused_by_its_headers_before_any_of_it_is_sent(
-    web: tuple[str, Path, Path],
+    web: tuple[str, Path, LogSince],
 ) -> None:
     url, artifacts, _ = web
     job = running_job()
     token = mint_token(job_id=job.pk, attempt=1)
+    before = stored_files(artifacts / "results")  # what earlier tests of the module stored
     # Only the headers go out: the answer comes without the server waiting for a body.
     status, body = _headers_only(
         url,
@@ -116,15 +142,16 @@ def test_a_body_over_the_limit_is_refused_by_its_headers_before_any_of_it_is_sen
         f"Expect: 100-continue\r\nContent-Length: {CODE_LIMIT * 2}\r\n\r\n",
     )
     assert status == 413 and body["limit"] > CODE_LIMIT and str(CODE_LIMIT) in body["detail"]
-    assert not ResultFile.objects.exists() and stored_files(artifacts / "results") == []
+    assert not ResultFile.objects.exists() and stored_files(artifacts / "results") == before
 
 
 def test_a_chunked_body_past_the_limit_is_cut_there_and_nothing_of_it_is_stored(
-    web: tuple[str, Path, Path],
+    web: tuple[str, Path, LogSince],
 ) -> None:
     url, artifacts, log = web
     job = running_job()
     token = mint_token(job_id=job.pk, attempt=1)
+    before = stored_files(artifacts / "results")  # what earlier tests of the module stored
     port = int(url.rsplit(":", 1)[1])
     piece = os.urandom(256 * 1024)
     sent = 0
@@ -139,11 +166,11 @@ def test_a_chunked_body_past_the_limit_is_cut_there_and_nothing_of_it_is_stored(
         status, body = _answer(sock)
     assert status == 413 and body["limit"] == LIMIT
     assert "more than 8388608 bytes received" in log.read_text()
-    assert not ResultFile.objects.exists() and stored_files(artifacts / "results") == []
+    assert not ResultFile.objects.exists() and stored_files(artifacts / "results") == before
 
 
 def test_a_streamed_result_file_is_stored_byte_identical_with_or_without_a_length(
-    web: tuple[str, Path, Path],
+    web: tuple[str, Path, LogSince],
 ) -> None:
     url, artifacts, _ = web
     job = running_job()
@@ -171,7 +198,9 @@ def test_a_streamed_result_file_is_stored_byte_identical_with_or_without_a_lengt
     assert ResultFile.objects.filter(job=job).count() == 2
 
 
-def test_a_code_zip_submitted_through_the_web_process_is_stored_intact(web: tuple[str, Path, Path]) -> None:
+def test_a_code_zip_submitted_through_the_web_process_is_stored_intact(
+    web: tuple[str, Path, LogSince],
+) -> None:
     from tenants.tokens import token_create
 
     url, artifacts, _ = web
@@ -207,7 +236,7 @@ def test_a_code_zip_submitted_through_the_web_process_is_stored_intact(web: tupl
 
 
 def test_the_launcher_goes_on_past_a_refused_file_and_the_job_shows_what_was_not_stored(
-    web: tuple[str, Path, Path], tmp_path: Path
+    web: tuple[str, Path, LogSince], tmp_path: Path
 ) -> None:
     url, _artifacts, log = web
     job = running_job()
