@@ -4,8 +4,9 @@ viewers, through the whole path a browser sees.
 Run: ``.venv/bin/python bench/stream_bench.py`` (about 3 minutes on 2 cores; one JSON line per
 figure). Needs the local PostgreSQL and Redis the tests use; it never touches the developer's data:
 
-* database ``trainyard_stream_bench`` (created if missing, migrated, flushed at start; the other connection
-  settings come from ``DATABASE_URL`` as usual), settings ``portal.settings.test``;
+* database ``trainyard_stream_bench`` (or ``STREAM_BENCH_DATABASE``; created if missing, migrated, flushed at
+  start; the other connection settings come from ``DATABASE_URL`` as usual), settings ``portal.settings.test``
+  (but daphne's live-socket reads keep their connections, as in production: ``LIVE_DB_CONN_MAX_AGE`` 60);
 * Redis db 11 (or ``STREAM_BENCH_REDIS_URL``) for the Celery broker and the Channels layer, with a Celery
   queue of its own; the keys it leaves there are deleted at the end;
 * kubesim in-process on a free port, its state in a temporary folder (removed at the end).
@@ -65,7 +66,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-BENCH_DB = "trainyard_stream_bench"
+BENCH_DB = os.environ.get("STREAM_BENCH_DATABASE", "trainyard_stream_bench")
 BENCH_REDIS = os.environ.get("STREAM_BENCH_REDIS_URL", "redis://127.0.0.1:6379/11")
 BENCH_QUEUE = f"stream-bench-{os.getpid()}"
 LAYER_PREFIX = "ty-test"  # portal.settings.test's Channels prefix
@@ -224,7 +225,13 @@ def running_stack(clock: PodClock) -> Iterator[tuple[str, int]]:
     app.conf.task_default_queue = BENCH_QUEUE
     state = Path(tempfile.mkdtemp(prefix="stream-bench-"))
     port = _free_port()
-    env = os.environ | {"DATABASE_URL": database_url(), "LOG_LEVEL": "WARNING"}
+    # The live sockets' read threads keep their connections, as in production (the test settings' default
+    # closes them after every read; common/livereads.py).
+    env = os.environ | {
+        "DATABASE_URL": database_url(),
+        "LOG_LEVEL": "WARNING",
+        "LIVE_DB_CONN_MAX_AGE": os.environ.get("LIVE_DB_CONN_MAX_AGE", "60"),
+    }
     daphne = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
         cwd=ROOT,

@@ -39,10 +39,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from channels.db import database_sync_to_async
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
+from common.livereads import live_read
 from jobs.livefeed import Batch, feeds
 from jobs.models import Job
 from jobs.selectors import job_get, job_log_rows
@@ -139,7 +140,7 @@ def _visible_tenant(user: Any, slug: str) -> Tenant | None:
 
 def _learner_indexes(job: Job) -> list[int]:
     """Every learner index that may hold log lines: the current count and any learner row of any attempt."""
-    rows = set(job.learner_set.values_list("index", flat=True))
+    rows = set(job.learner_set.order_by().values_list("index", flat=True))
     return sorted(rows | set(range(job.learners)))
 
 
@@ -174,16 +175,17 @@ def _backlog_page(job: Job, learner: int, after: int) -> tuple[list[Line], list[
 
 
 async def _page(job: Job, learner: int, after: int) -> Batch | None:
-    """A backlog page, read in a thread of the pool: sockets subscribing together read in parallel, not one
-    after another on the one thread the handshakes' session lookups use."""
+    """A backlog page, read in a live-db thread: sockets subscribing together read in parallel, not one
+    after another on the one thread-sensitive thread of the process."""
     lines, points = await _read(_backlog_page, job, learner, after)
     return Batch(job.pk, learner, lines, points) if lines else None
 
 
 async def _read(func: Callable[..., T], *args: Any) -> T:
-    """Run a read-only database function in the thread pool (its own connection per thread)."""
-    result: T = await database_sync_to_async(func, thread_sensitive=False)(*args)
-    return result
+    """Run a read-only database function in a live-db thread (`common.livereads`: a few threads that keep
+    their connections): every database read of a socket goes this way, none queues on the one
+    thread-sensitive thread the whole process shares."""
+    return await live_read(func, *args)
 
 
 def _parse_after(raw: Any) -> dict[int, int]:
@@ -236,6 +238,17 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             for job_id in list(getattr(self, "jobs", {})):  # a cancelled consumer: leave its feeds at least
                 feeds().drop(job_id, self)
 
+    async def dispatch(self, message: Any) -> None:
+        """Channels' dispatch without its `aclose_old_connections()` before every message: that call queues
+        on the one thread-sensitive thread, so with many sockets connecting each `connect` and `subscribe`
+        waited behind every other socket's work there. It tidies connections of sync code run on that thread
+        outside `database_sync_to_async`; this consumer has none (its reads go through `_read`, whose threads
+        look after their own connections)."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
     async def connect(self) -> None:
         """Accept, then close with 4401 for an anonymous user (so the browser sees why). The handshake just
         authenticated the user: the first recheck is due LIVE_AUTH_RECHECK_SECONDS later."""
@@ -261,7 +274,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     async def _authenticated(self) -> bool:
         """Whether the socket's token or session still holds; closes it with 4401 when not."""
-        if await database_sync_to_async(still_authenticated)(self.scope):
+        if await _read(still_authenticated, self.scope):
             self.auth_checked = asyncio.get_running_loop().time()
             return True
         if self.closer is None:
@@ -389,6 +402,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         # either in the read or comes live. Nothing of the feed reaches the client before `subscribed`, and a
         # job the user may not see is left at once.
         await feeds().follow(self.channel_layer, job_id, self)
+        followed = asyncio.get_running_loop().time()
         found = await _read(_job_and_learners, self.scope["user"], job_id)
         if found is None:
             await self._unsubscribe(job_id)
@@ -407,7 +421,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             }
         )
         for learner in sorted(set(learners) | set(after)):
-            sent = await self._send_backlog(job, learner, after.get(learner, 0))
+            sent = await self._send_backlog(job, learner, after.get(learner, 0), followed)
             sub.stream(learner).sent = sent
         if self.jobs.get(job_id) is not sub:
             return  # unsubscribed meanwhile
@@ -417,12 +431,13 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             self.feed_message(job_id, payload)
         sub.held_status.clear()
 
-    async def _send_backlog(self, job: Job, learner: int, after: int) -> int:
-        """Send a learner's stored lines after `after` in chunks; returns the last sequence sent. Full chunks
-        are shared with other sockets reading the same backlog (`FeedRegistry.backlog_page`)."""
+    async def _send_backlog(self, job: Job, learner: int, after: int, followed: float) -> int:
+        """Send a learner's stored lines after `after` in chunks; returns the last sequence sent. Chunks are
+        shared with other sockets reading the same backlog (`FeedRegistry.backlog_page`): full ones, and a
+        last one whose read began after this socket joined the job's feed (at `followed`)."""
         while True:
             page = await feeds().backlog_page(
-                job.pk, learner, after, CHUNK_LINES, partial(_page, job, learner, after)
+                job.pk, learner, after, CHUNK_LINES, partial(_page, job, learner, after), followed
             )
             if page is None:
                 return after
@@ -446,7 +461,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     async def _subscribe_tenant(self, slug: str) -> None:
         """Status changes of all of a tenant's jobs, for users with VIEW on it."""
-        tenant = await database_sync_to_async(_visible_tenant)(self.scope["user"], slug)
+        tenant = await _read(_visible_tenant, self.scope["user"], slug)
         if tenant is None:
             await self.send_json({"type": "error", "tenant": slug, "error": NOT_FOUND})
             return

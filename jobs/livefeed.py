@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -220,28 +221,40 @@ class FeedRegistry:
         )
 
     async def backlog_page(
-        self, job_id: str, learner: int, after: int, full: int, load: Callable[[], Awaitable[Batch | None]]
+        self,
+        job_id: str,
+        learner: int,
+        after: int,
+        full: int,
+        load: Callable[[], Awaitable[Batch | None]],
+        since: float = math.inf,
     ) -> Batch | None:
-        """A learner's stored lines after `after` (a page of at most `full` lines), read by `load`.
+        """A learner's stored lines after `after` (a page of at most `full` lines), read by `load`, for a
+        socket that joined the job's feed at `since` (the loop's time).
 
         A full page never changes (sequences are never reused, and a line's points are stored with it), so
         one is kept for PAGE_SECONDS (PAGES_KEPT at most) and a read under way is shared. A shorter page may
-        grow: a socket that shared a read and got one reads again itself, so its backlog is never older than
-        its joining the feed (what is stored after that comes live)."""
-        now = asyncio.get_running_loop().time()
+        grow: a socket gets one only from a read that began after it joined the feed, else it reads again
+        itself, so its backlog is never older than its joining the feed (what is stored after that comes
+        live). Its own read is shared in turn, so sockets subscribing together share the last page's reads
+        too."""
         key = (job_id, learner, after)
-        found = self.pages.get(key)
-        if found is not None and now - found[0] < PAGE_SECONDS:
+        while True:
+            now = asyncio.get_running_loop().time()
+            found = self.pages.get(key)
+            if found is None or now - found[0] >= PAGE_SECONDS:
+                break
             self.pages.move_to_end(key)
             try:
                 page = await asyncio.shield(found[1])
             except asyncio.CancelledError:
                 if not found[1].cancelled():
                     raise  # this socket itself is going away
-                return await load()  # the socket that was reading went away
-            if page is not None and len(page.lines) >= full:
+                continue  # the socket that was reading went away: another read, shared or its own
+            if (page is not None and len(page.lines) >= full) or found[0] >= since:
                 return page
-            return await load()
+            # A short page read from before this socket joined: a newer read (another socket's, begun
+            # meanwhile, or its own) follows.
         future: asyncio.Future[Batch | None] = asyncio.get_running_loop().create_future()
         self.pages[key] = (now, future)
         while len(self.pages) > PAGES_KEPT:

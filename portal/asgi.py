@@ -17,21 +17,25 @@ if settings.DEBUG:
 
     django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from common.telemetry import CountWebSocketClients  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
-from tenants.ws_auth import AllowedHostsOrTokenValidator, TokenAuthMiddleware  # noqa: E402
+from tenants.ws_auth import (  # noqa: E402
+    AllowedHostsOrTokenValidator,
+    SessionAuthMiddlewareStack,
+    TokenAuthMiddleware,
+)
 
 # Origin must match ALLOWED_HOSTS when sent (browsers always send it); a handshake without one (the CLI)
-# must carry a bearer token. The session is tried first, the token second: see tenants/ws_auth.py.
+# must carry a bearer token. The session is tried first (looked up in the thread pool), the token second:
+# see tenants/ws_auth.py.
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": CountWebSocketClients(
             AllowedHostsOrTokenValidator(
-                AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))
+                SessionAuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))
             )
         ),
     }

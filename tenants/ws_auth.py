@@ -1,12 +1,16 @@
 """WebSocket authentication by API token, for clients without a session (the `trainyard` CLI, scripts).
 
-Two pieces, wired in `portal/asgi.py`:
+Three pieces, wired in `portal/asgi.py`:
 
 - `TokenAuthMiddleware` sits inside `AuthMiddlewareStack`: when the session gave no user, it reads a bearer
   token from the handshake's `Authorization: Bearer ty_...` header or, for clients that cannot set headers,
   from a `Sec-WebSocket-Protocol` entry `bearer.ty_...`, and sets `scope["user"]` to the token's user (or
   leaves the anonymous user, whom the consumer closes with 4401). Tokens are never read from the query
   string: URLs end up in access logs.
+- `SessionAuthMiddlewareStack` is Channels' `AuthMiddlewareStack` with the session and user lookup in the
+  live sockets' read threads (`common.livereads`, which keep their connections) rather than on the one
+  thread Channels gives all thread-sensitive work of the process: sockets connecting together look their
+  sessions up in parallel instead of one after another. The lookup is Channels' own `get_user`, unchanged.
 - `OriginOrTokenValidator` replaces Channels' `AllowedHostsOriginValidator`. A browser always sends `Origin`
   on a WebSocket handshake, so a handshake *with* `Origin` is checked against `ALLOWED_HOSTS` exactly as
   before (a cross-site page cannot ride on the session cookie). A handshake *without* `Origin` cannot come
@@ -19,14 +23,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from channels.auth import AuthMiddleware, get_user
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
 from channels.security.websocket import OriginValidator
+from channels.sessions import CookieMiddleware, SessionMiddleware
 from django.conf import settings
 from django.contrib.auth import HASH_SESSION_KEY, get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.utils.crypto import constant_time_compare
 
+from common.livereads import live_read
 from tenants.tokens import token_id_live, token_live
 
 TOKEN_SCOPE_KEY = "trainyard.token_id"  # noqa: S105 - a scope key, not a secret
@@ -58,6 +65,22 @@ def bearer_secret(scope: dict[str, Any]) -> str | None:
         if protocol.startswith(BEARER_PROTOCOL) and len(protocol) > len(BEARER_PROTOCOL):
             return str(protocol[len(BEARER_PROTOCOL) :])
     return None
+
+
+class SessionAuthMiddleware(AuthMiddleware):
+    """Channels' `AuthMiddleware`, its session and user lookup run in a live-db thread.
+
+    Safe off the thread-sensitive thread: the lookup reads the handshake's own session object (no other
+    socket shares it) and two rows, opening no transaction, so nothing of it stays on the connection. (A
+    session whose password hash no longer matches is flushed, as Channels does: one autocommitted delete.)"""
+
+    async def resolve_scope(self, scope: dict[str, Any]) -> None:
+        scope["user"]._wrapped = await live_read(get_user.func, scope)
+
+
+def SessionAuthMiddlewareStack(inner: Any) -> CookieMiddleware:
+    """`AuthMiddlewareStack` with `SessionAuthMiddleware`: cookies, then the session, then the user."""
+    return CookieMiddleware(SessionMiddleware(SessionAuthMiddleware(inner)))
 
 
 class TokenAuthMiddleware(BaseMiddleware):

@@ -134,6 +134,11 @@ ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row, nobody anonymous 
 # How often an open live socket (/ws/) checks that its token or session still holds (it also checks before
 # every subscription); once revoked, logged out or deactivated, the socket closes with 4401.
 LIVE_AUTH_RECHECK_SECONDS = env.float("LIVE_AUTH_RECHECK_SECONDS", default=30.0)
+# The live sockets' database reads (session and user at the handshake, job, backlog, credentials checks) run
+# in LIVE_DB_THREADS threads per web process, which keep their connections (unlike CONN_MAX_AGE 0 for the
+# rest of web) for LIVE_DB_CONN_MAX_AGE seconds; 0 closes after every read. See common/livereads.py.
+LIVE_DB_THREADS = env.int("LIVE_DB_THREADS", default=4)
+LIVE_DB_CONN_MAX_AGE = env.float("LIVE_DB_CONN_MAX_AGE", default=60.0)
 
 # API tokens (tenants/tokens.py): a new token expires API_TOKEN_DEFAULT_DAYS after its creation unless its
 # owner picks another expiry, at most API_TOKEN_MAX_DAYS ahead (0: no default expiry / no maximum).

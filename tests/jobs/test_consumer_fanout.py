@@ -177,5 +177,6 @@ def test_sockets_subscribing_together_read_the_full_backlog_pages_once(
             await comm.disconnect()
 
     run(scenario)
-    # The full pages once for all three; the last, which may still grow, by each socket itself.
-    assert sorted(reads) == [0, 1000, 2000, 2000, 2000]
+    # The full pages once for all three; the last, which may still grow, at most once per socket (a read
+    # begun after a socket joined the feed is shared with it: test_consumer_connect.py).
+    assert sorted(reads)[:3] == [0, 1000, 2000] and sorted(reads)[3:] in ([], [2000], [2000, 2000])
