@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -34,7 +35,7 @@ from jobs.fairshare import tenants_decayed_usage
 from jobs.models import Job, checkpoint_layout
 from jobs.services import job_validate
 from jobs.services.lifecycle import POSITION_COLUMNS, job_admit, queue_positions_record
-from tenants.models import Tenant
+from tenants.models import Policy, Tenant
 from tenants.usage import Usage, usage_by_tenant
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ def build_snapshot(
                 memory,
                 job_type(gpu_type),
                 runtime,
-                tolerated(gpus),
+                tolerated(gpus, tenant),
                 # Claims are made at the first launch: a requeued or resumed job's are counted in its usage.
                 0 if attempt else layout.claims(learners),
                 0 if attempt else layout.storage_gib(learners),
@@ -205,20 +206,28 @@ class _GpuTypes:
 
 class _Tolerated:
     """The node taints (spelt as `admission.Node.taints`) a job's pods tolerate, worked out once per kind of
-    learner (with or without GPUs: that alone decides its tolerations)."""
+    learner (with or without GPUs) and tenant: the learner's own tolerations and those the operator's pod
+    overrides add (POD_OVERRIDES, and the tenant policy's, read in one query when a node has a taint)."""
 
     def __init__(self, nodes: Iterable[NodeInfo]) -> None:
         self.taints = {taint for node in nodes for taint in node.taints}
-        self.known: dict[bool, frozenset[str]] = {}
+        self.known: dict[tuple[bool, int], frozenset[str]] = {}
+        self.overrides: dict[int, dict[str, Any]] = {}
+        if self.taints:
+            self.overrides = dict(
+                Policy.objects.exclude(pod_overrides={}).values_list("tenant_id", "pod_overrides")
+            )
 
-    def __call__(self, gpus: int) -> frozenset[str]:
+    def __call__(self, gpus: int, tenant_id: int) -> frozenset[str]:
         if not self.taints:
             return frozenset()
-        with_gpus = gpus > 0
-        if with_gpus not in self.known:
-            found = cluster.tolerated_taints(gpus=gpus, taints=self.taints)
-            self.known[with_gpus] = frozenset(str(t) for t in found)
-        return self.known[with_gpus]
+        own = self.overrides.get(tenant_id)
+        key = (gpus > 0, tenant_id if own and own.get("tolerations") else 0)
+        if key not in self.known:
+            overrides = cluster.overrides_in_order(own or {})
+            found = cluster.tolerated_taints(gpus=gpus, taints=self.taints, overrides=overrides)
+            self.known[key] = frozenset(str(t) for t in found)
+        return self.known[key]
 
 
 def _tenant_state(
@@ -349,7 +358,7 @@ def job_dry_run(
         memory_mib=demand.memory_mib,
         gpu_type=spec["resources"].get("gpu_type"),
         expected_duration=spec.get("max_runtime_seconds"),
-        tolerated=tolerated(demand.gpus),
+        tolerated=tolerated(demand.gpus, tenant.pk),
         claims=checkpoint_layout().claims(demand.learners),
         storage_gib=checkpoint_layout().storage_gib(demand.learners),
     )

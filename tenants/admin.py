@@ -81,6 +81,7 @@ class PolicyForm(forms.ModelForm):
             "log_max_bytes_per_second",
             "log_max_lines",
             "log_max_bytes",
+            "pod_overrides",
         ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -92,6 +93,8 @@ class PolicyForm(forms.ModelForm):
         data = super().clean() or {}
         if not data.get("job_claims"):
             data["job_claims"] = self.instance.job_claims or JobClaims.NONE
+        if data.get("pod_overrides") is None and "pod_overrides" not in self.errors:
+            data["pod_overrides"] = {}
         given = {name: data[name] for name in self.Meta.fields if name in data and data[name] is not None}
         try:
             data.update(policy_clean(given))
