@@ -303,13 +303,16 @@ def test_the_admin_console_refuses_bad_pod_overrides_beside_the_field_and_saves_
     assert form.save().pod_overrides == {}
 
 
-def test_the_admin_console_shows_the_pod_overrides_field() -> None:
+def test_the_admin_console_shows_the_pod_overrides_field_and_the_global_ones(settings: Any) -> None:
+    settings.POD_OVERRIDES = {"annotations": {"example.com/note": "<b>eu</b>"}}
     tenant = make_tenant()
     policy_set(tenant=tenant, pod_overrides={"priority_class_name": "vision-high"})
     admin = make_user(is_superuser=True, is_staff=True)
     page = api(admin).get(f"/admin/tenants/tenant/{tenant.pk}/change/")
     assert page.status_code == 200
     assert b"vision-high" in page.content and b"Operator overrides of the tenant" in page.content
+    assert b"Global pod overrides (POD_OVERRIDES" in page.content
+    assert b"&quot;example.com/note&quot;: &quot;&lt;b&gt;eu&lt;/b&gt;&quot;" in page.content
 
 
 def test_policy_set_refuses_bad_overrides_and_stores_nothing() -> None:
@@ -337,3 +340,29 @@ def test_platform_admins_set_pod_overrides_through_the_api_with_field_errors() -
     owner = member(tenant, "owner")
     response = api(owner).patch(url, body, content_type="application/json")
     assert response.status_code == 403
+
+
+def test_the_admin_console_page_refuses_a_privileged_patch_beside_the_field_and_saves_a_toleration() -> None:
+    from django.urls import reverse
+
+    from tests.tenants.test_quota_borrowing import _change_form
+
+    tenant = make_tenant(slug="vision", gpus=4)
+    client = api(make_user(is_superuser=True, is_staff=True))
+    url = reverse("admin:tenants_tenant_change", args=[tenant.pk])
+
+    def post(overrides: dict[str, Any]) -> Any:
+        form = _change_form(tenant.pk) | {"policy-TOTAL_FORMS": "1", "policy-0-tenant": str(tenant.pk)}
+        form |= {f"policy-0-{name}": value for name, value in POLICY_FORM.items()}
+        return client.post(url, form | {"policy-0-pod_overrides": json.dumps(overrides)})
+
+    privileged = {
+        "patch": {"spec": {"containers": [{"name": "learner", "securityContext": {"privileged": True}}]}}
+    }
+    response = post(privileged)
+    assert response.status_code == 200
+    assert "patch.spec.containers[0].securityContext: cannot be overridden" in response.content.decode()
+    assert not Policy.objects.filter(tenant=tenant).exists()
+    toleration = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    assert post(toleration).status_code == 302
+    assert policy_of(tenant).pod_overrides == toleration
