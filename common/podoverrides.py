@@ -117,6 +117,38 @@ def overrides_tolerations(*documents: Mapping[str, Any]) -> list[dict[str, Any]]
     return [t for doc in documents for t in doc.get("tolerations", [])]
 
 
+def overrides_select_nodes(document: Mapping[str, Any]) -> bool:
+    """Whether the (clean) document keeps pods off some nodes by their labels (node_selector, node_affinity)."""
+    return bool(document.get("node_selector") or document.get("node_affinity"))
+
+
+def node_matches(document: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a node with `labels` meets the (clean) document's node_selector and node_affinity, as the
+    kube-scheduler reads them: what admission must know so as not to place a job where its pods cannot go."""
+    if any(labels.get(key) != value for key, value in (document.get("node_selector") or {}).items()):
+        return False
+    return all(_requirement_met(r, labels) for r in document.get("node_affinity") or [])
+
+
+def _requirement_met(requirement: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, operator, values = requirement["key"], requirement["operator"], requirement.get("values") or []
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    if operator == "NotIn":
+        return labels.get(key) not in values
+    if key not in labels:
+        return False
+    if operator == "In":
+        return labels[key] in values
+    try:
+        number, limit = int(labels[key]), int(values[0])
+    except ValueError:
+        return False
+    return number > limit if operator == "Gt" else number < limit
+
+
 def _tolerations(value: Any, path: str, problems: list[str]) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for i, item in enumerate(_list(value, path, problems)):

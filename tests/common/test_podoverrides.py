@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from common.podoverrides import OverridesError, overrides_clean, overrides_tolerations
+from common.podoverrides import (
+    OverridesError,
+    node_matches,
+    overrides_clean,
+    overrides_select_nodes,
+    overrides_tolerations,
+)
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -131,3 +137,31 @@ def test_what_is_refused_is_named_with_its_path(document: Any, expected: str) ->
 def test_every_problem_is_reported_at_once() -> None:
     found = problems({"tolerations": [{"key": "a", "operator": "In"}], "patch": {"spec": {"hostPID": True}}})
     assert len(found) == 2
+
+
+@pytest.mark.parametrize(
+    ("document", "labels", "expected"),
+    [
+        ({"node_selector": {"pool": "a"}}, {"pool": "a", "zone": "x"}, True),
+        ({"node_selector": {"pool": "a"}}, {"pool": "b"}, False),
+        ({"node_affinity": [{"key": "pool", "operator": "In", "values": ["a", "b"]}]}, {"pool": "b"}, True),
+        ({"node_affinity": [{"key": "pool", "operator": "In", "values": ["a"]}]}, {}, False),
+        ({"node_affinity": [{"key": "pool", "operator": "NotIn", "values": ["a"]}]}, {}, True),
+        ({"node_affinity": [{"key": "pool", "operator": "NotIn", "values": ["a"]}]}, {"pool": "a"}, False),
+        ({"node_affinity": [{"key": "spot", "operator": "Exists"}]}, {"spot": ""}, True),
+        ({"node_affinity": [{"key": "spot", "operator": "DoesNotExist"}]}, {"spot": ""}, False),
+        ({"node_affinity": [{"key": "gen", "operator": "Gt", "values": ["3"]}]}, {"gen": "4"}, True),
+        ({"node_affinity": [{"key": "gen", "operator": "Lt", "values": ["3"]}]}, {"gen": "4"}, False),
+        ({"node_affinity": [{"key": "gen", "operator": "Gt", "values": ["3"]}]}, {"gen": "new"}, False),
+        (
+            {"node_selector": {"pool": "a"}, "node_affinity": [{"key": "z", "operator": "Exists"}]},
+            {"pool": "a"},
+            False,
+        ),
+    ],
+)
+def test_nodes_are_matched_as_the_kube_scheduler_matches_them(
+    document: dict[str, Any], labels: dict[str, str], expected: bool
+) -> None:
+    assert overrides_select_nodes(overrides_clean(document))
+    assert node_matches(overrides_clean(document), labels) is expected

@@ -1,6 +1,6 @@
 """Operator overrides end to end on kubesim (issue 30): a CPU job that only a GPU-tainted node has room for
-waits, and runs there once the operator adds the toleration to its tenant's policy; a node selector reaches
-the pods the platform launches, and the cluster's scheduler holds them to it. Nodes added here are removed
+waits, and runs there once the operator adds the toleration to its tenant's policy; node selectors and
+affinity (global, a tenant's) steer admission and reach the pods. Nodes added here are removed
 at the end: the cluster is shared by the whole session."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from jobs import cluster
-from jobs.models import Job, JobEvent
-from jobs.services import job_cancel, job_submit
+from jobs.models import Job
+from jobs.services import job_submit
 from kubesim.testing import KubeSim
 from tenants.policy import policy_set
 from tests.factories import make_tenant, member
@@ -81,20 +81,51 @@ def test_an_operator_toleration_lets_a_cpu_job_run_on_a_gpu_tainted_node(
     assert Job.objects.get(pk=kept.pk).status == "queued"
 
 
-def test_a_global_node_selector_reaches_the_pods_and_the_scheduler_holds_them_to_it(
-    engine: KubeSim, settings: Any
+def test_a_global_node_selector_keeps_admission_and_the_pods_to_matching_nodes(
+    engine: KubeSim, nodes: list[str], settings: Any
 ) -> None:
-    settings.POD_OVERRIDES = {"node_selector": {"example.com/pool": "nowhere"}}
-    tenant = make_tenant()
-    user = member(tenant)
-    job = job_submit(tenant=tenant, user=user, document=python_spec("selected", "print('never')"))
-    event = wait_until(
-        lambda: JobEvent.objects.filter(job=job, kind="pod", reason="Unschedulable").first(),
-        what="the learner to wait for a matching node",
+    # Admission's best fit for 100 cores is ov-plain (least CPU left over); the selector allows ov-training only.
+    engine.add_gpu_node("ov-plain", gpus=0, cpu=110)
+    engine.add_gpu_node("ov-training", gpus=0, cpu=128, labels={"example.com/pool": "training"})
+    nodes.extend(["ov-plain", "ov-training"])
+    wait_until(
+        lambda: {"ov-plain", "ov-training"} <= {n.name for n in cluster.nodes()}, what="the node summary"
     )
-    assert "didn't match Pod's node affinity/selector" in event.message, describe(job)
-    [pod] = pods_of(job)
-    assert pod["spec"]["nodeSelector"] == {"example.com/pool": "nowhere"}
-    assert not pod["spec"].get("nodeName")
-    job_cancel(job=Job.objects.get(pk=job.pk), user=user)
-    wait_status(job, "cancelled", timeout=60)
+    settings.POD_OVERRIDES = {"node_selector": {"example.com/pool": "training"}}
+    tenant = make_tenant(cpu_millis=200_000)
+    job = job_submit(
+        tenant=tenant, user=member(tenant), document=python_spec("selected", "print('ok')", cpu="100")
+    )
+    job = wait_status(job, "running", "succeeded", timeout=60)
+    assert job.placements == ["ov-training"], describe(job)
+    [pod] = wait_until(lambda: pods_of(job), what="the learner pod")
+    assert pod["spec"]["nodeSelector"] == {"example.com/pool": "training"}
+    assert pod["spec"]["nodeName"] == "ov-training"
+    wait_status(job, "succeeded", timeout=60)
+
+
+def test_a_tenants_node_selector_places_its_jobs_and_leaves_other_tenants_alone(
+    engine: KubeSim, nodes: list[str]
+) -> None:
+    engine.add_gpu_node("ov-a", gpus=0, cpu=110, labels={"example.com/pool": "a"})
+    engine.add_gpu_node("ov-b", gpus=0, cpu=128, labels={"example.com/pool": "b"})
+    nodes.extend(["ov-a", "ov-b"])
+    wait_until(lambda: {"ov-a", "ov-b"} <= {n.name for n in cluster.nodes()}, what="the node summary")
+    vision, other = make_tenant(cpu_millis=200_000), make_tenant(cpu_millis=200_000)
+    policy_set(
+        tenant=vision,
+        pod_overrides={"node_affinity": [{"key": "example.com/pool", "operator": "In", "values": ["b"]}]},
+    )
+    script = "import time\ntime.sleep(3)\nprint('ok')"
+    selected = job_submit(
+        tenant=vision, user=member(vision), document=python_spec("b-only", script, cpu="100")
+    )
+    free = job_submit(tenant=other, user=member(other), document=python_spec("anywhere", script, cpu="100"))
+    selected = wait_status(selected, "running", "succeeded", timeout=60)
+    free = wait_status(free, "running", "succeeded", timeout=60)
+    assert selected.placements == ["ov-b"] and free.placements == ["ov-a"], (
+        describe(selected),
+        describe(free),
+    )
+    for job in (selected, free):
+        wait_status(job, "succeeded", timeout=60)
