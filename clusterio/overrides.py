@@ -23,6 +23,9 @@ MERGE_KEYS = {
     "imagePullSecrets": "name",
     "topologySpreadConstraints": "topologyKey",
 }
+# Lists of the platform's own whose items a patch changes where the pod has them and never adds to: a patch of
+# the `fetch` init container leaves a pod that fetches nothing as it is.
+_OWN_LISTS = ("containers", "initContainers")
 _KEPT_SPEC = (
     "serviceAccountName",
     "automountServiceAccountToken",
@@ -86,12 +89,15 @@ def _require_nodes(spec: dict[str, Any], requirements: list[dict[str, Any]]) -> 
 
 def strategic_merge(target: Any, patch: Any, field: str = "") -> Any:
     """`patch` merged into `target` as a strategic merge patch does: objects merge key by key (null deletes
-    a key), lists named in MERGE_KEYS merge item by item on their key, other lists and values are replaced."""
+    a key), lists named in MERGE_KEYS merge item by item on their key (a container the pod has not is left
+    out), other lists and values are replaced."""
     if isinstance(patch, Mapping) and isinstance(target, Mapping):
         merged = dict(target)
         for key, value in patch.items():
             if value is None:
                 merged.pop(key, None)
+            elif key in _OWN_LISTS and not merged.get(key):
+                continue
             else:
                 merged[key] = strategic_merge(merged.get(key), value, key)
         return merged
@@ -100,6 +106,8 @@ def strategic_merge(target: Any, patch: Any, field: str = "") -> Any:
         merged_list = list(target)
         for item in patch:
             at = next((i for i, old in enumerate(merged_list) if old.get(key) == item.get(key)), None)
+            if at is None and field in _OWN_LISTS:
+                continue
             if at is None:
                 merged_list.append(copy.deepcopy(item))
             else:

@@ -40,9 +40,10 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 AFFINITY_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 # The label and annotation keys the platform owns: it finds, counts and tears down its pods by them.
 PLATFORM_KEY_PREFIXES = ("trainyard.io/", "app.kubernetes.io/managed-by", "autoscaling.x-k8s.io/")
-# The learner pod's containers (clusterio.builders: CONTAINER_NAME, FETCH_CONTAINER_NAME); a patch may only
-# change these, never add one (a container of its own would run outside the platform's security context).
-PLATFORM_CONTAINERS = ("learner", "fetch")
+# The learner pod's containers and init containers (clusterio.builders: CONTAINER_NAME, FETCH_CONTAINER_NAME);
+# a patch may only change these, never add one (a container of its own would run outside the platform's
+# security context). A pod without the init container (no code or data to fetch) is left as it is.
+PLATFORM_CONTAINERS = {"containers": ("learner",), "initContainers": ("fetch",)}
 
 # Pod spec fields a patch may not touch, and why: the node's namespaces and files, the API token, the
 # identity and place of the pod, its security context, and what has a field of its own (so that admission,
@@ -285,10 +286,9 @@ def _patch_spec(spec: Any, path: str, problems: list[str]) -> None:
     for field in ("containers", "initContainers"):
         for i, container in enumerate(spec.get(field) or []):
             at = f"{path}.{field}[{i}]"
-            if not isinstance(container, Mapping) or container.get("name") not in PLATFORM_CONTAINERS:
-                problems.append(
-                    f"{at}.name: must name one of the learner's containers ({', '.join(PLATFORM_CONTAINERS)})"
-                )
+            if not isinstance(container, Mapping) or container.get("name") not in PLATFORM_CONTAINERS[field]:
+                names = ", ".join(PLATFORM_CONTAINERS[field])
+                problems.append(f"{at}.name: must name one of the learner pod's {field} ({names})")
                 continue
             for key, why in REFUSED_CONTAINER.items():
                 if key in container:

@@ -76,7 +76,7 @@ def test_a_pod_without_required_affinity_gets_one_term_of_the_operators_requirem
         ({"metadata": {"labels": {names.LABEL_TENANT: "other"}}}, "label trainyard.io/tenant"),
         ({"metadata": {"namespace": "kube-system"}}, "the pod's namespace"),
         ({"spec": {"hostNetwork": True}}, "spec.hostNetwork"),
-        ({"spec": {"containers": [{"name": "miner", "image": "x"}]}}, "may not add or remove containers"),
+        ({"spec": {"containers": [{"name": "learner"}, {"name": "x"}], "hostIPC": True}}, "spec.hostIPC"),
         (
             {"spec": {"containers": [{"name": "learner", "securityContext": {"privileged": True}}]}},
             "securityContext",
@@ -96,9 +96,34 @@ def test_even_an_unchecked_patch_cannot_undo_what_the_platform_owns(
 
 
 def test_strategic_merge_merges_named_lists_and_deletes_with_null() -> None:
-    target = {"containers": [{"name": "a", "x": 1, "y": 2}], "args": [1, 2], "gone": 1}
-    merged = strategic_merge(
-        target, {"containers": [{"name": "a", "y": None, "z": 3}, {"name": "b"}], "args": [3], "gone": None}
-    )
-    assert merged == {"containers": [{"name": "a", "x": 1, "z": 3}, {"name": "b"}], "args": [3]}
+    target = {
+        "containers": [{"name": "a", "x": 1, "y": 2}],
+        "volumes": [{"name": "v"}],
+        "args": [1, 2],
+        "gone": 1,
+    }
+    patch = {
+        "containers": [{"name": "a", "y": None, "z": 3}, {"name": "b"}],
+        "volumes": [{"name": "w", "emptyDir": {}}],
+        "args": [3],
+        "gone": None,
+    }
+    assert strategic_merge(target, patch) == {
+        "containers": [{"name": "a", "x": 1, "z": 3}],  # a container the pod has not is left out
+        "volumes": [{"name": "v"}, {"name": "w", "emptyDir": {}}],
+        "args": [3],
+    }
     assert target["containers"][0] == {"name": "a", "x": 1, "y": 2}
+
+
+def test_a_patch_changes_the_platforms_containers_where_the_pod_has_them_and_adds_none() -> None:
+    patch = {
+        "spec": {
+            "initContainers": [{"name": "fetch", "imagePullPolicy": "Always"}],
+            "containers": [{"name": "x"}],
+        }
+    }
+    pod = validated(make_learner_pod(_spec(pod_overrides=({"patch": patch},)), 0))
+    assert "initContainers" not in pod["spec"] and [c["name"] for c in pod["spec"]["containers"]] == [
+        "learner"
+    ]

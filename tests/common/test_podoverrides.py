@@ -107,6 +107,7 @@ def test_a_full_document_is_kept_and_empty_fields_dropped() -> None:
             {"patch": {"spec": {"containers": [{"name": "miner", "image": "x"}]}}},
             "containers[0].name: must name",
         ),
+        ({"patch": {"spec": {"initContainers": [{"name": "learner"}]}}}, "initContainers (fetch)"),
         (
             {"patch": {"spec": {"tolerations": []}}},
             "patch.spec.tolerations: cannot be overridden (use `tolerations`",
