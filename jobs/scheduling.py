@@ -24,7 +24,7 @@ from django.db import connection, transaction
 from django.db.models.expressions import Combinable
 from django.utils import timezone
 
-from common.podoverrides import node_matches, overrides_select_nodes
+from common.podoverrides import OverridesError, node_matches, overrides_clean, overrides_select_nodes
 from common.resources import Resources
 from jobs import cluster, estimates, preemption
 from jobs.cluster import NodeInfo
@@ -225,12 +225,13 @@ class _Tolerated:
         rows = Policy.objects.exclude(pod_overrides={}).values_list(
             "tenant_id", "tenant__slug", "pod_overrides"
         )
-        self.overrides: dict[int, dict[str, Any]] = {tenant: doc for tenant, _, doc in rows}
+        checked = [(tenant, slug, _checked(slug, doc)) for tenant, slug, doc in rows]
+        self.overrides: dict[int, dict[str, Any]] = {tenant: doc for tenant, _, doc in checked}
         # Who selects nodes: the tenants whose own overrides do (their pods carry the global selection merged
         # with theirs), and every other tenant when the global overrides do (0); each with its taint.
         self.selecting: dict[int, tuple[dict[str, Any], str]] = {
             tenant: (_selection(global_doc, doc), SELECTOR_TAINT.format(tenant=f"={slug}"))
-            for tenant, slug, doc in rows
+            for tenant, slug, doc in checked
             if overrides_select_nodes(doc)
         }
         if overrides_select_nodes(global_doc):
@@ -256,6 +257,16 @@ class _Tolerated:
             others = (taint for who, (_, taint) in self.selecting.items() if who != group)
             self.known[key] = frozenset((*(str(t) for t in found), *others))
         return self.known[key]
+
+
+def _checked(slug: str, document: Any) -> dict[str, Any]:
+    """A tenant's pod overrides, checked again: a row written past the policy's checks counts as none here
+    (its launches fail with the reason) rather than stopping the cycle for every tenant."""
+    try:
+        return overrides_clean(document)
+    except OverridesError as exc:
+        log.error("tenant %s: pod overrides ignored by admission: %s", slug, exc)
+        return {}
 
 
 def _selection(global_doc: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:

@@ -312,8 +312,10 @@ def global_pod_overrides() -> dict[str, Any]:
 
 
 def pod_overrides(tenant: Tenant) -> tuple[dict[str, Any], ...]:
-    """The operator overrides of the tenant's learner pods, in the order they apply (`overrides_in_order`)."""
-    return overrides_in_order(policy_of(tenant).pod_overrides or {})
+    """The operator overrides of the tenant's learner pods, in the order they apply (`overrides_in_order`),
+    checked again (a row written past the policy's checks fails the launch, as InvalidSpec, with the reason:
+    common.podoverrides.OverridesError is a ValueError)."""
+    return overrides_in_order(overrides_clean(policy_of(tenant).pod_overrides))
 
 
 def overrides_in_order(tenant_overrides: dict[str, Any]) -> tuple[dict[str, Any], ...]:

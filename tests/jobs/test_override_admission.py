@@ -56,3 +56,17 @@ def test_a_job_whose_pods_no_node_matches_waits_and_says_why(settings: Any) -> N
     assert not decision.admitted
     [pending] = [p for p in decision.pending if p.job_id == job.pk]
     assert "trainyard.io/pod-overrides:NoSchedule" in pending.reason
+
+
+def test_a_row_written_past_the_checks_fails_its_tenants_launches_and_no_one_elses_cycle(caplog: Any) -> None:
+    from jobs.cluster import pod_overrides
+    from tenants.models import Policy
+
+    broken, fine = make_tenant(), make_tenant()
+    Policy.objects.create(tenant=broken, pod_overrides={"tolerations": [{"key": "x", "operator": "In"}]})
+    job = make_job(tenant=fine, cpu_millis=1_000)
+    decision = admission.admit(build_snapshot(nodes=[node("n-shared", "shared")], now=0.0))
+    assert [a.job_id for a in decision.admitted] == [job.pk]
+    assert "pod overrides ignored by admission: tolerations[0].operator" in caplog.text
+    with pytest.raises(ValueError, match="must be Exists or Equal"):
+        pod_overrides(broken)  # what pods_spec reads: the launch fails as InvalidSpec
