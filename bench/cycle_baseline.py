@@ -54,7 +54,7 @@ def build_snapshot(*, nodes: Sequence[NodeInfo], now: float) -> admission.Snapsh
     open_nodes = [n for n in nodes if n.ready and not n.unschedulable]
     tolerated = _Tolerated(open_nodes)
     snapshot = admission.Snapshot(
-        jobs=[_queued(job, tolerated(job.gpus)) for job in waiting],
+        jobs=[_queued(job, tolerated(job.gpus, job.tenant_id)) for job in waiting],
         tenants=[_tenant_state(t, usage[t.pk]) for t in tenants],
         nodes=[_node(n, planned[n.name]) for n in open_nodes],
         now=now,

@@ -60,6 +60,7 @@ class NodeInfo:
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
     pool: str | None = None  # the value of the node's pool label (`Connection.pool_label`), if any
+    labels: tuple[tuple[str, str], ...] = ()  # the node's labels, sorted (node selectors are matched on them)
 
 
 def quantity(value: Any) -> Decimal:
@@ -149,6 +150,7 @@ def node_infos(
                 unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
                 taints=taints_of(node),
                 pool=(meta.get("labels") or {}).get(pool_label) if pool_label else None,
+                labels=tuple(sorted((str(k), str(v)) for k, v in (meta.get("labels") or {}).items())),
             )
         )
     return sorted(infos, key=lambda info: info.name)

@@ -58,3 +58,16 @@ def node_pools_check(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     except ValueError as exc:
         return [Error(f"NODE_POOLS: {exc}", id="jobs.E010")]
     return []
+
+
+@register()
+def pod_overrides_check(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """POD_OVERRIDES must be valid overrides (settings check the environment's; this checks the value the
+    process runs with), or every launch would fail."""
+    from jobs.cluster import global_pod_overrides
+
+    try:
+        global_pod_overrides()
+    except ValueError as exc:
+        return [Error(f"POD_OVERRIDES: {exc}", id="jobs.E012")]
+    return []

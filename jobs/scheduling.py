@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -23,18 +24,20 @@ from django.db import connection, transaction
 from django.db.models.expressions import Combinable
 from django.utils import timezone
 
+from common.podoverrides import OverridesError, node_matches, overrides_clean, overrides_select_nodes
 from common.resources import Resources
 from jobs import cluster, estimates, preemption
 from jobs.cluster import NodeInfo
 from jobs.columns import KT, epoch, spec_number
 from jobs.core import admission, fairshare
+from jobs.core.pools import is_potential
 from jobs.core.states import JobStatus
 from jobs.cyclereads import CycleReads, Running
 from jobs.fairshare import tenants_decayed_usage
 from jobs.models import Job, checkpoint_layout
 from jobs.services import job_validate
 from jobs.services.lifecycle import POSITION_COLUMNS, job_admit, queue_positions_record
-from tenants.models import Tenant
+from tenants.models import Policy, Tenant
 from tenants.usage import Usage, usage_by_tenant
 
 log = logging.getLogger(__name__)
@@ -147,7 +150,7 @@ def build_snapshot(
                 memory,
                 job_type(gpu_type),
                 runtime,
-                tolerated(gpus),
+                tolerated(gpus, tenant),
                 # Claims are made at the first launch: a requeued or resumed job's are counted in its usage.
                 0 if attempt else layout.claims(learners),
                 0 if attempt else layout.storage_gib(learners),
@@ -168,7 +171,9 @@ def build_snapshot(
             ) in waiting
         ],
         tenants=[_tenant_state(t, usage[t.pk], decayed=decayed.get(t.slug, fairshare.NONE)) for t in tenants],
-        nodes=[_node(n, planned[n.name], types.node(n.gpu_type)) for n in open_nodes],
+        nodes=[
+            _node(n, planned[n.name], types.node(n.gpu_type), tolerated.node_taints(n)) for n in open_nodes
+        ],
         now=now,
         running=running,
     )
@@ -205,20 +210,77 @@ class _GpuTypes:
 
 class _Tolerated:
     """The node taints (spelt as `admission.Node.taints`) a job's pods tolerate, worked out once per kind of
-    learner (with or without GPUs: that alone decides its tolerations)."""
+    learner (with or without GPUs) and tenant: the learner's own tolerations and those the operator's pod
+    overrides add (POD_OVERRIDES, and the tenant policies', read in one query).
+
+    The overrides' node selectors and required node affinity are told to admission in the same terms: a node
+    the pods of a tenant cannot go to (by POD_OVERRIDES merged with the tenant's own, as the pods carry them)
+    carries a taint of that tenant's (`SELECTOR_TAINT`; the global one for tenants without their own) that
+    every other tenant tolerates (`node_taints`)."""
 
     def __init__(self, nodes: Iterable[NodeInfo]) -> None:
         self.taints = {taint for node in nodes for taint in node.taints}
-        self.known: dict[bool, frozenset[str]] = {}
+        self.known: dict[tuple[bool, int], frozenset[str]] = {}
+        global_doc = cluster.global_pod_overrides()
+        rows = Policy.objects.exclude(pod_overrides={}).values_list(
+            "tenant_id", "tenant__slug", "pod_overrides"
+        )
+        checked = [(tenant, slug, _checked(slug, doc)) for tenant, slug, doc in rows]
+        self.overrides: dict[int, dict[str, Any]] = {tenant: doc for tenant, _, doc in checked}
+        # Who selects nodes: the tenants whose own overrides do (their pods carry the global selection merged
+        # with theirs), and every other tenant when the global overrides do (0); each with its taint.
+        self.selecting: dict[int, tuple[dict[str, Any], str]] = {
+            tenant: (_selection(global_doc, doc), SELECTOR_TAINT.format(tenant=f"={slug}"))
+            for tenant, slug, doc in checked
+            if overrides_select_nodes(doc)
+        }
+        if overrides_select_nodes(global_doc):
+            self.selecting[0] = (global_doc, SELECTOR_TAINT.format(tenant=""))
 
-    def __call__(self, gpus: int) -> frozenset[str]:
-        if not self.taints:
+    def node_taints(self, node: NodeInfo) -> tuple[str, ...]:
+        """The selector taints of those whose pods cannot go to `node` (none on a node a pool has yet to add:
+        its labels are not known yet, and its pods, not bound to a node, carry the selector to the autoscaler)."""
+        if not self.selecting or is_potential(node.name):
+            return ()
+        labels = dict(node.labels)
+        return tuple(taint for doc, taint in self.selecting.values() if not node_matches(doc, labels))
+
+    def __call__(self, gpus: int, tenant_id: int) -> frozenset[str]:
+        if not self.taints and not self.selecting:
             return frozenset()
-        with_gpus = gpus > 0
-        if with_gpus not in self.known:
-            found = cluster.tolerated_taints(gpus=gpus, taints=self.taints)
-            self.known[with_gpus] = frozenset(str(t) for t in found)
-        return self.known[with_gpus]
+        own = self.overrides.get(tenant_id) or {}
+        group = tenant_id if tenant_id in self.selecting else 0
+        key = (gpus > 0, tenant_id if own.get("tolerations") or group else 0)
+        if key not in self.known:
+            overrides = cluster.overrides_in_order(own)
+            found = cluster.tolerated_taints(gpus=gpus, taints=self.taints, overrides=overrides)
+            others = (taint for who, (_, taint) in self.selecting.items() if who != group)
+            self.known[key] = frozenset((*(str(t) for t in found), *others))
+        return self.known[key]
+
+
+def _checked(slug: str, document: Any) -> dict[str, Any]:
+    """A tenant's pod overrides, checked again: a row written past the policy's checks counts as none here
+    (its launches fail with the reason) rather than stopping the cycle for every tenant."""
+    try:
+        return overrides_clean(document)
+    except OverridesError as exc:
+        log.error("tenant %s: pod overrides ignored by admission: %s", slug, exc)
+        return {}
+
+
+def _selection(global_doc: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+    """Where a tenant's pods may go, as they carry it: the node selectors merged (the tenant's win) and every
+    affinity requirement of both."""
+    return {
+        "node_selector": {**global_doc.get("node_selector", {}), **own.get("node_selector", {})},
+        "node_affinity": [*global_doc.get("node_affinity", []), *own.get("node_affinity", [])],
+    }
+
+
+# The taint a node carries, for admission only, where pod overrides' node selector or affinity keep a tenant's
+# pods off it (`=<slug>` for a tenant's own, none for POD_OVERRIDES'); everyone else tolerates it.
+SELECTOR_TAINT = "trainyard.io/pod-overrides{tenant}:NoSchedule"
 
 
 def _tenant_state(
@@ -242,9 +304,11 @@ def _tenant_state(
     )
 
 
-def _node(node: NodeInfo, planned: Resources, gpu_type: str | None = None) -> admission.Node:
+def _node(
+    node: NodeInfo, planned: Resources, gpu_type: str | None = None, extra_taints: tuple[str, ...] = ()
+) -> admission.Node:
     """A node as admission sees it (clusterio keeps its own triple, converted here at the boundary), with
-    ``gpu_type`` (canonical) in place of its own label when given."""
+    ``gpu_type`` (canonical) in place of its own label when given, and ``extra_taints`` (`_Tolerated.node_taints`)."""
     free, allocatable = node.free, node.allocatable
     return admission.Node(
         name=node.name,
@@ -255,7 +319,7 @@ def _node(node: NodeInfo, planned: Resources, gpu_type: str | None = None) -> ad
         ),
         capacity=Resources(allocatable.gpus, allocatable.cpu_millis, allocatable.memory_mib),
         gpu_type=gpu_type or node.gpu_type,
-        taints=tuple(str(t) for t in node.taints),
+        taints=(*(str(t) for t in node.taints), *extra_taints),
     )
 
 
@@ -349,7 +413,7 @@ def job_dry_run(
         memory_mib=demand.memory_mib,
         gpu_type=spec["resources"].get("gpu_type"),
         expected_duration=spec.get("max_runtime_seconds"),
-        tolerated=tolerated(demand.gpus),
+        tolerated=tolerated(demand.gpus, tenant.pk),
         claims=checkpoint_layout().claims(demand.learners),
         storage_gib=checkpoint_layout().storage_gib(demand.learners),
     )

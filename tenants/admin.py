@@ -6,9 +6,11 @@ nor is a user who is a tenant's last owner deleted (their memberships would go w
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import actions as admin_actions
 from django.contrib.admin.utils import unquote
@@ -20,6 +22,7 @@ from django.db.models import QuerySet
 from django.forms import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.html import format_html
 
 from tenants.members import MemberRefused, membership_event_record, owner_kept_check
 from tenants.models import JobClaims, Membership, MembershipEvent, Policy, Quota, Role, Tenant
@@ -81,6 +84,7 @@ class PolicyForm(forms.ModelForm):
             "log_max_bytes_per_second",
             "log_max_lines",
             "log_max_bytes",
+            "pod_overrides",
         ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -92,10 +96,14 @@ class PolicyForm(forms.ModelForm):
         data = super().clean() or {}
         if not data.get("job_claims"):
             data["job_claims"] = self.instance.job_claims or JobClaims.NONE
-        given = {name: data[name] for name in self.Meta.fields if name in data and data[name] is not None}
+        if data.get("pod_overrides") is None and "pod_overrides" not in self.errors:
+            data["pod_overrides"] = {}
+        given = {
+            name: data[name] for name in PolicyForm.Meta.fields if name in data and data[name] is not None
+        }
         try:
             data.update(policy_clean(given))
-            candidate = Policy(**{**{n: getattr(self.instance, n) for n in self.Meta.fields}, **data})
+            candidate = Policy(**{**{n: getattr(self.instance, n) for n in PolicyForm.Meta.fields}, **data})
             check_consistent(candidate)
         except ValidationError as exc:
             for field, messages in exc.message_dict.items():
@@ -104,11 +112,21 @@ class PolicyForm(forms.ModelForm):
 
 
 class PolicyInline(admin.StackedInline):
+    """The tenant's policy, with the global pod overrides (POD_OVERRIDES) shown beside its own, since both
+    apply to its pods (the global ones first)."""
+
     model = Policy
     form = PolicyForm
     can_delete = False
     max_num = 1
     extra = 1
+    readonly_fields = ["global_pod_overrides"]
+
+    @admin.display(description="Global pod overrides (POD_OVERRIDES, applied before the tenant's)")
+    def global_pod_overrides(self, obj: Policy | None = None) -> str:
+        if not settings.POD_OVERRIDES:
+            return "none"
+        return format_html("<pre>{}</pre>", json.dumps(settings.POD_OVERRIDES, indent=2, sort_keys=True))
 
 
 def _refusal(exc: MemberRefused) -> str:

@@ -316,6 +316,10 @@ class PolicySerializer(serializers.Serializer):
     log_max_bytes = serializers.IntegerField(
         allow_null=True, help_text="Log bytes a learner may store per attempt; null: the platform's default."
     )
+    pod_overrides = serializers.JSONField(
+        help_text="Operator overrides of the tenant's learner pods, applied after POD_OVERRIDES: tolerations, "
+        "node_selector, node_affinity, priority_class_name, labels, annotations, patch (docs/operations.md)."
+    )
 
 
 POLICY_FIELDS = (
@@ -333,6 +337,7 @@ POLICY_FIELDS = (
     "log_max_bytes_per_second",
     "log_max_lines",
     "log_max_bytes",
+    "pod_overrides",
 )
 
 

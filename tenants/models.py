@@ -274,6 +274,14 @@ class Policy(models.Model):
     log_max_bytes = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="Log bytes a learner may store per attempt; empty: LOG_MAX_BYTES."
     )
+    pod_overrides = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Operator overrides of the tenant's learner pods, applied after POD_OVERRIDES (the global ones): "
+        "a JSON object with any of tolerations, node_selector, node_affinity, priority_class_name, labels, "
+        'annotations and patch, e.g. {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", '
+        '"effect": "NoSchedule"}]} lets CPU jobs onto tainted GPU nodes. See docs/operations.md, "Pod overrides".',
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from common.podoverrides import OverridesError, overrides_clean
 from common.transactions import durable_service
 from tenants.models import PRIORITY_RANGE, JobClaims, Membership, PodSecurity, Policy, Role, Tenant
 
@@ -159,6 +160,11 @@ def policy_clean(data: dict[str, Any]) -> dict[str, Any]:
             clean["job_claims"] = data["job_claims"]
     _clean_write_caps(data, clean, errors)
     _clean_log_caps(data, clean, errors)
+    if "pod_overrides" in data:
+        try:
+            clean["pod_overrides"] = overrides_clean(data["pod_overrides"])
+        except OverridesError as exc:
+            errors["pod_overrides"] = exc.problems
     if "pod_security" in data:
         if data["pod_security"] not in PodSecurity.values:
             errors["pod_security"] = [f"must be one of {', '.join(PodSecurity.values)}"]

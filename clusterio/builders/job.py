@@ -20,6 +20,7 @@ from clusterio.builders.quantities import cpu_quantity, memory_quantity
 from clusterio.builders.specs import JobPodsSpec
 from clusterio.builders.tenant import GPU_RESOURCE
 from clusterio.builders.volumes import fetch_mounts, learner_volumes
+from clusterio.overrides import apply_pod_overrides
 from clusterio.taints import learner_tolerations
 from clusterio.threads import THREAD_ENV_NAMES, thread_env
 
@@ -339,7 +340,7 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
     init_containers = _init_containers(spec, mounts)
     container = _learner_container(spec, index, mounts)
     tolerations = _tolerations(spec)
-    return client.V1Pod(
+    pod = client.V1Pod(
         api_version="v1",
         kind="Pod",
         metadata=client.V1ObjectMeta(name=pod_name, namespace=spec.namespace, labels=_labels(spec, index)),
@@ -360,6 +361,15 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
             volumes=volumes,
         ),
     )
+    if not spec.pod_overrides:
+        return pod
+    body = apply_pod_overrides(_API.sanitize_for_serialization(pod), spec.pod_overrides)
+    overridden: client.V1Pod = _API._ApiClient__deserialize(body, "V1Pod")  # type: ignore[attr-defined]
+    return overridden
+
+
+# Turns a pod into its API JSON and back, for the overrides (which read and write the JSON, as the API does).
+_API = client.ApiClient()
 
 
 def _learner_container(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from clusterio.names import SERVICE_ACCOUNT_NAME, JobId
 from clusterio.taints import DEFAULT_GPU_TOLERATIONS, Toleration
@@ -203,6 +203,8 @@ class JobPodsSpec:
     one pool (those carrying that label), when admission placed them on nodes the pool has yet to add.
     `platform_env` are further variables the platform sets (such as TRAINYARD_HYPERPARAMETERS): added after
     its own, before the user's `env`, and like its own they win over a user entry of the same name.
+    `pod_overrides` are the operator's overrides documents (global, then the tenant's), checked by the
+    platform and applied last (`clusterio.overrides.apply_pod_overrides`).
     """
 
     job_id: JobId
@@ -255,6 +257,8 @@ class JobPodsSpec:
     node_names: tuple[str, ...] | None = None
     node_pool: tuple[str, str] | None = None
     platform_env: Mapping[str, str] = field(default_factory=dict)
+    # Operator overrides (clusterio.overrides), applied in order to every learner pod after the platform built it.
+    pod_overrides: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         _non_negative(self.attempt, "attempt")

@@ -52,6 +52,7 @@ def _encode(info: NodeInfo) -> dict[str, Any]:
         "unschedulable": info.unschedulable,
         "taints": [[t.key, t.value, t.effect] for t in info.taints],
         "pool": info.pool,
+        "labels": dict(info.labels),
     }
 
 
@@ -65,6 +66,7 @@ def _decode(data: dict[str, Any]) -> NodeInfo:
         unschedulable=data["unschedulable"],
         taints=tuple(Taint(*t) for t in data["taints"]),
         pool=data.get("pool"),
+        labels=tuple(sorted((data.get("labels") or {}).items())),
     )
 
 

@@ -31,12 +31,14 @@ from clusterio.builders import (
     reserved_env_reason,
 )
 from clusterio.taints import Taint, Toleration, learner_tolerations, parse_toleration, tolerates
+from common.podoverrides import overrides_clean, overrides_tolerations
 from jobs.core.gputypes import GpuTypes
 from jobs.core.pools import is_potential, pool_of
 from jobs.core.spec.labels import HYPERPARAMETERS_ENV, hyperparameter_env, hyperparameters_json
 from jobs.credentials import Credentials, unseal
 from jobs.models import Job, JobCredentials
 from tenants.models import PodSecurity, Tenant
+from tenants.policy import policy_of
 from tenants.secrets import datastore_credentials
 
 # Learners rendezvous on a port of their own per job attempt, not torchrun's fixed 29500: where pods
@@ -218,6 +220,7 @@ def pods_spec(
         node_names=_node_names(job),
         node_pool=_node_pool(job),
         platform_env=_hyperparameter_env(spec),
+        pod_overrides=pod_overrides(job.tenant),
         **_checkpoints(job),
     )
 
@@ -273,13 +276,51 @@ def gpu_tolerations() -> tuple[Toleration, ...]:
     return _parsed_tolerations(tuple(settings.GPU_TOLERATIONS))
 
 
-def tolerated_taints(*, gpus: int, taints: Iterable[Taint]) -> frozenset[Taint]:
+def tolerated_taints(
+    *, gpus: int, taints: Iterable[Taint], overrides: tuple[dict[str, Any], ...] = ()
+) -> frozenset[Taint]:
     """The taints among `taints` that a learner asking for `gpus` GPUs tolerates: the pods' own tolerations
-    (`pods_spec`), so admission never places a learner where the kube-scheduler would refuse it."""
+    (`pods_spec`) and those the operator's `overrides` add (`pod_overrides`), so admission never places a
+    learner where the kube-scheduler would refuse it, and places it where an operator lets it go."""
     tolerations = learner_tolerations(
         gpus=gpus, gpu_tolerations=gpu_tolerations(), node_lost_seconds=settings.NODE_LOST_GRACE_SECONDS
-    )
+    ) + tuple(_toleration(t) for t in overrides_tolerations(*overrides))
     return frozenset(t for t in taints if tolerates(tolerations, t))
+
+
+def _toleration(body: dict[str, Any]) -> Toleration:
+    return Toleration(
+        key=body.get("key", ""),
+        operator=body["operator"],
+        value=body.get("value", ""),
+        effect=body.get("effect", ""),
+        toleration_seconds=body.get("tolerationSeconds"),
+    )
+
+
+_global_overrides: tuple[object, dict[str, Any]] | None = None
+
+
+def global_pod_overrides() -> dict[str, Any]:
+    """POD_OVERRIDES, checked (settings check it as they load; a test's override is checked here, once per
+    value). Raises common.podoverrides.OverridesError."""
+    global _global_overrides
+    source = settings.POD_OVERRIDES
+    if _global_overrides is None or _global_overrides[0] is not source:
+        _global_overrides = (source, overrides_clean(source))
+    return _global_overrides[1]
+
+
+def pod_overrides(tenant: Tenant) -> tuple[dict[str, Any], ...]:
+    """The operator overrides of the tenant's learner pods, in the order they apply (`overrides_in_order`),
+    checked again (a row written past the policy's checks fails the launch, as InvalidSpec, with the reason:
+    common.podoverrides.OverridesError is a ValueError)."""
+    return overrides_in_order(overrides_clean(policy_of(tenant).pod_overrides))
+
+
+def overrides_in_order(tenant_overrides: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """POD_OVERRIDES, then a tenant policy's `pod_overrides` (checked when saved); empty ones left out."""
+    return tuple(doc for doc in (global_pod_overrides(), tenant_overrides) if doc)
 
 
 def _checkpoints(job: Job) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from environ.fileaware_mapping import FileAwareMapping
 
+from common.podoverrides import OverridesError, overrides_clean
 from jobs.core.gputypes import DEFAULT_ALIASES as DEFAULT_GPU_TYPE_ALIASES
 from jobs.core.gputypes import merge_aliases, parse_aliases
 
@@ -493,6 +494,13 @@ IMAGE_PULL_GRACE_SECONDS = env.int("IMAGE_PULL_GRACE_SECONDS", default=180)
 # GPU nodes tainted on `nvidia.com/gpu` with any value: GKE's `nvidia.com/gpu=present:NoSchedule`, the
 # common `nvidia.com/gpu=true:NoSchedule`, a bare key. Add your own GPU pools' taints (AKS: `sku=gpu:NoSchedule`).
 GPU_TOLERATIONS = env.list("GPU_TOLERATIONS", default=["nvidia.com/gpu:NoSchedule"])
+# Operator overrides of every learner pod, as a JSON object (docs/operations.md, "Pod overrides"): tolerations,
+# node_selector, node_affinity, priority_class_name, labels, annotations and a patch applied last; a tenant's
+# policy may add its own, applied after these. Checked here: a misspelt or refused field stops every process.
+try:
+    POD_OVERRIDES = overrides_clean(env.json("POD_OVERRIDES", default={}))
+except (OverridesError, ValueError) as exc:
+    raise ImproperlyConfigured(f"POD_OVERRIDES: {exc}") from exc
 # How long a learner may stay on a NotReady/unreachable node before the cluster deletes it and the job
 # resumes elsewhere (the learners' NoExecute tolerationSeconds; clusters default to 300 s).
 # Node pools the cluster autoscaler can grow (from zero too), as a JSON list: admission counts the nodes each

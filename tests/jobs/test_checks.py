@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.checks import gpu_tolerations_check, preemption_check
+from jobs.checks import gpu_tolerations_check, pod_overrides_check, preemption_check
 
 
 def test_the_default_gpu_tolerations_pass() -> None:
@@ -24,3 +24,10 @@ def test_preemption_settings_are_checked(settings: Any) -> None:
     assert [e.id for e in preemption_check()] == ["jobs.E002", "jobs.E003"]
     settings.PREEMPTION, settings.PREEMPTION_MIN_RUNTIME_SECONDS = "off", 0
     assert preemption_check() == []
+
+
+def test_pod_overrides_set_at_run_time_are_checked(settings: Any) -> None:
+    assert pod_overrides_check() == []
+    settings.POD_OVERRIDES = {"priority_class_name": "system-node-critical"}
+    [error] = pod_overrides_check()
+    assert error.id == "jobs.E012" and "reserved for the cluster's own pods" in error.msg

@@ -290,3 +290,21 @@ def test_node_local_dns_cidrs_default_to_the_node_local_cache_and_may_be_emptied
         "portal.settings.local", code=code, LOCAL_SECRETS_FILE=secrets_file, NODE_LOCAL_DNS_CIDRS=""
     )
     assert emptied.stdout.strip() == "[]"
+
+
+def test_refused_pod_overrides_stop_the_process_with_the_field_named() -> None:
+    overrides = json.dumps(
+        {
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "In"}],
+            "patch": {"spec": {"hostNetwork": True}},
+        }
+    )
+    result = _run("portal.settings.local", POD_OVERRIDES=overrides)
+    assert result.returncode != 0
+    assert (
+        "ImproperlyConfigured: POD_OVERRIDES: tolerations[0].operator: must be Exists or Equal"
+        in result.stderr
+    )
+    assert "patch.spec.hostNetwork: cannot be overridden" in result.stderr
+    good = '{"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}'
+    assert _run("portal.settings.local", POD_OVERRIDES=good).returncode == 0

@@ -267,3 +267,102 @@ def test_admins_let_a_tenant_preempt_its_own_lower_priority_jobs() -> None:
     good = api(admin).patch(url, {"preempt_lower_priority": True}, content_type="application/json")
     assert good.status_code == 200 and good.json()["preempt_lower_priority"] is True
     assert policy_of(tenant).preempt_lower_priority is True
+
+
+# -- operator overrides of the tenant's pods ------------------------------------------------------------------
+
+POLICY_FORM = {
+    "host_path_prefixes": "[]",
+    "image_registries": "[]",
+    "datastore_hosts": "[]",
+    "member_max_priority": "0",
+    "owner_max_priority": "100",
+    "pod_security": "restricted",
+    "job_claims": "none",
+}
+
+
+def test_the_admin_console_refuses_bad_pod_overrides_beside_the_field_and_saves_good_ones() -> None:
+    tenant = make_tenant()
+    bad = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "In"}], "patch": {"spec": {"hostPID": True}}}
+    form = PolicyForm(data={**POLICY_FORM, "pod_overrides": json.dumps(bad)}, instance=Policy(tenant=tenant))
+    assert not form.is_valid()
+    assert form.errors["pod_overrides"] == [
+        "tolerations[0].operator: must be Exists or Equal, got 'In'",
+        "patch.spec.hostPID: cannot be overridden (a learner never shares the node's processes)",
+    ]
+    good = {
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "labels": {},
+    }
+    form = PolicyForm(data={**POLICY_FORM, "pod_overrides": json.dumps(good)}, instance=Policy(tenant=tenant))
+    assert form.is_valid(), form.errors
+    assert form.save().pod_overrides == {"tolerations": good["tolerations"]}
+    form = PolicyForm(data={**POLICY_FORM, "pod_overrides": ""}, instance=policy_of(tenant))
+    assert form.is_valid(), form.errors
+    assert form.save().pod_overrides == {}
+
+
+def test_the_admin_console_shows_the_pod_overrides_field_and_the_global_ones(settings: Any) -> None:
+    settings.POD_OVERRIDES = {"annotations": {"example.com/note": "<b>eu</b>"}}
+    tenant = make_tenant()
+    policy_set(tenant=tenant, pod_overrides={"priority_class_name": "vision-high"})
+    admin = make_user(is_superuser=True, is_staff=True)
+    page = api(admin).get(f"/admin/tenants/tenant/{tenant.pk}/change/")
+    assert page.status_code == 200
+    assert b"vision-high" in page.content and b"Operator overrides of the tenant" in page.content
+    assert b"Global pod overrides (POD_OVERRIDES" in page.content
+    assert b"&quot;example.com/note&quot;: &quot;&lt;b&gt;eu&lt;/b&gt;&quot;" in page.content
+
+
+def test_policy_set_refuses_bad_overrides_and_stores_nothing() -> None:
+    tenant = make_tenant()
+    with pytest.raises(ValidationError) as caught:
+        policy_set(tenant=tenant, pod_overrides={"patch": {"spec": {"serviceAccountName": "admin"}}})
+    assert "serviceAccountName: cannot be overridden" in caught.value.message_dict["pod_overrides"][0]
+    assert not Policy.objects.filter(tenant=tenant).exists()
+
+
+def test_platform_admins_set_pod_overrides_through_the_api_with_field_errors() -> None:
+    tenant = make_tenant()
+    admin = make_user(is_superuser=True, is_staff=True)
+    url = f"/api/v1/tenants/{tenant.slug}/policy/"
+    body = json.dumps(
+        {"pod_overrides": {"node_selector": {"example.com/pool": "vision"}, "patch": {"kind": "Pod"}}}
+    )
+    response = api(admin).patch(url, body, content_type="application/json")
+    assert response.status_code == 400
+    assert "patch.kind: unknown field (a patch holds `spec`)" in response.json()["errors"]["pod_overrides"]
+    body = json.dumps({"pod_overrides": {"node_selector": {"example.com/pool": "vision"}}})
+    response = api(admin).patch(url, body, content_type="application/json")
+    assert response.status_code == 200, response.content
+    assert response.json()["pod_overrides"] == {"node_selector": {"example.com/pool": "vision"}}
+    owner = member(tenant, "owner")
+    response = api(owner).patch(url, body, content_type="application/json")
+    assert response.status_code == 403
+
+
+def test_the_admin_console_page_refuses_a_privileged_patch_beside_the_field_and_saves_a_toleration() -> None:
+    from django.urls import reverse
+
+    from tests.tenants.test_quota_borrowing import _change_form
+
+    tenant = make_tenant(slug="vision", gpus=4)
+    client = api(make_user(is_superuser=True, is_staff=True))
+    url = reverse("admin:tenants_tenant_change", args=[tenant.pk])
+
+    def post(overrides: dict[str, Any]) -> Any:
+        form = _change_form(tenant.pk) | {"policy-TOTAL_FORMS": "1", "policy-0-tenant": str(tenant.pk)}
+        form |= {f"policy-0-{name}": value for name, value in POLICY_FORM.items()}
+        return client.post(url, form | {"policy-0-pod_overrides": json.dumps(overrides)})
+
+    privileged = {
+        "patch": {"spec": {"containers": [{"name": "learner", "securityContext": {"privileged": True}}]}}
+    }
+    response = post(privileged)
+    assert response.status_code == 200
+    assert "patch.spec.containers[0].securityContext: cannot be overridden" in response.content.decode()
+    assert not Policy.objects.filter(tenant=tenant).exists()
+    toleration = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    assert post(toleration).status_code == 302
+    assert policy_of(tenant).pod_overrides == toleration
