@@ -5,7 +5,7 @@ probes read (they serve no HTTP).
 A worker touches `<HEARTBEAT_DIR>/trainyard-worker.alive` when it is ready and at each of its event
 heartbeats (every 2 s, from its consumer loop); beat touches `trainyard-beat.alive` when it starts and
 each time it sends a task (the scheduler cycle every SCHEDULE_INTERVAL_SECONDS). A probe is then "is the
-file younger than N seconds" (deploy/k8s/worker.yaml, beat.yaml). Celery imports this module in both
+file younger than N seconds" (deploy/k8s/base/worker.yaml, beat.yaml). Celery imports this module in both
 (CELERY_IMPORTS), which connects the handlers; with HEARTBEAT_DIR empty (the default) they do nothing.
 """
 

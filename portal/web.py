@@ -1,6 +1,6 @@
 """The web process: daphne, with request bodies bounded before they are read and fed to Django lazily.
 
-Run as `python -m portal.web <daphne's arguments> portal.asgi:application` (Procfile, deploy/k8s/web.yaml).
+Run as `python -m portal.web <daphne's arguments> portal.asgi:application` (Procfile, deploy/k8s/base/web.yaml).
 Daphne 4 (Twisted) receives a whole request body into a temporary file before it calls the application,
 then puts every 8 KiB piece of it on the application's asyncio queue at once: a 64 MiB upload held about
 that much again in memory, a 4 GiB result file would have held 4 GiB. Before that, Twisted parses a POSTed

@@ -67,7 +67,7 @@ SECURE_CSP_PATH_OVERRIDES = {"/api/docs/": {"script-src": ["'self'", "'unsafe-in
 # One JSON object per line for the cluster's log pipeline (LOG_FORMAT=plain for people).
 LOG_FORMAT = env("LOG_FORMAT", default="json")
 LOGGING["handlers"]["console"]["formatter"] = LOG_FORMAT
-# Worker and beat keep heartbeat files here for their exec probes (deploy/k8s/worker.yaml, beat.yaml).
+# Worker and beat keep heartbeat files here for their exec probes (deploy/k8s/base/worker.yaml, beat.yaml).
 HEARTBEAT_DIR = env("HEARTBEAT_DIR", default="/tmp")  # noqa: S108 (the pods' private emptyDir)
 
 # daphne serves no files: WhiteNoise serves the collected static files, compressed and cache-busted. It
