@@ -11,6 +11,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+from django.test import Client
 from rest_framework.test import APIClient
 
 from clusterio import names
@@ -183,3 +184,42 @@ def test_a_failed_pull_says_whether_the_tenant_has_credentials() -> None:
         tenant=tenant, user=member(tenant, "owner"), name="gh", host="ghcr.io", values=LOGIN
     )
     assert "used tenant" in registry_hint(tenant=tenant, host="GHCR.io")
+
+
+def test_the_tenant_page_lists_hosts_and_lets_owners_change_them_without_showing_passwords() -> None:
+    tenant = allow(make_tenant(), image_registries=["registry.example.com/*"])
+    owner = member(tenant, "owner")
+    page = Client()
+    page.force_login(owner)
+    form = {"name": "team", "host": "registry.example.com", **LOGIN}
+    done = page.post(f"/tenants/{tenant.slug}/registries/", form)
+    assert done.status_code == 302 and done["Location"].endswith("#registries")
+    shown = page.get(f"/tenants/{tenant.slug}/").content.decode()
+    assert 'data-registry="team"' in shown and "registry.example.com" in shown and "robot$team" in shown
+    assert PASSWORD not in shown and "Add credentials" in shown
+
+    bad = page.post(f"/tenants/{tenant.slug}/registries/", {**form, "name": "ghcr", "host": "ghcr.io"})
+    assert bad.status_code == 400
+    body = bad.content.decode()
+    assert "does not let images come from ghcr.io" in body and PASSWORD not in body
+    assert RegistryCredential.objects.count() == 1
+
+    rotated = page.post(
+        f"/tenants/{tenant.slug}/registries/team/rotate/", {"username": "robot2", "password": "rotated-token"}
+    )
+    assert rotated.status_code == 302
+    auth = registry_auth(tenant=tenant, host="registry.example.com")
+    assert auth is not None and auth.password == "rotated-token"
+    after = page.get(f"/tenants/{tenant.slug}/").content.decode()
+    assert "rotated-token" not in after and f"by {owner.username}" in after
+
+    viewer = Client()
+    viewer.force_login(member(tenant, "member"))
+    seen = viewer.get(f"/tenants/{tenant.slug}/").content.decode()
+    assert 'data-registry="team"' in seen and "Add credentials" not in seen
+    assert viewer.post(f"/tenants/{tenant.slug}/registries/team/delete/").status_code == 403
+    outsider = Client()
+    outsider.force_login(member(make_tenant(), "owner"))
+    assert outsider.post(f"/tenants/{tenant.slug}/registries/team/delete/").status_code == 404
+    assert page.post(f"/tenants/{tenant.slug}/registries/team/delete/").status_code == 302
+    assert not RegistryCredential.objects.exists()
