@@ -84,6 +84,24 @@ def _logins(secret: Obj) -> dict[str, tuple[str, str]]:
     return found
 
 
+def secret_causes(secret: Obj) -> list[tuple[str, str, str]]:
+    """What the apiserver refuses in a docker config Secret (after `stringData` moved into `data`): its key
+    missing, or not JSON (the value redacted, as the apiserver does)."""
+    kind = secret.get("type")
+    key = next((k for t, k in (DOCKER_CONFIG_JSON, DOCKER_CFG) if t == kind), None)
+    if key is None:
+        return []
+    raw = (secret.get("data") or {}).get(key)
+    field = f"data[{key}]"
+    if not raw:
+        return [(field, "FieldValueRequired", "Required value")]
+    try:
+        json.loads(base64.b64decode(raw))
+    except ValueError as exc:
+        return [(field, "FieldValueInvalid", f'Invalid value: "<secret contents redacted>": {exc}')]
+    return []
+
+
 class PrivateRegistries:
     """The registry hosts that refuse anonymous pulls, each with the login it accepts (None: any login the
     pod's pull secret holds for the host)."""

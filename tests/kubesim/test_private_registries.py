@@ -9,6 +9,7 @@ import json
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from kubesim.cli import build_parser
 from kubesim.registries import PrivateRegistries, image_host, parse_registry
@@ -91,3 +92,17 @@ def test_registry_hosts_are_read_as_a_container_runtime_does() -> None:
         build_parser().parse_args(
             ["serve", "--state-dir", "/x", "--kubeconfig", "/k", "--private-registry", "https://h/v2"]
         )
+
+
+def test_a_docker_config_secret_without_valid_json_is_refused(core: client.CoreV1Api, ns: str) -> None:
+    for data, reason in (
+        ({}, "Required value"),
+        ({".dockerconfigjson": "{not json"}, "secret contents redacted"),
+    ):
+        body = client.V1Secret(
+            metadata=client.V1ObjectMeta(name="bad"), type="kubernetes.io/dockerconfigjson", string_data=data
+        )
+        with pytest.raises(ApiException) as refused:
+            core.create_namespaced_secret(ns, body)
+        assert refused.value.status == 422 and reason in refused.value.body
+        assert "{not json" not in refused.value.body
