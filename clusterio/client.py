@@ -20,11 +20,13 @@ from clusterio import names
 from clusterio.autoscalerstatus import NodeGroupSize, parse_status
 from clusterio.builders import (
     JobPodsSpec,
+    RegistryLogin,
     attempt_secret_name,
     make_datastore_secret,
     make_headless_service,
     make_job_checkpoint_pvcs,
     make_learner_pod,
+    make_pull_secret,
 )
 from clusterio.builders.job import gpu_product
 from clusterio.capacity import NodeInfo, Resources, node_infos
@@ -59,6 +61,7 @@ class Cluster(TenantFences, ProvisioningRequests):
         credentials: dict[str, dict[str, str]] | None = None,
         artifact_token: str | None = None,
         provisioning_request: str | None = None,
+        registry_login: RegistryLogin | None = None,
     ) -> list[str]:
         """Create one attempt's Secret (`credentials`, `artifact_token`), headless Service and learner pods.
 
@@ -68,9 +71,12 @@ class Cluster(TenantFences, ProvisioningRequests):
         `Conflict`. A quota refusal raises `Forbidden` and leaves what was created so far for `teardown`.
         Returns the pod names in learner order. A spec with `artifacts` needs `artifact_token`
         (ValueError otherwise). With `provisioning_request` the pods consume that ProvisioningRequest's
-        capacity (`clusterio.provisioning`).
+        capacity (`clusterio.provisioning`). With `registry_login` the attempt's image pull Secret is created
+        too, under `spec.image_pull_secret`, the name the pods give in `imagePullSecrets` (ValueError without).
         """
         ns = spec.namespace
+        if registry_login is not None and not spec.image_pull_secret:
+            raise ValueError("a registry_login needs spec.image_pull_secret, the name the pods pull with")
         if spec.artifacts is not None and not artifact_token:
             raise ValueError("a spec with artifacts needs the attempt's artifact_token")
         if spec.checkpoint_claims and spec.checkpoint_claim_size:
@@ -89,6 +95,12 @@ class Cluster(TenantFences, ProvisioningRequests):
             )
             self._create_or_adopt(
                 spec, secret, self.core.create_namespaced_secret, self.core.read_namespaced_secret
+            )
+        if registry_login is not None and spec.image_pull_secret:
+            labels = names.job_labels(spec.tenant, spec.job_id, spec.attempt)
+            pull = make_pull_secret(ns, spec.image_pull_secret, labels, registry_login)
+            self._create_or_adopt(
+                spec, pull, self.core.create_namespaced_secret, self.core.read_namespaced_secret
             )
         service = make_headless_service(spec)
         self._create_or_adopt(

@@ -141,6 +141,11 @@ def datastore_secret_name(job_id: JobId, attempt: int) -> str:
     return dns_label(f"{job_object_name(job_id, attempt)}-ds")
 
 
+def pull_secret_name(job_id: JobId, attempt: int) -> str:
+    """Name the Secret that carries one attempt's image pull credentials (`kubernetes.io/dockerconfigjson`)."""
+    return dns_label(f"{job_object_name(job_id, attempt)}-pull")
+
+
 def checkpoint_claim_name(job_id: JobId, learner: int | None = None) -> str:
     """Name a job's checkpoint PersistentVolumeClaim, shared by its attempts: `ty-42-ckpt` for the one its
     learners share (ReadWriteMany), `ty-42-ckpt-1` for learner 1's own (ReadWriteOnce, one per learner)."""

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from kubesim.registries import parse_registry
 from kubesim.testing import KubeSim
 
 
@@ -18,6 +19,14 @@ def _port_pair(text: str) -> str:
     parts = text.split(":")
     if len(parts) > 2 or not all(p.isdigit() and 0 < int(p) < 65536 for p in parts):
         raise argparse.ArgumentTypeError(f"{text!r}: expected PORT or POD_PORT:PORT (1-65535)")
+    return text
+
+
+def _registry(text: str) -> str:
+    try:
+        parse_registry(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 
@@ -103,6 +112,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=10.0,
         help="seconds a group's node runs no pod before the autoscaler removes it (never below min_nodes)",
     )
+    serve.add_argument(
+        "--private-registry",
+        type=_registry,
+        action="append",
+        default=[],
+        metavar="HOST[=USER:PASSWORD]",
+        help="a registry host whose images pull only for pods with a pull secret for it (with this login, when "
+        "given); others wait in ErrImagePull/ImagePullBackOff (repeatable)",
+    )
     serve.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -142,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         node_groups=args.node_group,
         scale_up_delay=args.scale_up_delay,
         scale_down_idle=args.scale_down_idle,
+        private_registries=args.private_registry,
     )
     sim.start()
     logging.getLogger("kubesim").info("serving %s (kubeconfig %s)", sim.url, sim.kubeconfig_path)

@@ -8,6 +8,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from kubesim.meta import now_iso
 from kubesim.netpolicy import PolicyEnforcer
 from kubesim.network import HOST_NAME, LOOPBACK, PodNetwork
 from kubesim.proxy import ServiceProxy
+from kubesim.registries import PrivateRegistries
 from kubesim.requestlog import RequestCounter
 from kubesim.restart import reboot_node, recover_pods
 from kubesim.sandbox import Sandbox
@@ -173,6 +175,7 @@ class Cluster:
         node_groups: list[NodeGroup | dict[str, Any]] | None = None,
         scale_up_delay: float = 1.0,
         scale_down_idle: float = 10.0,
+        private_registries: Mapping[str, tuple[str, str] | None] | Iterable[str] = (),
     ):
         self.log = logging.getLogger("kubesim")
         self.state_dir = Path(state_dir).resolve()  # pods run in their own folders: no relative paths
@@ -185,6 +188,7 @@ class Cluster:
         self.api = Api(self.store)
         self.api.default_toleration_seconds = default_toleration_seconds
         self.faults = Faults()
+        self.registries = PrivateRegistries(private_registries)
         self.requests = RequestCounter()
         self.stopping = threading.Event()
         self.wake = threading.Event()

@@ -177,7 +177,7 @@ class Kubelet:
         self._attach_network(runtime_, pod)
         for container in (pod["spec"].get("initContainers") or []) + (pod["spec"].get("containers") or []):
             image = container.get("image", "")
-            if self.cluster.faults.image_pull_error(image) is None:
+            if self._pull_error(pod, image) is None:
                 self.cluster.api.record_event(
                     pod, "Normal", "Pulled", _IGNORED_IMAGE.format(image=image), "kubelet"
                 )
@@ -301,6 +301,31 @@ class Kubelet:
             pod, "Warning", "BackOff", f"Back-off restarting failed container {cname}", "kubelet"
         )
 
+    def _pull_error(self, pod: Obj, image: str) -> str | None:
+        """Why `image` does not pull for `pod`: an injected failure, or a private registry (kubesim.registries)
+        for which the pod names no pull secret that logs in; None when it pulls."""
+        error = self.cluster.faults.image_pull_error(image)
+        if error is not None or not self.cluster.registries.hosts():
+            return error
+        namespace = pod["metadata"]["namespace"]
+        secrets, missing = [], []
+        for ref in pod["spec"].get("imagePullSecrets") or []:
+            secret = self.cluster.store.get("secrets", namespace, str(ref.get("name") or ""))
+            if secret is None:
+                missing.append(str(ref.get("name") or ""))
+            else:
+                secrets.append(secret)
+        if missing:
+            self.cluster.api.record_event(
+                pod,
+                "Warning",
+                "FailedToRetrieveImagePullSecret",
+                f"Unable to retrieve some image pull secrets ({', '.join(missing)}); attempting to pull the "
+                "image may not succeed.",
+                "kubelet",
+            )
+        return self.cluster.registries.pull_error(image, secrets)
+
     def _maybe_launch(self, rt: PodRuntime, pod: Obj, container: Obj) -> bool:
         """Start a container unless it is backing off; an injected pull failure keeps it waiting."""
         cname, image = container["name"], container.get("image", "")
@@ -320,7 +345,7 @@ class Kubelet:
                 self.cluster.api.record_event(pod, "Warning", "Failed", "Error: ImagePullBackOff", "kubelet")
                 return True
             return False
-        error = self.cluster.faults.image_pull_error(image)
+        error = self._pull_error(pod, image)
         if error is not None:
             failures = rt.pull_failures[cname] = rt.pull_failures.get(cname, 0) + 1
             message = f'Failed to pull image "{image}": {error}'

@@ -208,6 +208,18 @@ class KubeSim:
         """Let images pull again (one rule, or all); waiting containers start at their next retry."""
         self.cluster.clear_image_pull_failures(rule.id if rule else None)
 
+    def add_private_registry(
+        self, host: str, username: str | None = None, password: str | None = None
+    ) -> None:
+        """Make ``host`` a private registry (kubesim.registries): its images pull only for pods whose
+        ``imagePullSecrets`` hold credentials for it (these ones, when given), else ErrImagePull."""
+        login = (username, password or "") if username is not None else None
+        self.cluster.registries.add(host, login)
+
+    def remove_private_registry(self, host: str | None = None) -> None:
+        """Make ``host`` (or every private host) public again; waiting containers start at their next retry."""
+        self.cluster.registries.remove(host)
+
     def fail_pod_creates(
         self, namespace_regex: str, code: int = 500, count: int | None = None, message: str = WEBHOOK_FAILURE
     ) -> FaultRule:

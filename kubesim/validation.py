@@ -66,6 +66,10 @@ def validate(plural: str, kind: str, obj: Obj) -> None:
         from kubesim.storageclasses import class_causes
 
         causes += class_causes(obj)
+    elif plural == "secrets":
+        from kubesim.registries import secret_causes
+
+        causes += secret_causes(obj)
     for key in ("labels", "annotations"):
         for label_key, value in (obj["metadata"].get(key) or {}).items():
             if not isinstance(value, str):

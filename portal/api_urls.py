@@ -7,7 +7,7 @@ from jobs import compare_api, spec_views
 from jobs.artifacts import api as artifacts_api
 from jobs.artifacts import event_views, pod_views
 from tenants import api as tenants_api
-from tenants import invitations_api, secrets_api
+from tenants import invitations_api, registries_api, secrets_api
 
 urlpatterns = [
     path("jobs/", jobs_api.JobListView.as_view(), name="api-jobs"),
@@ -85,6 +85,21 @@ urlpatterns = [
         "tenants/<slug:slug>/secrets/<str:name>/",
         secrets_api.TenantSecretDetailView.as_view(),
         name="api-tenant-secret",
+    ),
+    path(
+        "tenants/<slug:slug>/registries/",
+        registries_api.TenantRegistryListView.as_view(),
+        name="api-tenant-registries",
+    ),
+    path(
+        "tenants/<slug:slug>/registry-events/",
+        registries_api.TenantRegistryEventsView.as_view(),
+        name="api-tenant-registry-events",
+    ),
+    path(
+        "tenants/<slug:slug>/registries/<str:name>/",
+        registries_api.TenantRegistryDetailView.as_view(),
+        name="api-tenant-registry",
     ),
     path("cluster/", jobs_api.ClusterView.as_view(), name="api-cluster"),
     path("spec/schema/", spec_views.SpecSchemaView.as_view(), name="api-spec-schema"),

@@ -9,7 +9,7 @@ from jobs import compare_pages, spec_views
 from jobs import views as job_views
 from jobs.tensorboard import views as tensorboard_views
 from portal import views
-from tenants import invitation_pages, member_pages, secret_pages, token_pages
+from tenants import invitation_pages, member_pages, registry_pages, secret_pages, token_pages
 from tenants import pages as tenant_pages
 
 handler400 = "common.api.api_bad_request"
@@ -69,6 +69,19 @@ urlpatterns = [
         "tenants/<slug:slug>/secrets/<str:name>/delete/",
         secret_pages.secret_delete_view,
         name="tenant-secret-delete",
+    ),
+    path(
+        "tenants/<slug:slug>/registries/", registry_pages.registry_create_view, name="tenant-registry-create"
+    ),
+    path(
+        "tenants/<slug:slug>/registries/<str:name>/rotate/",
+        registry_pages.registry_rotate_view,
+        name="tenant-registry-rotate",
+    ),
+    path(
+        "tenants/<slug:slug>/registries/<str:name>/delete/",
+        registry_pages.registry_delete_view,
+        name="tenant-registry-delete",
     ),
     path("notifications/", include("jobs.notifications.urls")),
     path("admin/", admin.site.urls),

@@ -18,6 +18,7 @@ from jobs.views import cluster_nodes
 from tenants.member_pages import members_context
 from tenants.models import Tenant
 from tenants.pages import current_tenant, page_user, render_page, usage_meters
+from tenants.registry_pages import registries_context
 from tenants.scoping import tenants_for
 from tenants.secret_pages import secrets_context
 
@@ -89,6 +90,7 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
             "queue": queue,
             "statuses": JobStatus,
             **secrets_context(request, tenant),
+            **registries_context(request, tenant),
             **members_context(request, tenant),
             "tenant_subscriptions": tenant_subscriptions(user=request.user, tenant=tenant),
             "namespace_problem": _namespace_problem(request, tenant),

@@ -375,6 +375,64 @@ class DataStoreSecretEvent(models.Model):
         return f"{self.name} of {self.tenant} {self.action} by {self.actor}"
 
 
+class RegistryCredential(models.Model):
+    """A tenant's image pull credentials for one container registry host (a username and a password or token).
+    Write-only like a data-store secret: the password is sealed (common.sealing) and never shown again; a
+    launch of a job whose image is on `host` turns it into the attempt's `kubernetes.io/dockerconfigjson`
+    Secret and the learner pods' `imagePullSecrets` (tenants.registries)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="registry_credentials")
+    name = models.CharField(max_length=63, help_text="What pages and the API call it.")
+    host = models.CharField(
+        max_length=253, help_text="The registry host (and port) images name, e.g. registry.example.com."
+    )
+    username = models.CharField(max_length=255)
+    sealed = models.TextField(help_text="Fernet token of the password; never shown.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    rotated_at = models.DateTimeField(null=True, blank=True)
+    rotated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["tenant__slug", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="unique_registry_credential"),
+            models.UniqueConstraint(fields=["tenant", "host"], name="unique_registry_credential_host"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.host}) of {self.tenant}"
+
+
+class RegistryCredentialEvent(models.Model):
+    """Audit of a tenant's registry credentials: who created, rotated or deleted which one, and when (its host
+    and username, never the password). Kept after the credential is deleted."""
+
+    class Action(models.TextChoices):
+        CREATED = "created", "created"
+        ROTATED = "rotated", "rotated"
+        DELETED = "deleted", "deleted"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="registry_credential_events")
+    name = models.CharField(max_length=63)
+    host = models.CharField(max_length=253)
+    action = models.CharField(max_length=10, choices=Action.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.host}) of {self.tenant} {self.action} by {self.actor}"
+
+
 class MembershipEvent(models.Model):
     """Audit of a tenant's members: who added, re-roled or removed whom, and when (the username is kept as
     text, so the record outlives the user)."""

@@ -31,6 +31,7 @@ KUBESIM_ONLY_REASON = (
 _CONTROLS = frozenset(
     {
         "add_gpu_node",
+        "add_private_registry",
         "clear_image_pull_failures",
         "cluster",
         "compact",
@@ -39,6 +40,7 @@ _CONTROLS = frozenset(
         "inject_fault",
         "lose_node",
         "pause_kubelet",
+        "remove_private_registry",
         "set_node_ready",
         "step",
     }

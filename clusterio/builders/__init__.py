@@ -31,6 +31,7 @@ from clusterio.builders.job import (
     reserved_env_reason,
 )
 from clusterio.builders.quantities import cpu_quantity, memory_quantity
+from clusterio.builders.registry import RegistryLogin, docker_config, make_pull_secret
 from clusterio.builders.specs import (
     AccessMode,
     ArtifactSpec,
@@ -65,6 +66,7 @@ __all__ = [
     "AccessMode",
     "ArtifactSpec",
     "JobPodsSpec",
+    "RegistryLogin",
     "S3Fetch",
     "TenantLimits",
     "ThreadsMode",
@@ -75,6 +77,7 @@ __all__ = [
     "cpu_quantity",
     "datastore_env_name",
     "datastore_secret_keys",
+    "docker_config",
     "is_reserved_env_name",
     "learner_env",
     "make_checkpoint_pvc",
@@ -85,6 +88,7 @@ __all__ = [
     "make_limit_range",
     "make_namespace",
     "make_network_policy",
+    "make_pull_secret",
     "make_resource_quota",
     "make_service_account",
     "master_address",

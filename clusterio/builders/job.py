@@ -359,6 +359,11 @@ def make_learner_pod(spec: JobPodsSpec, index: int) -> client.V1Pod:
             init_containers=init_containers,
             containers=[container],
             volumes=volumes,
+            image_pull_secrets=(
+                [client.V1LocalObjectReference(name=spec.image_pull_secret)]
+                if spec.image_pull_secret
+                else None
+            ),
         ),
     )
     if not spec.pod_overrides:

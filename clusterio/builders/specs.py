@@ -226,6 +226,8 @@ class JobPodsSpec:
     volumes: Sequence[VolumeSpec] = ()
     datastore_secret: str | None = None
     datastore_keys: Sequence[str] = ()
+    # The attempt's image pull Secret (`make_pull_secret`), named in the pods' imagePullSecrets; None: none.
+    image_pull_secret: str | None = None
     threads: ThreadsMode = "auto"
     master_port: int = 29500
     master_addr: str | None = None

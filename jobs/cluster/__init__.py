@@ -46,8 +46,10 @@ from jobs.cluster.podspec import (
     global_pod_overrides,
     gpu_tolerations,
     gpu_types,
+    image_host,
     job_credentials,
     job_inline_credentials,
+    job_registry_login,
     namespace_for,
     overrides_in_order,
     pod_overrides,
@@ -89,8 +91,10 @@ __all__ = [
     "global_pod_overrides",
     "gpu_tolerations",
     "gpu_types",
+    "image_host",
     "job_credentials",
     "job_inline_credentials",
+    "job_registry_login",
     "namespace_for",
     "node_pools",
     "overrides_in_order",
@@ -162,8 +166,9 @@ def potential_pool_nodes(nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
 
 
 def launch(job: Job) -> list[str]:
-    """Create (or adopt) the tenant's namespace objects, the attempt's data-store Secret and the job's pods;
-    returns the pod names. A job with a GPU type gets the product labels it matches on the nodes now."""
+    """Create (or adopt) the tenant's namespace objects, the attempt's data-store Secret, its image pull Secret
+    (when the tenant has credentials for the image's registry) and the job's pods; returns the pod names. A job
+    with a GPU type gets the product labels it matches on the nodes now."""
     client = cluster()
     client.ensure_tenant(
         namespace=namespace_for(job.tenant),
@@ -180,11 +185,16 @@ def launch(job: Job) -> list[str]:
     # new product label, a later attempt may run too).
     gpu_type = job.spec["resources"].get("gpu_type")
     products = gpu_types().matching(gpu_type, gpu_products()) if gpu_type else []
-    spec = pods_spec(job, credentials, products)
+    login = job_registry_login(job)
+    spec = pods_spec(job, credentials, products, pull_secret=login is not None)
     request = _provisioned(client, job, spec)
     token = mint_token(job_id=job.pk, attempt=job.attempt) if spec.artifacts is not None else None
     return client.launch(
-        spec=spec, credentials=credentials or None, artifact_token=token, provisioning_request=request
+        spec=spec,
+        credentials=credentials or None,
+        artifact_token=token,
+        provisioning_request=request,
+        registry_login=login,
     )
 
 

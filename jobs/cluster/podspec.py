@@ -20,6 +20,7 @@ from clusterio import names
 from clusterio.builders import (
     ArtifactSpec,
     JobPodsSpec,
+    RegistryLogin,
     S3Fetch,
     TenantLimits,
     VolumeSpec,
@@ -33,12 +34,14 @@ from clusterio.builders import (
 from clusterio.taints import Taint, Toleration, learner_tolerations, parse_toleration, tolerates
 from common.podoverrides import overrides_clean, overrides_tolerations
 from jobs.core.gputypes import GpuTypes
+from jobs.core.policy import full_image_name
 from jobs.core.pools import is_potential, pool_of
 from jobs.core.spec.labels import HYPERPARAMETERS_ENV, hyperparameter_env, hyperparameters_json
 from jobs.credentials import Credentials, unseal
 from jobs.models import Job, JobCredentials
 from tenants.models import PodSecurity, Tenant
 from tenants.policy import policy_of
+from tenants.registries import registry_auth, registry_has_credentials
 from tenants.secrets import datastore_credentials
 
 # Learners rendezvous on a port of their own per job attempt, not torchrun's fixed 29500: where pods
@@ -109,7 +112,7 @@ def spec_problems(*, tenant: Tenant, spec: dict[str, Any], credentials: Credenti
         memory_mib=resources["memory_mib"],
     )
     errors: dict[str, list[str]] = {}
-    pods = pods_spec(job, credentials)
+    pods = pods_spec(job, credentials, pull_secret=False)
     # The checkpoint mount is measured against the platform's others apart (on one of them it would make the
     # pod builder itself refuse), and with the code folder always counted: whether a job carries code
     # depends on the installation (ARTIFACTS_BASE_URL), and a spec must not be fine on one and not another.
@@ -173,18 +176,39 @@ def job_credentials(job: Job) -> Credentials:
     return inline | datastore_credentials(tenant=job.tenant, names=named)
 
 
+def image_host(job: Job) -> str:
+    """The registry host of the job's image, as the container runtime reads it (`python:3.11`: docker.io)."""
+    return full_image_name(job.spec["image"]).partition("/")[0]
+
+
+def job_registry_login(job: Job) -> RegistryLogin | None:
+    """The tenant's pull credentials for the registry of the job's image, opened for a launch (None: the
+    tenant has none for that host, and the pods pull without)."""
+    auth = registry_auth(tenant=job.tenant, host=image_host(job))
+    if auth is None:
+        return None
+    return RegistryLogin(host=auth.host, username=auth.username, password=auth.password)
+
+
 def pods_spec(
-    job: Job, credentials: Credentials | None = None, gpu_products: list[str] | None = None
+    job: Job,
+    credentials: Credentials | None = None,
+    gpu_products: list[str] | None = None,
+    *,
+    pull_secret: bool | None = None,
 ) -> JobPodsSpec:
     """Everything clusterio needs to build the pods of the job's current attempt.
 
     The pods reference the attempt's data-store Secret by key, never the values (`credentials`, read from
     the database when not given, only decides which keys there are). `gpu_products` are the cluster's
-    product labels that the spec's `gpu_type` matches (see `launch`).
+    product labels that the spec's `gpu_type` matches (see `launch`). `pull_secret` says whether the pods
+    name the attempt's image pull Secret (None: when the tenant has credentials for the image's registry).
     """
     spec: dict[str, Any] = job.spec
     if credentials is None:
         credentials = job_credentials(job)
+    if pull_secret is None:
+        pull_secret = registry_has_credentials(tenant=job.tenant, host=image_host(job))
     volumes = [_volume(v) for v in spec.get("volumes", [])]
     data = next((v["mount_path"] for v in spec.get("volumes", []) if v["kind"] == "data"), "/data")
     results = next((v["mount_path"] for v in spec.get("volumes", []) if v["kind"] == "results"), "/results")
@@ -212,6 +236,7 @@ def pods_spec(
         master_port=rendezvous_port(job),
         datastore_secret=names.datastore_secret_name(job.pk, job.attempt) if credentials else None,
         datastore_keys=datastore_secret_keys(credentials),
+        image_pull_secret=names.pull_secret_name(job.pk, job.attempt) if pull_secret else None,
         artifacts=_artifacts(job, spec, credentials),
         node_lost_toleration_seconds=settings.NODE_LOST_GRACE_SECONDS,
         termination_grace_seconds=settings.LEARNER_TERMINATION_GRACE_SECONDS,

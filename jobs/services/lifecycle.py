@@ -23,12 +23,14 @@ from jobs.core.admission import Pending
 from jobs.core.choices import EventKind, Reason, VerdictState
 from jobs.core.eta import Eta
 from jobs.core.podstate import IMAGE_PULL_REASONS, LearnerView, Verdict
+from jobs.core.policy import full_image_name
 from jobs.core.states import ACTIVE, STOPPING, TERMINAL, WAITING, JobStatus
 from jobs.models import Job, JobEvent, Learner
 from jobs.notifications.choices import event_for_transition
 from jobs.notifications.services import notify_transition
 from jobs.services.locking import job_lock
 from jobs.streams import job_group, send_after_commit, tenant_group
+from tenants.registries import registry_hint
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +219,7 @@ def job_apply_verdict(
             job,
             JobStatus.FAILED,
             reason=verdict.reason,
-            message=verdict.message,
+            message=_with_registry_hint(job, verdict),
             data={"learner": verdict.learner, "log_tail": list(log_tail)},
         )
         enqueue("jobs.tasks.teardown", job.pk, attempt)
@@ -227,6 +229,15 @@ def job_apply_verdict(
     if verdict.state == VerdictState.STARTING and verdict.reason == Reason.UNSCHEDULABLE:
         return _note_pod_reason(job, verdict)
     return job
+
+
+def _with_registry_hint(job: Job, verdict: Verdict) -> str:
+    """The kubelet's words on a pull that failed for good, and whether the tenant has credentials for the
+    image's registry (the platform cannot tell a private registry from a missing image)."""
+    if verdict.reason not in IMAGE_PULL_REASONS:
+        return verdict.message
+    host = full_image_name(str(job.spec.get("image") or "")).partition("/")[0]
+    return f"{verdict.message} ({registry_hint(tenant=job.tenant, host=host)})"
 
 
 def _pull_may_recover(job: Job, verdict: Verdict) -> bool:

@@ -262,6 +262,7 @@ SPECTACULAR_SETTINGS = {
         "ScopeEnum": ["user", "tenant"],
         "TokenScopeEnum": "tenants.models.TokenScope",
         "MemberRoleEnum": ["owner", "member", "viewer"],
+        "CredentialEventActionEnum": ["created", "rotated", "deleted"],
         "TenantDataRoleEnum": ["owner", "member", "viewer", "admin"],
     },
     "POSTPROCESSING_HOOKS": [

@@ -52,6 +52,9 @@ API_ROUTES = {
     "/api/v1/tenants/{slug}/secrets/",
     "/api/v1/tenants/{slug}/secrets/{name}/",
     "/api/v1/tenants/{slug}/secret-events/",
+    "/api/v1/tenants/{slug}/registries/",
+    "/api/v1/tenants/{slug}/registries/{name}/",
+    "/api/v1/tenants/{slug}/registry-events/",
     "/api/v1/cluster/",
     "/api/v1/tokens/",
     "/api/v1/tokens/{token_id}/",
@@ -79,6 +82,8 @@ FUZZED = [
     ("/api/v1/tenants/{slug}/quota/", "PATCH"),
     ("/api/v1/tenants/{slug}/secrets/", "POST"),
     ("/api/v1/tenants/{slug}/secrets/{name}/", "PUT"),
+    ("/api/v1/tenants/{slug}/registries/", "POST"),
+    ("/api/v1/tenants/{slug}/registries/{name}/", "PUT"),
     ("/api/v1/spec/validate/", "POST"),
 ]
 
