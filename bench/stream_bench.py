@@ -372,7 +372,7 @@ class Bench:
             with clients(self.url, self.session, viewers, subscribe, until_terminal=True) as outcome:
                 self.subscribed_s = round(time.perf_counter() - started, 2)
                 go.touch()
-                status = self.finish(job)
+                status = self.finish(job, timeout=90 + 3 * seconds)  # it prints for `seconds` after `go`
         finally:
             shutil.rmtree(go.parent, ignore_errors=True)
         if status != "succeeded":
