@@ -9,6 +9,7 @@ import pytest
 from django.db import transaction
 
 from jobs.services import lifecycle
+from kubesim.testing import KubeSim
 
 
 @pytest.fixture
@@ -28,3 +29,13 @@ def held_launches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[Any, .
 
     monkeypatch.setattr(lifecycle, "enqueue", enqueue)
     yield held
+
+
+@pytest.fixture
+def nodes(engine: KubeSim) -> Iterator[list[str]]:
+    """Names of the nodes a test adds to the session's kubesim; each is removed (with its kubelet) at the end."""
+    added: list[str] = []
+    yield added
+    for name in added:
+        if name in engine.cluster.kubelets:
+            engine.lose_node(name)

@@ -5,7 +5,6 @@ at the end: the cluster is shared by the whole session."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,16 +21,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.
 
 GKE_GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-
-
-@pytest.fixture
-def nodes(engine: KubeSim) -> Iterator[list[str]]:
-    """Names of the nodes a test adds; each is removed (with its kubelet) at the end."""
-    added: list[str] = []
-    yield added
-    for name in added:
-        if name in engine.cluster.kubelets:
-            engine.lose_node(name)
 
 
 def pods_of(job: Job) -> list[dict[str, Any]]:

@@ -5,7 +5,6 @@ chose for it. Nodes added here are removed at the end: the cluster is shared by 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -41,16 +40,6 @@ def assert_on_chosen_nodes(job: Job) -> list[str]:
     assert len(pods) == job.learners and len(job.placements) == job.learners, describe(job)
     assert [p["spec"]["nodeName"] for p in pods] == job.placements, describe(job)
     return list(job.placements)
-
-
-@pytest.fixture
-def nodes(engine: KubeSim) -> Iterator[list[str]]:
-    """Names of the nodes a test adds; each is removed (with its kubelet) at the end."""
-    added: list[str] = []
-    yield added
-    for name in added:
-        if name in engine.cluster.kubelets:
-            engine.lose_node(name)
 
 
 def test_a_cpu_job_stays_off_a_tainted_gpu_node_and_a_gpu_job_tolerates_it(
