@@ -45,6 +45,14 @@ def test_ensure_tenant_twice_is_idempotent_and_updates_a_changed_quota(
 
     limits = TenantLimits(gpus=2, cpu_millis=4000, memory_mib=8192, max_pods=10)
     cluster.ensure_tenant(namespace=ns, tenant_slug=TENANT, limits=limits)
+
+    def quota_status_written() -> bool:  # the quota controller's first status update (as on a cluster)
+        quota = core.read_namespaced_resource_quota(names.RESOURCE_QUOTA_NAME, ns)
+        return bool(
+            quota.status and quota.status.used and set(quota.status.used) == set(quota.spec.hard or {})
+        )
+
+    wait_for(quota_status_written)
     before = versions()
     cluster.ensure_tenant(namespace=ns, tenant_slug=TENANT, limits=limits)
     assert versions() == before, "a second call with the same limits must change nothing"
