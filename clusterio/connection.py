@@ -83,6 +83,7 @@ class Connection:
         self.core = client.CoreV1Api(self.api_client)
         self.networking = client.NetworkingV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
+        self.scheduling = client.SchedulingV1Api(self.api_client)
 
     def close(self) -> None:
         """Close the connection pool."""

@@ -9,7 +9,10 @@ not be reached even after the client's retries, so the caller may try again late
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+
+_MISSING_CLASS = re.compile(r"no PriorityClass with name (\S+) was found")
 
 
 class ClusterError(Exception):
@@ -37,6 +40,16 @@ class Forbidden(ClusterError):
 class QuotaExceeded(Forbidden):
     """403 from a ResourceQuota ("exceeded quota"): transient, since the quota frees up as pods end (also
     the previous attempt's, which count until they are gone)."""
+
+
+class PriorityClassMissing(Forbidden):
+    """403 from the Priority admission plugin: the pod names a PriorityClass the cluster does not have (an
+    operator's override naming one not created yet, or deleted since). It passes once the class exists."""
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
+        super().__init__(message, status=status, reason=reason)
+        found = _MISSING_CLASS.search(message)
+        self.name = found.group(1) if found else ""
 
 
 class NamespaceNotOwned(ClusterError):
@@ -93,6 +106,8 @@ def error_for_status(status: int | None, reason: str, message: str) -> ClusterEr
     cls = _BY_STATUS.get(status or 0, ClusterError)
     if cls is Forbidden and "exceeded quota" in message:
         cls = QuotaExceeded
+    elif cls is Forbidden and _MISSING_CLASS.search(message):
+        cls = PriorityClassMissing
     return cls(message, status=status, reason=reason)
 
 

@@ -115,6 +115,14 @@ class TenantFences(Connection):
             return True
         return self._owns(labels_of(current), tenant_slug)
 
+    def priority_class_exists(self, name: str) -> bool:
+        """Whether the cluster has the PriorityClass `name` (a pod naming a missing one is refused at creation)."""
+        try:
+            self._json(self.scheduling.read_priority_class, name)
+        except NotFound:
+            return False
+        return True
+
     def namespace_quotas(self, namespace: str) -> list[Obj]:
         """Every ResourceQuota in `namespace` (the platform's and anyone else's): what refuses pods there."""
         return list(self._json(self.core.list_namespaced_resource_quota, namespace).get("items") or [])

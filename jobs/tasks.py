@@ -25,6 +25,7 @@ from jobs.cluster import (
     Forbidden,
     Invalid,
     NamespaceNotOwned,
+    PriorityClassMissing,
     ProvisioningFailed,
     ProvisioningPending,
     QuotaExceeded,
@@ -161,6 +162,17 @@ def _launch(task: Any, job_id: str, attempt: int, token: str) -> list[str]:
             f"{exc}: a platform admin must resolve it (the tenant's page says how)",
             Reason.NAMESPACE_NOT_OWNED,
             f"namespace:{exc.namespace}:{job.tenant.slug}",
+        )
+        return []
+    except PriorityClassMissing as exc:
+        # The operator's overrides name a class the cluster lacks: no fault of the user's, so the job waits
+        # (no retry used) and is offered again once the class exists.
+        _hold(
+            job,
+            f"{exc}: the pod overrides (POD_OVERRIDES or the tenant policy) name it; a platform admin must "
+            "create it or change the overrides",
+            Reason.PRIORITY_CLASS_MISSING,
+            f"priorityclass:{exc.name}",
         )
         return []
     except QuotaExceeded as exc:
@@ -351,8 +363,9 @@ def _views(jobs: Iterable[Job], now: datetime) -> list[repair.ActiveJob]:
 
 def release_holds() -> int:
     """Let admission offer again the held jobs whose hold's cause changed: the quota that refused them
-    reads differently now (raised, removed, or its use moved), or their namespace is now this
-    installation's (labelled on purpose) or no longer theirs (another TENANT_NAMESPACE_PREFIX). Each cause
+    reads differently now (raised, removed, or its use moved), their namespace is now this
+    installation's (labelled on purpose) or no longer theirs (another TENANT_NAMESPACE_PREFIX), or the
+    PriorityClass their overrides name now exists. Each cause
     is read once, however many jobs it holds (reconcile runs it)."""
     changed = []
     for key in held_keys():
@@ -368,6 +381,8 @@ def release_holds() -> int:
                 # Another TENANT_NAMESPACE_PREFIX names another namespace; or this one was labelled.
                 if namespace != cluster.tenant_namespace(slug) or cluster.namespace_owned(namespace, slug):
                     changed.append(key)
+            elif kind == "priorityclass" and (not rest or cluster.priority_class_exists(rest)):
+                changed.append(key)
         except ClusterError as exc:
             log.warning("could not look at what holds %s: %s", key, exc)
         except ValueError:

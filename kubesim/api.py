@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import yaml
 
-from kubesim import admission, deletion, podsecurity, validation
+from kubesim import admission, deletion, podsecurity, priorityclasses, validation
 from kubesim.defaults import apply_defaults
 from kubesim.errors import (
     ApiError,
@@ -105,6 +105,8 @@ class Api:
                 self._admit_pod(obj)
             elif res.plural == "persistentvolumeclaims":
                 self._admit_claim(obj)
+            elif res.plural == priorityclasses.PLURAL:
+                priorityclasses.check_default_unique(self.store, obj)
             if dry_run:
                 return obj
             created = self.store.insert(res.plural, obj)
@@ -113,6 +115,7 @@ class Api:
 
     def _admit_pod(self, pod: Obj) -> None:
         ns = pod["metadata"]["namespace"]
+        priorityclasses.admit_pod(self.store, pod)
         limit_ranges = self.store.list("limitranges", ns)[0]
         admission.apply_limit_ranges(pod, limit_ranges)
         admission.check_limit_range_max(pod, limit_ranges)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kubesim import persist, resources, runtime, storageclasses
+from kubesim import persist, priorityclasses, resources, runtime, storageclasses
 from kubesim.api import Api
 from kubesim.attach import MAX_WAIT_FOR_UNMOUNT, AttachDetachController
 from kubesim.autoscaler import ClusterAutoscaler, NodeGroup
@@ -291,6 +291,11 @@ class Cluster:
         for body in storageclasses.bootstrap_classes():
             if self.store.peek(storageclasses.PLURAL, "", body["metadata"]["name"]) is None:
                 self.api.create(sc, None, body)
+        pc = resources.find(priorityclasses.GROUP, "v1", priorityclasses.PLURAL)
+        assert pc is not None
+        for body in priorityclasses.bootstrap_classes():
+            if self.store.peek(priorityclasses.PLURAL, "", body["metadata"]["name"]) is None:
+                self.api.create(pc, None, body)
         wanted = {LOCAL_NODE: node_body(LOCAL_NODE, os.cpu_count() or 1, total_memory(), local_gpu_count)}
         for i in range(gpu_nodes):
             name = f"kubesim-gpu-{i}"

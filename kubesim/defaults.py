@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 
-from kubesim import storageclasses, validation, volumes
+from kubesim import priorityclasses, storageclasses, validation, volumes
 from kubesim.store import Obj, Store
 
 
@@ -34,6 +34,8 @@ def apply_defaults(store: Store, plural: str, obj: Obj, *, default_toleration_se
         volumes.default_claim(obj, storageclasses.default_class_name(store))
     elif plural == storageclasses.PLURAL:
         storageclasses.default_class(obj)
+    elif plural == priorityclasses.PLURAL:
+        priorityclasses.default_class(obj)
 
 
 def encode_string_data(secret: Obj) -> None:

@@ -50,6 +50,7 @@ RESOURCES: list[Resource] = [
     Resource("batch", "v1", "jobs", "Job", True, (), ("status",)),
     Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, ("netpol",)),
     Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, ("sc",)),
+    Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",)),
     Resource(
         "autoscaling.x-k8s.io",
         "v1",

@@ -7,7 +7,7 @@ a claim's request and binding; a storage class's provisioner), as the apiserver'
 
 from __future__ import annotations
 
-from kubesim import podsecurity, storageclasses, validation, volumes
+from kubesim import podsecurity, priorityclasses, storageclasses, validation, volumes
 from kubesim.defaults import encode_string_data
 from kubesim.errors import ApiError, invalid
 from kubesim.resources import STATUS_SUBRESOURCE, Resource
@@ -61,6 +61,10 @@ def merge_update(store: Store, res: Resource, current: Obj, body: Obj, sub: str 
     if res.plural == storageclasses.PLURAL:
         storageclasses.default_class(result)
         storageclasses.check_class_update(current, result)
+    if res.plural == priorityclasses.PLURAL:
+        priorityclasses.default_class(result)
+        priorityclasses.check_class_update(current, result)
+        priorityclasses.check_default_unique(store, result)
     if result.get("spec") != current.get("spec"):
         meta["generation"] = int(cur_meta.get("generation", 1)) + 1
     if res.plural == "secrets":

@@ -66,6 +66,10 @@ def validate(plural: str, kind: str, obj: Obj) -> None:
         from kubesim.storageclasses import class_causes
 
         causes += class_causes(obj)
+    elif plural == "priorityclasses":
+        from kubesim.priorityclasses import class_causes as priority_class_causes
+
+        causes += priority_class_causes(obj)
     elif plural == "secrets":
         from kubesim.registries import secret_causes
 
@@ -212,7 +216,6 @@ def default_pod(pod: Obj, toleration_seconds: int = 300) -> None:
     spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
     spec.setdefault("enableServiceLinks", True)
-    spec.setdefault("priority", 0)
     spec.setdefault("securityContext", {})
     tolerations = spec.setdefault("tolerations", [])
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):

@@ -29,6 +29,7 @@ from clusterio.errors import (
     Forbidden,
     Invalid,
     NamespaceNotOwned,
+    PriorityClassMissing,
     QuotaExceeded,
     Unavailable,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "NodeCache",
     "NodeInfo",
     "PodReflector",
+    "PriorityClassMissing",
     "ProvisioningFailed",
     "ProvisioningPending",
     "QuotaExceeded",
@@ -250,6 +252,11 @@ def ownership_command(namespace: str, tenant_slug: str) -> str:
 def namespace_owned(namespace: str, tenant_slug: str) -> bool:
     """Whether the tenant's namespace is free to create or already this installation's."""
     return cluster().namespace_owned(namespace=namespace, tenant_slug=tenant_slug)
+
+
+def priority_class_exists(name: str) -> bool:
+    """Whether the cluster has the PriorityClass `name` (what a job held on a missing one waits for)."""
+    return cluster().priority_class_exists(name)
 
 
 def quota_fingerprint(namespace: str, name: str) -> str:

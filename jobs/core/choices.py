@@ -87,6 +87,7 @@ class Reason(StrEnum):
     PENDING_TIMEOUT = "PendingTimeout"
     QUOTA_BUSY = "QuotaBusy"
     NAMESPACE_NOT_OWNED = "NamespaceNotOwned"
+    PRIORITY_CLASS_MISSING = "PriorityClassMissing"
     LAUNCH_REFUSED = "LaunchRefused"
     INVALID_SPEC = "InvalidSpec"
     ENDPOINT_REFUSED = "EndpointRefused"

@@ -444,6 +444,7 @@ RESOURCES = {
     "pod_template": ("", "podtemplates"),
     "network_policy": ("networking.k8s.io", "networkpolicies"),
     "job": ("batch", "jobs"),
+    "priority_class": ("scheduling.k8s.io", "priorityclasses"),
 }
 # CustomObjectsApi: the object part → where `plural` sits among the method's positional arguments
 # (`group` is always first); group and plural must be string literals in the call.

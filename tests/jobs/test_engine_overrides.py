@@ -118,3 +118,42 @@ def test_a_tenants_node_selector_places_its_jobs_and_leaves_other_tenants_alone(
     )
     for job in (selected, free):
         wait_status(job, "succeeded", timeout=60)
+
+
+def test_an_override_naming_a_missing_priority_class_holds_the_job_until_the_class_exists(
+    engine: KubeSim,
+) -> None:
+    from kubernetes import client as k8s
+
+    from jobs import tasks
+
+    scheduling = k8s.SchedulingV1Api(cluster.cluster().api_client)
+    name = "ty-test-batch"
+    tenant = make_tenant(cpu_millis=32_000)
+    policy_set(tenant=tenant, pod_overrides={"priority_class_name": name})
+    job = job_submit(
+        tenant=tenant, user=member(tenant), document=python_spec("prio", "print('ran')", retries=0)
+    )
+
+    # The cluster refuses the pod (403 from the Priority admission plugin): the operator's doing, so the
+    # job waits without using a retry, saying what to fix, and later cycles do not launch it again.
+    job = wait_status(job, "requeued")
+    assert job.reason == "PriorityClassMissing", describe(job)
+    assert f"no PriorityClass with name {name} was found" in job.message
+    assert "a platform admin must create it or change the overrides" in job.message
+    for _ in range(3):
+        tasks.schedule()
+    job.refresh_from_db()
+    assert (job.status, job.attempt) == ("requeued", 1), describe(job)
+    assert tasks.reconcile()["released"] == 0
+
+    scheduling.create_priority_class(k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=name), value=100))
+    try:
+        assert tasks.reconcile()["released"] == 1
+        job = wait_status(job, "running", "succeeded", timeout=60)
+        [pod] = wait_until(lambda: pods_of(job), what="the learner pod")
+        assert (pod["spec"]["priorityClassName"], pod["spec"]["priority"]) == (name, 100)
+        job = wait_status(job, "succeeded", timeout=60)
+        assert job.attempt == 2 and job.events.filter(to_status="requeued").get().data == {"counts": False}
+    finally:
+        scheduling.delete_priority_class(name)

@@ -146,7 +146,13 @@ def test_openapi_v3_discovery_leads_to_group_version_documents(sim: KubeSim) -> 
     status, _, body = fetch(sim, "/openapi/v3")
     assert status == 200
     listing = json.loads(body)["paths"]
-    assert set(listing) == {"api/v1", "apis/batch/v1", "apis/networking.k8s.io/v1", "apis/storage.k8s.io/v1"}
+    assert set(listing) == {
+        "api/v1",
+        "apis/batch/v1",
+        "apis/networking.k8s.io/v1",
+        "apis/scheduling.k8s.io/v1",
+        "apis/storage.k8s.io/v1",
+    }
     url = listing["apis/batch/v1"]["serverRelativeURL"]
     assert url.startswith("/openapi/v3/apis/batch/v1?hash=")
     status, headers, body = fetch(sim, url)

@@ -111,7 +111,12 @@ def test_unschedulable_message_counts_each_nodes_reason_and_the_preemption_verdi
         "1 node(s) had untolerated taint {nvidia.com/gpu: present}. "
         f"preemption: 0/3 nodes are available: 1 {NO_VICTIMS}, 2 {NOT_HELPFUL}."
     )
-    kube.create_namespaced_pod("default", _pod("never", cpu="64", preemption_policy="Never"))
+    # As on a real cluster, preemptionPolicy comes from a PriorityClass (a pod may not set its own).
+    never = client.V1PriorityClass(
+        metadata=client.V1ObjectMeta(name="never-preempts"), value=10, preemption_policy="Never"
+    )
+    client.SchedulingV1Api(kube.api_client).create_priority_class(never)
+    kube.create_namespaced_pod("default", _pod("never", cpu="64", priority_class_name="never-preempts"))
     assert _unschedulable(kube, "never") == (
         "0/3 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present}, "
         "2 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
