@@ -4,6 +4,7 @@ memory, within 20 % of what /proc says of the same processes over the same time.
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -12,6 +13,7 @@ from kubernetes import client
 
 from kubesim.cgroups import CgroupManager
 from kubesim.procfs import tree_usage
+from kubesim.runtime import RATE_WINDOW
 from kubesim.testing import KubeSim, running_kubesim
 from tests.kubesim.conftest import make_pod, wait_for, wait_phase
 
@@ -33,6 +35,14 @@ def usage(custom: client.CustomObjectsApi, ns: str, name: str) -> tuple[float, i
     return int(cpu.rstrip("n")) / 1e9, int(memory.removesuffix("Ki")) * 1024
 
 
+def cpu_at(series: list[tuple[float, float]], when: float) -> float:
+    """CPU seconds the tree had used at `when`, interpolated between the test's own /proc readings."""
+    for (t0, c0), (t1, c1) in itertools.pairwise(series):
+        if t0 <= when <= t1:
+            return c0 + (c1 - c0) * (when - t0) / (t1 - t0) if t1 > t0 else c1
+    raise AssertionError(f"no /proc readings around {when}")
+
+
 def measure(sim: KubeSim, ns: str, name: str) -> None:
     core = client.CoreV1Api(sim.api_client())
     custom = client.CustomObjectsApi(sim.api_client())
@@ -42,23 +52,34 @@ def measure(sim: KubeSim, ns: str, name: str) -> None:
     pid = int(pod.status.container_statuses[0].container_id.removeprefix("kubesim://"))
     wait_for(lambda: "ready" in core.read_namespaced_pod_log(name, ns), timeout=30)
     try:
-        time.sleep(1.0)  # let the sampler see the steady state (its rate spans two samples)
-        before, start = tree_usage(pid).cpu_seconds, time.monotonic()
-        rates: list[float] = []
-        memories: list[int] = []
-        deadline = start + 4.0
-        while time.monotonic() < deadline:
-            sample = usage(custom, ns, name)
-            if sample is not None:
-                rates.append(sample[0])
-                memories.append(sample[1])
-            time.sleep(0.5)
-        truth = (tree_usage(pid).cpu_seconds - before) / (time.monotonic() - start)
+        # The metrics' rate spans the RATE_WINDOW seconds before the kubelet's last sample, so each reading
+        # is compared with what /proc says of the same processes over the window that ends when it was
+        # read (less one sampling interval of slack): on a busy machine the share the work gets moves, and
+        # a truth taken over another stretch of time would differ from a right answer.
+        series: list[tuple[float, float]] = []
+        readings: list[tuple[float, float, int]] = []
+        start = time.monotonic()
+        next_read = start + RATE_WINDOW + 0.5
+        while len(readings) < 8:
+            now = time.monotonic()
+            series.append((now, tree_usage(pid).cpu_seconds))
+            if now >= next_read:
+                sample = usage(custom, ns, name)
+                if sample is not None:
+                    readings.append((time.monotonic(), sample[0], sample[1]))
+                next_read = time.monotonic() + 0.5
+            time.sleep(0.05)  # the pace of the test's own /proc readings, not a wait for anything
+        series.append((time.monotonic(), tree_usage(pid).cpu_seconds))
         rss = tree_usage(pid).rss_bytes
-        reported = sorted(rates)[len(rates) // 2]
-        assert truth > 0.05, f"the work used {truth:.2f} cores"
-        assert abs(reported - truth) <= 0.2 * truth, f"metrics {reported:.3f} cores, /proc {truth:.3f}"
-        working_set = sorted(memories)[len(memories) // 2]
+        errors = []
+        for at, reported, _ in readings:
+            window_end = at - sim.cluster.sample_interval / 2
+            truth = (cpu_at(series, window_end) - cpu_at(series, window_end - RATE_WINDOW)) / RATE_WINDOW
+            assert truth > 0.05, f"the work used {truth:.2f} cores"
+            errors.append(abs(reported - truth) / truth)
+        median_error = sorted(errors)[len(errors) // 2]
+        assert median_error <= 0.2, f"metrics vs /proc, relative errors {[round(e, 2) for e in errors]}"
+        working_set = sorted(m for _, _, m in readings)[len(readings) // 2]
         assert abs(working_set - rss) <= 0.2 * rss, f"metrics {working_set >> 20} MiB, /proc {rss >> 20} MiB"
     finally:
         core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
