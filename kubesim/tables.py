@@ -4,7 +4,8 @@ kubectl asks for ``Accept: application/json;as=Table;v=v1;g=meta.k8s.io``; the a
 of server-rendered cells. kubesim renders pods (NAME READY STATUS RESTARTS AGE, plus IP and NODE for
 ``-o wide``), nodes (NAME STATUS ROLES AGE VERSION), persistentvolumeclaims (NAME STATUS VOLUME CAPACITY
 ACCESS MODES STORAGECLASS AGE), storageclasses (NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE
-ALLOWVOLUMEEXPANSION AGE, the default's name followed by ``(default)``) and NAME/AGE for every other kind.
+ALLOWVOLUMEEXPANSION AGE, the default's name followed by ``(default)``), priorityclasses (NAME VALUE
+GLOBAL-DEFAULT AGE PREEMPTIONPOLICY) and NAME/AGE for every other kind.
 """
 
 from __future__ import annotations
@@ -180,6 +181,16 @@ def _class_row(storage_class: Obj) -> list[Any]:
     ]
 
 
+def _priority_class_row(priority_class: Obj) -> list[Any]:
+    return [
+        priority_class["metadata"]["name"],
+        int(priority_class.get("value") or 0),
+        bool(priority_class.get("globalDefault")),
+        human_age(priority_class["metadata"].get("creationTimestamp")),
+        priority_class.get("preemptionPolicy", "PreemptLowerPriority"),
+    ]
+
+
 def _generic_row(obj: Obj) -> list[Any]:
     return [obj["metadata"]["name"], human_age(obj["metadata"].get("creationTimestamp"))]
 
@@ -234,6 +245,21 @@ _LAYOUTS: dict[str, tuple[list[_COLUMN], Callable[[Obj], list[Any]]]] = {
             _AGE,
         ],
         _class_row,
+    ),
+    "priorityclasses": (
+        [
+            _NAME,
+            ("Value", "integer", "Value is the integer value of this priority class.", 0),
+            (
+                "Global-Default",
+                "boolean",
+                "GlobalDefault specifies whether this PriorityClass is the default.",
+                0,
+            ),
+            _AGE,
+            ("PreemptionPolicy", "string", "PreemptionPolicy is the policy for preempting pods.", 0),
+        ],
+        _priority_class_row,
     ),
 }
 

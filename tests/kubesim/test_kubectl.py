@@ -165,3 +165,11 @@ def test_kubectl_get_storageclasses_marks_the_default(sim: KubeSim) -> None:
         _kubectl(sim, "get", "storageclass", "standard", "-o", "jsonpath={.provisioner}")
         == "kubesim.io/local-path"
     )
+
+
+def test_kubectl_get_priorityclasses_prints_value_default_and_policy(sim: KubeSim) -> None:
+    lines = [line.split() for line in _kubectl(sim, "get", "pc").strip().splitlines()]
+    assert lines[0] == ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"]
+    rows = {cells[0]: cells for cells in lines[1:]}
+    assert rows["system-cluster-critical"][1:3] == ["2000000000", "false"]
+    assert rows["system-node-critical"][-1] == "PreemptLowerPriority"
