@@ -414,3 +414,6 @@ class UserAdmin(KeepsOwnersOnDelete, DjangoUserAdmin):
 
 admin.site.unregister(User)
 admin.site.register(User, UserAdmin)
+
+
+from tenants import registry_admin  # noqa: E402, F401 (registers the registry credential admins)

@@ -40,6 +40,7 @@ from trainyard.output import (
     tenants_table,
     tokens_table,
 )
+from trainyard.registries_cli import registries_app
 
 STATES = (
     "queued",
@@ -105,6 +106,7 @@ tokens_app = typer.Typer(help="Your API tokens.", no_args_is_help=True)
 app.add_typer(tokens_app, name="tokens")
 app.add_typer(notifications_app, name="notifications")
 app.add_typer(members_app, name="members")
+app.add_typer(registries_app, name="registries")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Same as -o json.")]
 OutputOpt = Annotated[

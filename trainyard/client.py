@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypedDict, cast
+from urllib.parse import quote
 
 import httpx
 
@@ -196,6 +197,32 @@ class Client:
     def member_remove(self, slug: str, username: str) -> None:
         """Take a member out of the tenant (owners; never the last owner)."""
         self.request("DELETE", f"tenants/{slug}/members/{username}/")
+
+    def registries(self, slug: str) -> list[dict[str, Any]]:
+        """The tenant's registry credentials: name, host, username, who created and rotated them (never a
+        password)."""
+        return cast(list[dict[str, Any]], self.request("GET", f"tenants/{slug}/registries/"))
+
+    def registry_add(self, slug: str, name: str, host: str, username: str, password: str) -> dict[str, Any]:
+        """Store pull credentials for a registry host (owners); the password is sealed and never returned."""
+        body = {"name": name, "host": host, "username": username, "password": password}
+        return cast(dict[str, Any], self.request("POST", f"tenants/{slug}/registries/", json=body))
+
+    def registry_rotate(self, slug: str, name: str, username: str, password: str) -> dict[str, Any]:
+        """Replace a registry credential's username and password (owners)."""
+        body = {"username": username, "password": password}
+        return cast(
+            dict[str, Any],
+            self.request("PUT", f"tenants/{slug}/registries/{quote(name, safe='')}/", json=body),
+        )
+
+    def registry_delete(self, slug: str, name: str) -> None:
+        """Delete a registry credential (owners)."""
+        self.request("DELETE", f"tenants/{slug}/registries/{quote(name, safe='')}/")
+
+    def registry_events(self, slug: str) -> list[dict[str, Any]]:
+        """Who created, rotated or deleted the tenant's registry credentials, newest first."""
+        return cast(list[dict[str, Any]], self.request("GET", f"tenants/{slug}/registry-events/"))
 
     def cluster(self) -> dict[str, Any]:
         """The cluster's nodes with allocatable and free resources."""
