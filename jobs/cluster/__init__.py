@@ -205,8 +205,8 @@ class ProvisioningPending(Exception):
 
 
 class ProvisioningFailed(Exception):
-    """The cluster autoscaler gave up on the gang's ProvisioningRequest (Failed, CapacityRevoked,
-    BookingExpired): the job goes back to the queue."""
+    """The cluster autoscaler gave up on the gang's ProvisioningRequest (Failed, CapacityRevoked, or
+    BookingExpired before its pods were created): the job goes back to the queue."""
 
 
 def _provisioned(client: Cluster, job: Job, spec: Any) -> str | None:
@@ -223,8 +223,9 @@ def _provisioned(client: Cluster, job: Job, spec: Any) -> str | None:
         )
     if not state.provisioned:
         pools = sorted({pool_of(n) for n in potential})
+        said = f" (cluster autoscaler: {state.waiting})" if state.waiting else ""
         raise ProvisioningPending(
-            f"waiting for {len(set(potential))} node(s) of pool {', '.join(pools)} to be provisioned"
+            f"waiting for {len(set(potential))} node(s) of pool {', '.join(pools)} to be provisioned{said}"
         )
     return state.name
 
