@@ -25,13 +25,24 @@ CONSUME = "autoscaling.x-k8s.io/consume-provisioning-request"
 CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
 
 
+# What the Cluster Autoscaler sets (kubernetes/autoscaler, cluster-autoscaler/apis/provisioningrequest/
+# autoscaling.x-k8s.io/v1/types.go and provisioningrequest/conditions): Provisioned=True once it found or
+# asked for the room (best effort: the nodes may still be booting), False (CapacityIsNotFound) while it keeps
+# trying; Failed=True when it gives up (Expired after 7 days, FailedToCreatePods, ...); BookingExpired=True
+# when the booking ends: consumed by the request's pods (CapacityBookingConsumed) or not used in time
+# (CapacityReservationTimeExpired). CapacityRevoked=True comes from providers that take capacity back.
+CONSUMED = "CapacityBookingConsumed"
+
+
 @dataclass(frozen=True)
 class Provisioning:
-    """Where a request stands: `provisioned`, `failed` (with the autoscaler's words), or neither (waiting)."""
+    """Where a request stands: `provisioned`, `failed` (with the autoscaler's words), or neither (waiting,
+    with the autoscaler's latest words in `waiting`, if any)."""
 
     name: str
     provisioned: bool = False
     failed: str = ""
+    waiting: str = ""
 
 
 def request_name(job_id: names.JobId, attempt: int) -> str:
@@ -63,9 +74,10 @@ class ProvisioningRequests(Connection):
 
     def provision(self, *, spec: JobPodsSpec, valid_until_seconds: int | None = None) -> Provisioning:
         """Create (or adopt) the attempt's PodTemplate and atomic ProvisioningRequest for all its learners,
-        and say where the request stands. `valid_until_seconds` is the class's `ValidUntilSeconds`
-        parameter: how long the autoscaler keeps retrying before it marks the request Failed (the launch
-        gives up at the same time, so no node comes up for a job that went back to the queue)."""
+        and say where the request stands. `valid_until_seconds` is sent as the `ValidUntilSeconds` parameter
+        that types.go documents for atomic scale-up; the open-source Cluster Autoscaler does not read it (it
+        fails a request only after 7 days), so what stops it is the launch giving up: the job goes back to
+        the queue and its teardown deletes the request."""
         name = request_name(spec.job_id, spec.attempt)
         labels = {**names.job_labels(spec.tenant, spec.job_id, spec.attempt)}
         if self.installation:
@@ -106,14 +118,20 @@ class ProvisioningRequests(Connection):
             "provisioningrequests",
             name,
         )
-        failed = _condition(found, "Failed") or {}
-        if failed.get("status") == "True":
-            return Provisioning(name, failed=f"{failed.get('reason', '')}: {failed.get('message', '')}")
-        revoked = _condition(found, "CapacityRevoked") or _condition(found, "BookingExpired") or {}
-        if revoked.get("status") == "True":
-            return Provisioning(name, failed=f"{revoked.get('reason', '')}: {revoked.get('message', '')}")
+        for type_ in ("Failed", "CapacityRevoked", "BookingExpired"):
+            cond = _condition(found, type_) or {}
+            # A booking its pods consumed is no failure: a relaunch of the attempt adopts those pods.
+            if cond.get("status") == "True" and not (
+                type_ == "BookingExpired" and cond.get("reason") == CONSUMED
+            ):
+                return Provisioning(
+                    name, failed=f"{type_} {cond.get('reason', '')}: {cond.get('message', '')}"
+                )
         provisioned = _condition(found, "Provisioned") or {}
-        return Provisioning(name, provisioned=provisioned.get("status") == "True")
+        if provisioned.get("status") == "True":
+            return Provisioning(name, provisioned=True)
+        said = f"{provisioned.get('reason', '')}: {provisioned.get('message', '')}" if provisioned else ""
+        return Provisioning(name, waiting=said)
 
     def delete_provisioning(self, *, namespace: str, selector: str) -> int:
         """Delete the ProvisioningRequests and PodTemplates matching `selector` (where the API is served)."""

@@ -277,13 +277,22 @@ def reconcile() -> dict[str, int]:
     PENDING_TIMEOUT_SECONDS, goes back to the queue without using up a retry; a job whose learner has run
     for its max_runtime (from its pod's startTime) is stopped as a halt stops it and then fails,
     DeadlineExceeded (the watcher's deadline clock does that on time; this is the net).
+
+    Attempts' Services and Secrets no active attempt owns (a teardown that never ran or failed half-way) are
+    torn down, and checkpoint claims whose job row is gone are deleted. With RECONCILE_FROM_WATCH_CACHE the
+    pods come from the watcher's copy and these from reconcile's own copy (`jobs.cluster.leftovers`),
+    listed once per RECONCILE_RESYNC_SECONDS; the cluster is listed only to act (docs/operations.md,
+    "API footprint").
     """
-    full = _full_pass_due()
-    watched = None if full else cluster.watched_managed_pods()
+    from_cache = bool(settings.RECONCILE_FROM_WATCH_CACHE and settings.NODE_CACHE_ENABLED)
+    resync = _resync_due(from_cache)
+    leftover = _remove_leftovers(resync)
+    watched = cluster.watched_managed_pods() if from_cache else None
     if watched is not None and not _needs_repair(watched):
-        # The watcher's copy shows nothing to repair: no request to the cluster this round.
-        return dict.fromkeys(_COUNTS, 0) | {"watched": 1, "released": release_holds()}
-    # Something to repair (or no usable copy, or the periodic full pass): act on the cluster as it is now.
+        # The watcher's copy shows no pod to repair: no pod is listed this round.
+        counts = dict.fromkeys(_COUNTS, 0) | {"watched": 1, "orphans": leftover, "resync": int(resync)}
+        return counts | {"released": release_holds()}
+    # Something to repair (or no usable copy): act on the cluster as it is now.
     pods = cluster.managed_pods()
     forced = cluster.force_delete_stranded(pods)
     now = timezone.now()
@@ -292,8 +301,9 @@ def reconcile() -> dict[str, int]:
     counts = dict.fromkeys(_COUNTS, 0) | {
         "orphans": sum(cluster.delete_pod(p) for p in unowned)
         + _remove_orphans(pods, set(facts) - set(active))
-        + (_remove_leftovers() if full else 0),
+        + leftover,
         "forced": forced,
+        "resync": int(resync),
     }
     views = _views(active.values(), now)
     clocks = repair.Clocks(settings.LAUNCH_GRACE_SECONDS, settings.PENDING_TIMEOUT_SECONDS)
@@ -305,20 +315,29 @@ def reconcile() -> dict[str, int]:
     return counts
 
 
-_COUNTS = ("orphans", "forced", "relaunched", "requeued", "cancelled", "halted", "deadline", "watched")
+_COUNTS = (
+    "orphans",
+    "forced",
+    "relaunched",
+    "requeued",
+    "cancelled",
+    "halted",
+    "deadline",
+    "watched",
+    "resync",
+)
 
 
-def _full_pass_due() -> bool:
-    """Whether this round lists everything (the platform's pods, Services, Secrets and claims) whatever the
-    watcher's copy says: always when reconcile does not read the copy, else once per
-    RECONCILE_FULL_PASS_SECONDS across all workers (the net under the net: pods nobody's attempt owns,
-    leftovers of a teardown that failed half-way)."""
-    if not (settings.RECONCILE_FROM_WATCH_CACHE and settings.NODE_CACHE_ENABLED):
+def _resync_due(from_cache: bool) -> bool:
+    """Whether this round lists the platform's Services, Secrets and claims (the resync of reconcile's copy
+    of them): every round when reconcile does not read copies, else once per RECONCILE_RESYNC_SECONDS
+    across all workers (the net under the copy)."""
+    if not from_cache:
         return True
-    seconds = int(settings.RECONCILE_FULL_PASS_SECONDS)
+    seconds = int(settings.RECONCILE_RESYNC_SECONDS)
     if seconds <= 0:
         return True
-    return cluster.full_pass_due(seconds)
+    return cluster.resync_due(seconds)
 
 
 def _needs_repair(pods: list[dict[str, Any]]) -> bool:
@@ -463,12 +482,19 @@ def _carry_out(decision: repair.Decision, job: Job, counts: dict[str, int]) -> N
         counts[decision.action] += job_pods_gone(job_id=job.pk, attempt=job.attempt) is not None
 
 
-def _remove_leftovers() -> int:
-    """Tear down the Services and Secrets of attempts that are not running (a teardown that never ran or
-    failed half-way), and delete the checkpoint claims of jobs whose rows are gone. The cluster is read
-    before the database: an attempt launched meanwhile is already active by then, never torn down."""
-    leftovers = cluster.leftover_attempts()
-    claims = cluster.checkpoint_claims()
+def _remove_leftovers(resync: bool) -> int:
+    """Tear down the Services and Secrets of attempts that are not active (a teardown that never ran or
+    failed half-way), and delete the checkpoint claims of jobs whose rows are gone: as a resync lists them
+    now (`resync`, which also replaces reconcile's copy), else as the copy has them. The cluster (or the
+    copy) is read before the database: an attempt launched meanwhile is already active by then, never torn
+    down; the teardown itself lists what it deletes, so a stale copy costs a few requests, never an object."""
+    if resync:
+        started = time.time()
+        leftovers = cluster.leftover_attempts()
+        claims = cluster.checkpoint_claims()
+        cluster.resynced_leftovers(leftovers, claims, started)
+    else:
+        leftovers, claims = cluster.copied_leftovers()
     active = set(Job.objects.filter(status__in=ACTIVE).values_list("pk", "attempt"))
     removed = 0
     for (job_id, attempt), namespace in leftovers.items():

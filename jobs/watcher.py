@@ -71,6 +71,9 @@ class Watcher:
         # Learner indices whose pods this watcher has seen per attempt (kept across relists): a learner
         # pod missing from the cache is lost only if it was there before, not while a launch creates it.
         self.seen: dict[Key, set[int]] = defaultdict(set)
+        # Managed pods with no job or attempt label (nobody's: reconcile deletes them), by namespace/name: in
+        # the copy reconcile reads, so that it needs no list of its own to find them.
+        self.unowned: dict[str, dict[str, Any]] = {}
         self.followers: dict[tuple[str, int, int], threading.Thread] = {}
         # Attempts whose pods have ended while their followers still store the log's last lines: a drainer
         # thread waits for those (bounded) and judges the attempt again, so the watch loop never waits.
@@ -121,9 +124,10 @@ class Watcher:
                 thread.join(timeout=15)
 
     def _snapshot(self) -> list[dict[str, Any]]:
-        """Every managed pod of an attempt the watcher holds now (what the pod summary publishes)."""
+        """Every managed pod the watcher holds now, of an attempt or of nobody (what the pod summary
+        publishes)."""
         with self.lock:
-            return [pod for pods in self.pods.values() for pod in pods.values()]
+            return [pod for pods in self.pods.values() for pod in pods.values()] + list(self.unowned.values())
 
     def _pulse(self) -> None:
         """Every PULSE_SECONDS while the watch loop is healthy and has made progress lately (a list, a watch
@@ -156,6 +160,7 @@ class Watcher:
         """After a (re)list: replace the cache and re-judge every attempt with pods or an active job."""
         with self.lock:
             self.pods.clear()
+            self.unowned.clear()
             for pod in pods:
                 self._remember("ADDED", pod)
             keys = set(self.pods)
@@ -180,6 +185,11 @@ class Watcher:
     def _remember(self, kind: str, pod: dict[str, Any]) -> Key | None:
         key = jobs_cluster.pod_owner(pod)
         if key is None:
+            where = f"{pod['metadata'].get('namespace')}/{pod['metadata'].get('name')}"
+            if kind == "DELETED":
+                self.unowned.pop(where, None)
+            else:
+                self.unowned[where] = pod
             return None
         name = pod["metadata"]["name"]
         index = jobs_cluster.pod_learner(pod)

@@ -6,8 +6,11 @@ Unschedulable (``scale_up_delay`` seconds later, the time a cloud takes to boot 
 group's ``max_nodes``, and removes a node of the group that has run no pod for ``scale_down_idle`` seconds,
 never below ``min_nodes``. It serves ``autoscaling.x-k8s.io/v1`` ProvisioningRequests of two classes:
 ``best-effort-atomic-scale-up`` (room for every pod of every podSet at once, or no node at all) and
-``check-capacity`` (only checks that the cluster already has the room). Pods annotated
-``autoscaling.x-k8s.io/consume-provisioning-request`` are left to the request's booked capacity.
+``check-capacity`` (only checks that the cluster already has the room), with the condition types, reasons
+and timings of the Cluster Autoscaler's provisioning-request code (kubernetes/autoscaler,
+``cluster-autoscaler/provisioningrequest`` and ``processors/provreq``; docs/kubesim.md says what was checked).
+Pods annotated ``autoscaling.x-k8s.io/consume-provisioning-request`` are left to the request's booked
+capacity.
 """
 
 from __future__ import annotations
@@ -42,8 +45,15 @@ GROUP_LABEL = "kubesim.io/node-group"
 # it (every loop, ~10 s; at once here when a group's sizes change).
 STATUS_NAMESPACE, STATUS_NAME = "kube-system", "cluster-autoscaler-status"
 STATUS_SECONDS = 10.0
-# How long provisioned capacity stays booked for the request's pods (the Cluster Autoscaler's default).
+# How long provisioned capacity stays booked for the request's pods (the Cluster Autoscaler's
+# defaultReservationTime), and how long a request may stay unprovisioned before it is Failed, Expired
+# (defaultExpirationTime: 7 days from creation; the Cluster Autoscaler reads neither from the request).
 BOOKING_SECONDS = 600.0
+EXPIRY_SECONDS = 7 * 24 * 3600.0
+# The Cluster Autoscaler's reasons and messages (provisioningrequest/conditions).
+ACCEPTED_MESSAGE = "ProvisioningRequest is accepted by ClusterAutoscaler"
+FOUND_MESSAGE = "Capacity is found in the cluster"
+NOT_FOUND_MESSAGE = "Capacity is not found, CA will try to find it later."
 
 
 @dataclass
@@ -121,17 +131,14 @@ def _ready(node: Obj) -> bool:
     return False
 
 
-def _past_valid_until(request: Obj) -> bool:
-    """Whether an atomic request has outlived its ``ValidUntilSeconds`` parameter (counted from creation),
-    after which the autoscaler stops retrying it."""
-    raw = ((request.get("spec") or {}).get("parameters") or {}).get("ValidUntilSeconds")
+def _age(request: Obj) -> float:
+    """Seconds since the request was created (0 when its creationTimestamp cannot be read)."""
     created = (request.get("metadata") or {}).get("creationTimestamp")
     try:
-        limit = float(str(raw))
         born = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
     except (TypeError, ValueError):
-        return False
-    return (datetime.now(UTC) - born).total_seconds() > limit
+        return 0.0
+    return (datetime.now(UTC) - born).total_seconds()
 
 
 def _condition(obj: Obj, type_: str) -> Obj | None:
@@ -173,21 +180,29 @@ class ClusterAutoscaler:
         scale_up_delay: float = 1.0,
         scale_down_idle: float = 10.0,
         booking_seconds: float = BOOKING_SECONDS,
+        expiry_seconds: float = EXPIRY_SECONDS,
     ):
         self.cluster = cluster
         self.groups = {g.name: g for g in groups}
         self.scale_up_delay = scale_up_delay
         self.scale_down_idle = scale_down_idle
         self.booking_seconds = booking_seconds
+        self.expiry_seconds = expiry_seconds
+        # The Cluster Autoscaler looks at ProvisioningRequests once per loop (--scan-interval, 10 s); here at
+        # every pass unless a test sets a longer interval.
+        self.scan_interval = 0.0
+        self.scanned_at = -1e9
         self.in_flight: list[_ScaleUp] = []
         self.idle_since: dict[str, float] = {}
         self.booked: dict[tuple[str, str], tuple[list[str], float]] = {}
         self.counter = 0
+        self.passes = 0  # how many times `step` has run (tests wait for passes)
         self.status_at = -STATUS_SECONDS
         self.status_groups: list[Obj] = []
 
     def step(self) -> None:
         """Finish due scale-ups, serve ProvisioningRequests, grow for unschedulable pods, shrink idle nodes."""
+        self.passes += 1
         if not self.groups:
             return
         now = time.monotonic()
@@ -196,8 +211,10 @@ class ClusterAutoscaler:
         pods = self.cluster.store.list("pods")[0]
         self._keep_minimum(nodes)
         used = self._usage(nodes, pods)
-        for request in self.cluster.store.list(PLURAL)[0]:
-            self._serve(request, nodes, used, now)
+        if now - self.scanned_at >= self.scan_interval:
+            self.scanned_at = now
+            for request in self.cluster.store.list(PLURAL)[0]:
+                self._serve(request, nodes, pods, used, now)
         self._grow_for_pods(pods, nodes, used, now)
         self._shrink(nodes, pods, now)
         self._publish_status(self.cluster.store.list("nodes")[0], now)
@@ -283,16 +300,6 @@ class ClusterAutoscaler:
                 return group, template, Counter()
         return None
 
-    def _could_ever_fit(self, pods: list[Obj]) -> bool:
-        """Whether the pods fit the groups at their maximum sizes, all nodes empty."""
-        capacity = [(g.template(), Counter[str]()) for g in self.groups.values() for _ in range(g.max_nodes)]
-        for pod in pods:
-            spot = next((entry for entry in capacity if _fits(pod, entry[0], entry[1])), None)
-            if spot is None:
-                return False
-            _take(spot[1], pod)
-        return True
-
     def _grow_for_pods(
         self, pods: list[Obj], nodes: list[Obj], used: dict[str, Counter[str]], now: float
     ) -> None:
@@ -353,67 +360,58 @@ class ClusterAutoscaler:
             lambda r: set_condition(r.setdefault("status", {}), type_, value, reason, message),
         )
 
-    def _serve(self, request: Obj, nodes: list[Obj], used: dict[str, Counter[str]], now: float) -> None:
-        """Move one ProvisioningRequest along: Accepted, then Provisioned (or Failed), BookingExpired once
-        its booking runs out, CapacityRevoked when a booked node goes before that."""
+    def _serve(
+        self, request: Obj, nodes: list[Obj], pods: list[Obj], used: dict[str, Counter[str]], now: float
+    ) -> None:
+        """Move one ProvisioningRequest along as the Cluster Autoscaler does: Accepted when picked up; then
+        Provisioned=True (CapacityIsFound, or CapacityIsProvisioned once the scale-up is requested, before
+        the nodes are up: the atomic class is best effort) or Provisioned=False CapacityIsNotFound, tried
+        again every pass; Failed only for a missing PodTemplate (FailedToCreatePods), a check-capacity
+        request with ``noRetry`` (CapacityIsNotFound) or one still unprovisioned ``expiry_seconds`` after
+        its creation (Expired); BookingExpired once its pods are all on nodes (CapacityBookingConsumed) or
+        ``booking_seconds`` after Provisioned (CapacityReservationTimeExpired). The Cluster Autoscaler never
+        sets CapacityRevoked (a cloud provider's own provisioning may); ``revoke`` emulates that."""
         meta = request["metadata"]
         key = (meta["namespace"], meta["name"])
         kind = (request.get("spec") or {}).get("provisioningClassName")
         if kind not in (ATOMIC, CHECK) or meta.get("deletionTimestamp"):
             return
-        if any((_condition(request, t) or {}).get("status") == "True" for t in ("Failed", "BookingExpired")):
+        done = ("Failed", "BookingExpired", "CapacityRevoked")
+        if any((_condition(request, t) or {}).get("status") == "True" for t in done):
             return
-        if _condition(request, "CapacityRevoked"):
-            return
-        if _condition(request, "Accepted") is None:
-            self._set(request, "Accepted", True, "Accepted", "Provisioning Request was accepted")
         provisioned = _condition(request, "Provisioned")
         if provisioned and provisioned["status"] == "True":
-            self._keep_booking(request, key, nodes, now)
+            self._keep_booking(request, key, pods, now)
             return
-        if any(s.request == key for s in self.in_flight):
+        if _age(request) > self.expiry_seconds:
+            self._set(request, "Failed", True, "Expired", "ProvisioningRequest is expired")
             return
-        if kind == ATOMIC and _past_valid_until(request):
-            message = "not provisioned within the request's ValidUntilSeconds"
-            self._set(request, "Failed", True, "ValidUntilSecondsExpired", message)
+        pods_wanted = self._request_pods(request)
+        if pods_wanted is None:
+            message = "a podSet's podTemplateRef names no PodTemplate in the request's namespace"
+            self._set(request, "Failed", True, "FailedToCreatePods", message)
             return
-        if key in self.booked:
-            booked = self.booked.pop(key)[0]
-            if all(name in {n["metadata"]["name"] for n in nodes} for name in booked):
-                message = "Provisioning Request was successfully provisioned"
-                self._provisioned(request, key, booked, now, "CapacityIsProvisioned", message)
-                return
-        pods = self._request_pods(request)
-        if pods is None:
-            self._set(request, "Failed", True, "FailedToCreatePods", "a podTemplateRef names no PodTemplate")
-            return
+        if _condition(request, "Accepted") is None:
+            self._set(request, "Accepted", True, "Accepted", ACCEPTED_MESSAGE)
         if kind == CHECK:
-            if self._place(pods, nodes, used, grow=False) is not None:
-                self._provisioned(
-                    request, key, [], now, "CapacityIsFound", "Capacity is found in the cluster"
+            if self._place(pods_wanted, nodes, used, grow=False) is not None:
+                self._provisioned(request, key, [], now, "CapacityIsFound", FOUND_MESSAGE)
+            elif ((request.get("spec") or {}).get("parameters") or {}).get("noRetry") == "true":
+                self._set(
+                    request, "Failed", True, "CapacityIsNotFound", "CA could not find requested capacity"
                 )
             else:
-                self._set(request, "Provisioned", False, "CapacityIsNotFound", "Capacity is not found")
+                self._set(request, "Provisioned", False, "CapacityIsNotFound", NOT_FOUND_MESSAGE)
             return
-        if not self._could_ever_fit(pods) and self._place(pods, nodes, used, grow=False) is None:
-            message = "pods could not fit the node groups even at their maximum sizes"
-            self._set(request, "Failed", True, "FailedToCreateScaleUpPlan", message)
-            return
-        counts = self._place(pods, nodes, used, grow=True)
+        counts = self._place(pods_wanted, nodes, used, grow=True)
         if counts is None:
-            message = "not enough room for all the pods at once; will retry"
-            self._set(request, "Provisioned", False, "CapacityIsNotFound", message)
+            self._set(request, "Provisioned", False, "CapacityIsNotFound", NOT_FOUND_MESSAGE)
             return
         names: list[str] = []
         for group, count in counts.items():
             names += self._start(self.groups[group], count, key, now)
-        if names:
-            self._set(
-                request, "Provisioned", False, "CapacityIsProvisioning", "Capacity is being provisioned"
-            )
-            self.booked[key] = (names, now + self.scale_up_delay + self.booking_seconds)
-        else:
-            self._provisioned(request, key, [], now, "CapacityIsFound", "Capacity is found in the cluster")
+        reason = "CapacityIsProvisioned" if names else "CapacityIsFound"
+        self._provisioned(request, key, names, now, reason, FOUND_MESSAGE)
 
     def _provisioned(
         self, request: Obj, key: tuple[str, str], names: list[str], now: float, *msg: str
@@ -421,15 +419,34 @@ class ClusterAutoscaler:
         self.booked[key] = (names, now + self.booking_seconds)
         self._set(request, "Provisioned", True, msg[0], msg[1])
 
-    def _keep_booking(self, request: Obj, key: tuple[str, str], nodes: list[Obj], now: float) -> None:
-        names, until = self.booked.get(key, ([], now))
-        present = {n["metadata"]["name"] for n in nodes}
-        if any(name not in present for name in names):
+    def _keep_booking(self, request: Obj, key: tuple[str, str], pods: list[Obj], now: float) -> None:
+        """End the booking of a provisioned request once all its pods are on nodes, or when it runs out."""
+        until = self.booked.get(key, ([], now))[1]
+        wanted = sum(int(s.get("count", 1)) for s in (request.get("spec") or {}).get("podSets") or [])
+        placed = sum(
+            1
+            for p in pods
+            if p["metadata"].get("namespace") == key[0]
+            and (p["metadata"].get("annotations") or {}).get(CONSUME) == key[1]
+            and p["spec"].get("nodeName")
+        )
+        if wanted and placed >= wanted:
             self.booked.pop(key, None)
-            self._set(request, "CapacityRevoked", True, "CapacityRevoked", "a provisioned node was removed")
+            self._set(request, "BookingExpired", True, "CapacityBookingConsumed", "Capacity booking consumed")
         elif now >= until:
             self.booked.pop(key, None)
-            self._set(request, "BookingExpired", True, "BookingExpired", "the capacity booking expired")
+            message = "Capacity reservation time is expired"
+            self._set(request, "BookingExpired", True, "CapacityReservationTimeExpired", message)
+
+    def revoke(
+        self, namespace: str, name: str, message: str = "the provisioned capacity was taken back"
+    ) -> None:
+        """Mark a request CapacityRevoked, as a cloud provider's provisioning does when it takes the nodes
+        back (the open-source Cluster Autoscaler itself never sets it)."""
+        request = self.cluster.store.peek(PLURAL, namespace, name)
+        if request is not None:
+            self.booked.pop((namespace, name), None)
+            self._set(request, "CapacityRevoked", True, "CapacityRevoked", message)
 
     def _publish_status(self, nodes: list[Obj], now: float) -> None:
         """Write ``kube-system/cluster-autoscaler-status`` as the Cluster Autoscaler 1.30+ does: YAML under

@@ -38,7 +38,7 @@ from clusterio.nodecache import NodeCache
 from clusterio.reflector import PodReflector
 from clusterio.telemetry import PodUsage
 from jobs.artifacts.tokens import mint_token
-from jobs.cluster import nodesummary, podsummary
+from jobs.cluster import leftovers, nodesummary, podsummary
 from jobs.cluster import pools as _pools
 from jobs.cluster.podspec import (
     RENDEZVOUS_PORT_BASE,
@@ -189,6 +189,8 @@ def launch(job: Job) -> list[str]:
     products = gpu_types().matching(gpu_type, gpu_products()) if gpu_type else []
     login = job_registry_login(job)
     spec = pods_spec(job, credentials, products, pull_secret=login is not None)
+    # Before anything of the attempt exists: reconcile then knows where to look should its teardown fail.
+    leftovers.remember_attempt(installation_id(), job.pk, job.attempt, spec.namespace)
     request = _provisioned(client, job, spec)
     token = mint_token(job_id=job.pk, attempt=job.attempt) if spec.artifacts is not None else None
     return client.launch(
@@ -205,8 +207,8 @@ class ProvisioningPending(Exception):
 
 
 class ProvisioningFailed(Exception):
-    """The cluster autoscaler gave up on the gang's ProvisioningRequest (Failed, CapacityRevoked,
-    BookingExpired): the job goes back to the queue."""
+    """The cluster autoscaler gave up on the gang's ProvisioningRequest (Failed, CapacityRevoked, or
+    BookingExpired before its pods were created): the job goes back to the queue."""
 
 
 def _provisioned(client: Cluster, job: Job, spec: Any) -> str | None:
@@ -223,8 +225,9 @@ def _provisioned(client: Cluster, job: Job, spec: Any) -> str | None:
         )
     if not state.provisioned:
         pools = sorted({pool_of(n) for n in potential})
+        said = f" (cluster autoscaler: {state.waiting})" if state.waiting else ""
         raise ProvisioningPending(
-            f"waiting for {len(set(potential))} node(s) of pool {', '.join(pools)} to be provisioned"
+            f"waiting for {len(set(potential))} node(s) of pool {', '.join(pools)} to be provisioned{said}"
         )
     return state.name
 
@@ -277,12 +280,16 @@ def delete_checkpoints(job: Job) -> int:
     that the shared and the per-learner layouts both go; returns how many were deleted."""
     if settings.CHECKPOINT_HOST_ROOT or not settings.CHECKPOINT_CLAIM_SIZE:
         return 0
-    return cluster().delete_checkpoint_claims(namespace=namespace_for(job.tenant), job_id=job.pk)
+    deleted = cluster().delete_checkpoint_claims(namespace=namespace_for(job.tenant), job_id=job.pk)
+    leftovers.forget_claims(installation_id(), job_id=job.pk)
+    return deleted
 
 
 def teardown(job: Job, attempt: int | None = None) -> int:
     """Delete the job's pods and services (of one attempt, or all of them)."""
-    return cluster().teardown(namespace=namespace_for(job.tenant), job_id=job.pk, attempt=attempt)
+    deleted = cluster().teardown(namespace=namespace_for(job.tenant), job_id=job.pk, attempt=attempt)
+    leftovers.forget_attempts(installation_id(), job.pk, attempt)
+    return deleted
 
 
 def leftover_attempts() -> dict[tuple[str, int], str]:
@@ -299,7 +306,9 @@ def leftover_attempts() -> dict[tuple[str, int], str]:
 
 def teardown_in(namespace: str, job_id: str, attempt: int) -> int:
     """Delete one attempt's pods, Services and Secrets by namespace (its job row may be gone)."""
-    return cluster().teardown(namespace=namespace, job_id=job_id, attempt=attempt)
+    deleted = cluster().teardown(namespace=namespace, job_id=job_id, attempt=attempt)
+    leftovers.forget_attempts(installation_id(), job_id, attempt)
+    return deleted
 
 
 def checkpoint_claims() -> list[tuple[str, str, str]]:
@@ -316,7 +325,22 @@ def checkpoint_claims() -> list[tuple[str, str, str]]:
 
 def delete_claim(namespace: str, name: str) -> bool:
     """Delete one checkpoint claim (of a job that no longer exists)."""
-    return cluster().delete_checkpoint_claim(namespace=namespace, name=name)
+    deleted = cluster().delete_checkpoint_claim(namespace=namespace, name=name)
+    leftovers.forget_claims(installation_id(), claims=[(namespace, name)])
+    return deleted
+
+
+def copied_leftovers() -> tuple[dict[tuple[str, int], str], list[tuple[str, str, str]]]:
+    """Reconcile's copy of the attempts that may have Services or Secrets and of the checkpoint claims
+    (`leftovers`), read between resyncs instead of listing them."""
+    return leftovers.read(installation_id())
+
+
+def resynced_leftovers(
+    attempts: dict[tuple[str, int], str], claims: list[tuple[str, str, str]], started: float
+) -> None:
+    """Replace reconcile's copy with what a resync listed from `started` on."""
+    leftovers.resynced(installation_id(), attempts, claims, started)
 
 
 def unbound_claims(pod: dict[str, Any]) -> list[str]:
@@ -352,15 +376,15 @@ def managed_pods() -> list[dict[str, Any]]:
     return pods
 
 
-def full_pass_due(seconds: int) -> bool:
+def resync_due(seconds: int) -> bool:
     """True for the first caller in each `seconds` (across processes, through Redis; True when Redis cannot
-    say, so the full pass is never skipped for an outage)."""
-    return podsummary.claim_turn(full_pass_turn(), seconds)
+    say, so the resync is never skipped for an outage)."""
+    return podsummary.claim_turn(resync_turn(), seconds)
 
 
-def full_pass_turn() -> str:
-    """The name of reconcile's full-pass turn (one per installation)."""
-    return f"reconcile-full:{installation_id()}"
+def resync_turn() -> str:
+    """The name of reconcile's resync turn (one per installation)."""
+    return f"reconcile-resync:{installation_id()}"
 
 
 def watched_managed_pods() -> list[dict[str, Any]] | None:

@@ -3,8 +3,10 @@
 The watcher's reflector already holds every managed pod (list once, then watch). It writes a compact copy
 of them here, with the time, after each change (coalesced) and at least every `HEARTBEAT_SECONDS` while its
 watch is healthy. Reconcile reads the copy to see whether anything needs repair; it lists the cluster only
-when something does (to act on what is there now, never on the copy), on its periodic full pass, or when
-the copy is missing or older than `STALE_SECONDS` (a stopped watcher costs lists, never a wrong repair).
+when something does (to act on what is there now, never on the copy), or when the copy is missing or older
+than `STALE_SECONDS` (a stopped watcher costs lists, never a wrong repair). The copy holds managed pods
+without a job label too (nobody's: reconcile deletes them); the reflector's own relist every
+WATCHER_RELIST_SECONDS is its resync, so reconcile never lists pods on a timer.
 """
 
 from __future__ import annotations

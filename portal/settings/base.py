@@ -571,10 +571,13 @@ READY_SCHEDULER_STALE_SECONDS = env.float(
 # (docs/operations.md "API footprint"). Off: every reader lists the cluster itself.
 NODE_CACHE_ENABLED = env.bool("NODE_CACHE_ENABLED", default=True)
 # Reconcile reads the watcher's copy of the platform's own pods (published with the node summary) and lists
-# the cluster only when that copy shows something to repair, when it is missing or stale, and for a full pass
-# (pods, Services, Secrets, claims) once per RECONCILE_FULL_PASS_SECONDS. Off: every round is a full pass.
+# pods only when that copy shows something to repair or is missing or stale; it lists the platform's
+# Services, Secrets and claims once per RECONCILE_RESYNC_SECONDS (its resync) and reads its own copy of them
+# in between (jobs/cluster/leftovers.py). Off: every round lists pods, Services, Secrets and claims.
 RECONCILE_FROM_WATCH_CACHE = env.bool("RECONCILE_FROM_WATCH_CACHE", default=True)
-RECONCILE_FULL_PASS_SECONDS = env.int("RECONCILE_FULL_PASS_SECONDS", default=300)
+RECONCILE_RESYNC_SECONDS = env.int(
+    "RECONCILE_RESYNC_SECONDS", default=env.int("RECONCILE_FULL_PASS_SECONDS", default=600)
+)
 # Log caps per learner and attempt (jobs/core/logcaps.py, docs/operations.md "Log caps"); a tenant's policy
 # may override each. Lines over a cap are dropped with one marker line and one LogsTruncated event.
 LOG_MAX_LINES_PER_SECOND = env.int("LOG_MAX_LINES_PER_SECOND", default=1000)

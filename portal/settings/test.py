@@ -56,7 +56,8 @@ NOTIFY_ALLOW_PRIVATE_TARGETS = True
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 NOTIFY_BASE_URL = env("NOTIFY_BASE_URL", default="http://testserver")
 # Tests call reconcile right after changing the cluster and expect it to see the change: every round lists
-# (a full pass). tests/jobs/test_reconcile_watch_cache.py turns the watcher's copy on and proves that path.
+# pods, Services, Secrets and claims. tests/jobs/test_reconcile_watch_cache.py turns the copies on and proves
+# that path.
 RECONCILE_FROM_WATCH_CACHE = env.bool("RECONCILE_FROM_WATCH_CACHE", default=False)
 # The live sockets' read threads close their connection after every read: a test database is dropped at the
 # end of the run, which a kept connection would prevent (tests/jobs/test_consumer_connect.py keeps them).
