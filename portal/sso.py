@@ -25,7 +25,6 @@ from allauth.socialaccount.providers.oauth2.views import OAuth2CallbackView, OAu
 from allauth.socialaccount.providers.openid_connect.views import OpenIDConnectOAuth2Adapter
 from django.conf import settings
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.backends import BaseBackend
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -128,9 +127,10 @@ class LoginView(auth_views.LoginView):
         return response
 
 
-class LocalPasswordSwitch(BaseBackend):
+class LocalPasswordSwitch:
     """An authentication backend that refuses every password while LOCAL_LOGIN_ENABLED is off (raising
-    PermissionDenied stops Django from asking the backends after it); otherwise it abstains."""
+    PermissionDenied stops Django from asking the backends after it); otherwise it abstains. It has no
+    `get_user`, so no session is ever tied to it (allauth ties a sign-in to the first backend that has one)."""
 
     def authenticate(self, request: HttpRequest | None, **credentials: Any) -> None:
         if "password" in credentials and not settings.LOCAL_LOGIN_ENABLED:
