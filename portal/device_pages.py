@@ -59,7 +59,7 @@ def device_token_view(request: HttpRequest) -> JsonResponse:
     poll = device_poll(device_code=request.POST.get("device_code", ""))
     if poll.error:
         body: dict[str, object] = {"error": poll.error}
-        if poll.interval:
+        if poll.error in ("authorization_pending", "slow_down"):
             body["interval"] = poll.interval
         return JsonResponse(body, status=400)
     return JsonResponse(

@@ -1,0 +1,107 @@
+"""The command line's sign-in by device code (RFC 8628 shape, tenants/device.py, portal/device_pages.py):
+pending until approved, slow_down when polled too fast, one token per approval, expiry, denial."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from tenants.models import ApiToken, DeviceAuthorization
+from tenants.tokens import token_live
+from tests.factories import make_user
+
+pytestmark = pytest.mark.django_db
+GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
+
+@pytest.fixture(autouse=True)
+def _no_wait(settings: Any) -> None:
+    settings.DEVICE_POLL_SECONDS = 0  # the tests poll at once; the slow_down test sets its own interval
+
+
+def _start(client: Client) -> dict[str, Any]:
+    answer = client.post("/auth/device/", {"client_name": "laptop"})
+    assert answer.status_code == 200
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+def _poll(client: Client, device_code: str) -> tuple[int, dict[str, Any]]:
+    answer = client.post("/auth/device/token/", {"grant_type": GRANT, "device_code": device_code})
+    return answer.status_code, answer.json()
+
+
+def test_an_approved_code_gives_one_token_once() -> None:
+    cli, browser = Client(), Client()
+    start = _start(cli)
+    assert set(start) == {
+        "device_code",
+        "user_code",
+        "verification_uri",
+        "verification_uri_complete",
+        "expires_in",
+        "interval",
+    }
+    assert start["verification_uri"] == "http://testserver/device/"
+    assert start["verification_uri_complete"].endswith(f"?user_code={start['user_code']}")
+    assert _poll(cli, start["device_code"]) == (400, {"error": "authorization_pending", "interval": 0})
+
+    dana = make_user("dana")
+    browser.force_login(dana)
+    page = browser.get("/device/", {"user_code": start["user_code"].lower().replace("-", "")})
+    assert page.status_code == 200 and start["user_code"] in page.content.decode()
+    browser.post("/device/", {"user_code": start["user_code"], "action": "approve"})
+
+    status, body = _poll(cli, start["device_code"])
+    assert status == 200 and body["token_type"] == "Bearer" and body["scope"] == "submit"
+    token = token_live(body["access_token"])
+    assert token is not None and token.user == dana and token.name == "trainyard login --sso (laptop)"
+    assert _poll(cli, start["device_code"]) == (400, {"error": "invalid_grant"})
+    assert ApiToken.objects.filter(user=dana).count() == 1
+    # Decided codes cannot be approved again.
+    again = browser.post("/device/", {"user_code": start["user_code"], "action": "approve"}, follow=True)
+    assert "expired or was decided already" in again.content.decode()
+
+
+def test_polling_faster_than_the_interval_is_told_to_slow_down(settings: Any) -> None:
+    settings.DEVICE_POLL_SECONDS = 30
+    cli = Client()
+    start = _start(cli)
+    assert start["interval"] == 30
+    assert _poll(cli, start["device_code"]) == (400, {"error": "authorization_pending", "interval": 30})
+    assert _poll(cli, start["device_code"]) == (400, {"error": "slow_down", "interval": 35})
+    assert _poll(cli, start["device_code"]) == (400, {"error": "slow_down", "interval": 40})
+
+
+def test_a_denied_or_expired_code_gives_nothing() -> None:
+    cli, browser = Client(), Client()
+    browser.force_login(make_user("dana"))
+    denied = _start(cli)
+    browser.post("/device/", {"user_code": denied["user_code"], "action": "deny"})
+    assert _poll(cli, denied["device_code"]) == (400, {"error": "access_denied"})
+
+    late = _start(cli)
+    DeviceAuthorization.objects.filter(user_code=late["user_code"]).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    page = browser.get("/device/", {"user_code": late["user_code"]})
+    assert "expired or was decided already" in page.content.decode()
+    assert browser.post("/device/", {"user_code": late["user_code"], "action": "approve"}).status_code == 302
+    assert _poll(cli, late["device_code"]) == (400, {"error": "expired_token"})
+    assert not ApiToken.objects.exists()
+
+
+def test_the_token_endpoint_wants_the_device_grant_and_a_known_code() -> None:
+    cli = Client()
+    answer = cli.post("/auth/device/token/", {"grant_type": "password", "device_code": "x"})
+    assert answer.status_code == 400 and answer.json()["error"] == "unsupported_grant_type"
+    assert _poll(cli, "no-such-code") == (400, {"error": "invalid_grant"})
+
+
+def test_the_approval_page_needs_a_signed_in_user() -> None:
+    answer = Client().get("/device/", {"user_code": "BCDF-GHJK"})
+    assert answer.status_code == 302 and answer["Location"].startswith("/login/?next=/device/")
