@@ -16,6 +16,7 @@ from typing import Any
 
 from allauth.account.internal.decorators import login_not_required
 from allauth.account.signals import user_logged_in
+from allauth.account.utils import user_email, user_username
 from allauth.core.internal.deferred import jwt
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
 from allauth.socialaccount.internal import jwtkit
@@ -23,14 +24,17 @@ from allauth.socialaccount.models import SocialApp
 from allauth.socialaccount.providers.oauth2.client import OAuth2Error
 from allauth.socialaccount.providers.oauth2.views import OAuth2CallbackView, OAuth2LoginView
 from allauth.socialaccount.providers.openid_connect.views import OpenIDConnectOAuth2Adapter
+from allauth.utils import generate_unique_username
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.dispatch import receiver
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.http import urlencode
 
 from tenants.groupmap import group_memberships_apply
 
@@ -61,6 +65,19 @@ def id_token_verify(id_token: str, *, keys_url: str, issuer: str, client_id: str
 
 class VerifyingOIDCAdapter(OpenIDConnectOAuth2Adapter):
     """allauth's OpenID Connect adapter, checking every ID token's signature against the provider's JWKS."""
+
+    def complete_login(self, request: HttpRequest, app: SocialApp, token: Any, **kwargs: Any) -> Any:
+        """allauth's, remembering on the request what a later sign-out at the provider needs (the
+        `_remember_provider_logout` receiver puts it in the new session)."""
+        login = super().complete_login(request, app, token, **kwargs)
+        end_session = self.openid_config.get("end_session_endpoint")
+        if end_session:
+            request.sso_logout = {  # type: ignore[attr-defined]
+                "end_session": end_session,
+                "id_token": kwargs["response"].get("id_token", ""),
+                "client_id": app.client_id,
+            }
+        return login
 
     def _decode_id_token(self, app: SocialApp, id_token: str) -> dict[str, Any]:
         config = self.openid_config
@@ -127,6 +144,26 @@ class LoginView(auth_views.LoginView):
         return response
 
 
+SSO_LOGOUT_SESSION_KEY = "sso_logout"
+
+
+class LogoutView(auth_views.LogoutView):
+    """The portal's logout; after a single sign-on, it goes on to the provider's sign-out (RP-initiated
+    logout, when the provider offers an end_session_endpoint and OIDC_LOGOUT_AT_PROVIDER is on), which comes
+    back to the login page."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        hint = request.session.get(SSO_LOGOUT_SESSION_KEY)
+        response: HttpResponse = super().post(request, *args, **kwargs)
+        if not hint or not settings.OIDC_LOGOUT_AT_PROVIDER:
+            return response
+        back = request.build_absolute_uri(str(settings.LOGOUT_REDIRECT_URL))
+        query = {"client_id": hint["client_id"], "post_logout_redirect_uri": back}
+        if hint.get("id_token"):
+            query["id_token_hint"] = hint["id_token"]
+        return HttpResponseRedirect(f"{hint['end_session']}?{urlencode(query)}")
+
+
 class LocalPasswordSwitch:
     """An authentication backend that refuses every password while LOCAL_LOGIN_ENABLED is off (raising
     PermissionDenied stops Django from asking the backends after it); otherwise it abstains. It has no
@@ -145,6 +182,15 @@ class SsoAccountAdapter(DefaultSocialAccountAdapter):
     def is_open_for_signup(self, request: HttpRequest, sociallogin: Any) -> bool:
         return True
 
+    def populate_user(self, request: HttpRequest, sociallogin: Any, data: dict[str, Any]) -> Any:
+        """allauth's, with a username nobody has: the provider's `preferred_username` when free, else one
+        made from it (a local user of that name is never taken over: sign-ins find users by `sub`)."""
+        user = super().populate_user(request, sociallogin, data)
+        name = user_username(user)
+        if not name or get_user_model().objects.filter(username__iexact=name).exists():
+            user_username(user, generate_unique_username([name, user_email(user), "user"]))
+        return user
+
 
 def groups_claim(extra_data: dict[str, Any]) -> list[str]:
     """The `groups` claim of a sign-in: the ID token's, else the userinfo's; none when neither has one."""
@@ -154,6 +200,14 @@ def groups_claim(extra_data: dict[str, Any]) -> list[str]:
             groups = claims["groups"]
             return [g for g in groups if isinstance(g, str)] if isinstance(groups, list) else []
     return []
+
+
+@receiver(user_logged_in)
+def _remember_provider_logout(sender: Any, request: HttpRequest, user: User, **kwargs: Any) -> None:
+    """Keep in the session what the logout needs to sign out at the provider too."""
+    hint = getattr(request, "sso_logout", None)
+    if kwargs.get("sociallogin") is not None and hint:
+        request.session[SSO_LOGOUT_SESSION_KEY] = hint
 
 
 @receiver(user_logged_in)

@@ -2,7 +2,6 @@
 
 from allauth.socialaccount import views as social_views
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
@@ -28,7 +27,7 @@ urlpatterns = [
     path("auth/device/", device_pages.device_code_view, name="device-code"),
     path("auth/device/token/", device_pages.device_token_view, name="device-token"),
     path("device/", device_pages.device_page, name="device"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", sso.LogoutView.as_view(), name="logout"),
     path("tenant/switch/", tenant_pages.tenant_switch, name="tenant-switch"),
     path("jobs/", job_views.jobs_page, name="jobs"),
     path("jobs/new/", job_views.job_new, name="job-new"),

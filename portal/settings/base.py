@@ -217,6 +217,9 @@ if not LOCAL_LOGIN_ENABLED and not OIDC_APPS:
     raise ImproperlyConfigured(
         "LOCAL_LOGIN_ENABLED=false needs a provider in OIDC_PROVIDERS: nobody could log in"
     )
+# Logging out of the portal after a single sign-on also signs out at the provider (its end_session_endpoint,
+# RP-initiated logout), which sends the browser back to the login page; false: the portal's session only.
+OIDC_LOGOUT_AT_PROVIDER = env.bool("OIDC_LOGOUT_AT_PROVIDER", default=True)
 SOCIALACCOUNT_PROVIDERS = {"openid_connect": {"OAUTH_PKCE_ENABLED": True, "APPS": OIDC_APPS}}
 SOCIALACCOUNT_ADAPTER = "portal.sso.SsoAccountAdapter"
 SOCIALACCOUNT_AUTO_SIGNUP = True

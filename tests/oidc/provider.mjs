@@ -42,7 +42,16 @@ const provider = new Provider(issuer, {
     groups: ["groups"],
   },
   conformIdTokenClaims: false,
-  features: { devInteractions: { enabled: false }, rpInitiatedLogout: { enabled: true } },
+  features: {
+    devInteractions: { enabled: false },
+    rpInitiatedLogout: {
+      enabled: true,
+      async logoutSource(ctx, form) {
+        ctx.body = `<!doctype html><title>Test IdP sign-out</title><h1>Sign out of the test IdP?</h1>${form}
+<button type="submit" form="op.logoutForm" value="yes" name="logout" data-action="idp-sign-out">Sign out</button>`;
+      },
+    },
+  },
   ttl: { IdToken: (ctx, token, client) => ttls[client.clientId] || 3600 },
   interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
   async findAccount(ctx, sub) {

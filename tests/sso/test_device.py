@@ -3,6 +3,9 @@ pending until approved, slow_down when polled too fast, one token per approval, 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from typing import Any
 
@@ -10,11 +13,12 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from tenants.device import device_decide
 from tenants.models import ApiToken, DeviceAuthorization
 from tenants.tokens import token_live
+from tests.e2e.conftest import ROOT
 from tests.factories import make_user
 
-pytestmark = pytest.mark.django_db
 GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
 
@@ -35,6 +39,7 @@ def _poll(client: Client, device_code: str) -> tuple[int, dict[str, Any]]:
     return answer.status_code, answer.json()
 
 
+@pytest.mark.django_db
 def test_an_approved_code_gives_one_token_once() -> None:
     cli, browser = Client(), Client()
     start = _start(cli)
@@ -67,6 +72,7 @@ def test_an_approved_code_gives_one_token_once() -> None:
     assert "expired or was decided already" in again.content.decode()
 
 
+@pytest.mark.django_db
 def test_polling_faster_than_the_interval_is_told_to_slow_down(settings: Any) -> None:
     settings.DEVICE_POLL_SECONDS = 30
     cli = Client()
@@ -77,6 +83,7 @@ def test_polling_faster_than_the_interval_is_told_to_slow_down(settings: Any) ->
     assert _poll(cli, start["device_code"]) == (400, {"error": "slow_down", "interval": 40})
 
 
+@pytest.mark.django_db
 def test_a_denied_or_expired_code_gives_nothing() -> None:
     cli, browser = Client(), Client()
     browser.force_login(make_user("dana"))
@@ -95,6 +102,7 @@ def test_a_denied_or_expired_code_gives_nothing() -> None:
     assert not ApiToken.objects.exists()
 
 
+@pytest.mark.django_db
 def test_the_token_endpoint_wants_the_device_grant_and_a_known_code() -> None:
     cli = Client()
     answer = cli.post("/auth/device/token/", {"grant_type": "password", "device_code": "x"})
@@ -102,6 +110,48 @@ def test_the_token_endpoint_wants_the_device_grant_and_a_known_code() -> None:
     assert _poll(cli, "no-such-code") == (400, {"error": "invalid_grant"})
 
 
+@pytest.mark.django_db
 def test_the_approval_page_needs_a_signed_in_user() -> None:
     answer = Client().get("/device/", {"user_code": "BCDF-GHJK"})
     assert answer.status_code == 302 and answer["Location"].startswith("/login/?next=/device/")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_command_line_says_so_when_the_sign_in_is_denied(
+    live_server: Any, tmp_path: Any, settings: Any
+) -> None:
+    settings.DEVICE_POLL_SECONDS = 1
+    env = os.environ | {"HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env.pop("TRAINYARD_TOKEN", None)
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "trainyard", "login", "--sso", live_server.url, "--no-browser"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert cli.stderr is not None
+        first = cli.stderr.readline()
+        code = cli.stderr.readline().split("the code ")[1].split(" ")[0]
+        assert first.strip() == f"To sign in, open {live_server.url}/device/?user_code={code}"
+        assert device_decide(user_code=code, user=make_user("dana"), approve=False) is not None
+        _, err = cli.communicate(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 1
+    assert "login failed: the sign-in was denied in the browser" in err
+    assert not (tmp_path / ".config" / "trainyard" / "config.json").exists()
+
+
+def test_sso_and_a_token_together_are_refused() -> None:
+    from typer.testing import CliRunner
+
+    from trainyard import cli
+
+    result = CliRunner().invoke(
+        cli.app, ["login", "--sso", "http://127.0.0.1:9", "--token", "ty_x"], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 2
+    assert "--sso gets a new token: leave --token out" in result.output

@@ -13,6 +13,7 @@ import urllib.request
 from typing import Any
 
 import pytest
+from allauth.socialaccount.models import SocialAccount
 from django.contrib.auth.models import User
 
 from tenants.models import ApiToken, Membership, MembershipEvent
@@ -60,10 +61,16 @@ def test_sign_in_lands_in_the_mapped_tenant_and_a_removed_group_removes_it(
     sso_login(page, "alice")
     assert Membership.objects.get(tenant=vision, user=alice).role == "owner"
 
-    # Out of every group: the next sign-in (the provider still has her session) takes the tenant away.
+    # Out of every group: she logs out (of the portal, then of the provider, which sends her back to the
+    # login page) and signs in again, with her password at the provider: the tenant is gone.
     provider.set_user("alice", groups=[])
     page.click("form[action='/logout/'] button")
+    page.wait_for_url(lambda url: url.startswith(provider.issuer))
+    page.click("button[data-action=idp-sign-out]")
     page.wait_for_url(lambda url: "/login/" in url)
+    assert _status(page, "/tokens/") == 200 and "/login/" in page.url  # signed out of the portal
+    page.click("button[data-action=sso][data-provider=testidp]")
+    page.wait_for_url(lambda url: "/interaction/" in url)  # the provider asks again: its session ended
     sso_login(page, "alice")
     assert not Membership.objects.filter(tenant=vision, user=alice).exists()
     assert _status(page, "/tenants/vision/") == 404
@@ -148,7 +155,7 @@ def test_with_local_passwords_off_only_the_provider_signs_in(
     from tests.factories import make_user
 
     make_user("bob")  # password "pw"
-    provider.set_user("dora", groups=[])
+    provider.set_user("bob", groups=[])  # the provider's bob, not the local one
     with open_page(browser, sso_only_server_url) as page:
         page.goto("/login/")
         assert page.locator("[data-testid=password-login]").count() == 0
@@ -162,6 +169,9 @@ def test_with_local_passwords_off_only_the_provider_signs_in(
             return r.status; }""")
         assert status == 403
         assert _status(page, "/tokens/") == 200 and "/login/" in page.url  # still signed out
-        sso_login(page, "dora")
-        assert User.objects.filter(username="dora").exists()
+        sso_login(page, "bob")
+        local, sso = User.objects.get(username="bob"), User.objects.exclude(username="bob").get()
+        assert sso.username.startswith("bob") and sso.email == "bob@idp.example.org"
+        assert SocialAccount.objects.get(user=sso).uid == "bob"
+        assert not SocialAccount.objects.filter(user=local).exists()
         assert _status(page, "/tokens/") == 200 and "/tokens/" in page.url
