@@ -33,6 +33,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.dispatch import receiver
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import urlencode
 
@@ -145,6 +146,13 @@ class LoginView(auth_views.LoginView):
 
 
 SSO_LOGOUT_SESSION_KEY = "sso_logout"
+
+
+@login_not_required
+def account_inactive(request: HttpRequest) -> HttpResponse:
+    """Where allauth sends a sign-in whose user an admin deactivated (its `account_inactive`)."""
+    message = "This account is deactivated: ask a platform admin."
+    return render(request, "portal/403.html", {"message": message}, status=403)
 
 
 class LogoutView(auth_views.LogoutView):

@@ -17,6 +17,8 @@ handler400 = "common.api.api_bad_request"
 urlpatterns = [
     path("", views.dashboard, name="home"),
     path("login/", sso.LoginView.as_view(), name="login"),
+    path("login/", sso.LoginView.as_view(), name="account_login"),  # allauth's name for the login page
+    path("accounts/inactive/", sso.account_inactive, name="account_inactive"),
     path("accounts/oidc/<str:provider_id>/login/", sso.oidc_login, name="openid_connect_login"),
     path(
         "accounts/oidc/<str:provider_id>/login/callback/", sso.oidc_callback, name="openid_connect_callback"

@@ -3,7 +3,7 @@
 // Environment: OIDC_PORT (listens on 127.0.0.1), OIDC_USERS_FILE (JSON: {"alice": {"password": "...",
 // "email": "...", "name": "...", "groups": ["..."]}}, read again at every sign-in, so a test changes a
 // user's groups by rewriting it), OIDC_CLIENTS (JSON: [{"client_id", "client_secret", "id_token_ttl"?}]).
-// Any redirect URI on 127.0.0.1 or localhost is allowed (the portal under test runs on a free port).
+// Any redirect URI on 127.0.0.1, localhost (or testserver) is allowed (the portal under test runs on a free port).
 // Code flow with PKCE (S256, required), RS256 ID tokens carrying `groups`, signed with a key made at start.
 import crypto from "node:crypto";
 import fs from "node:fs";
@@ -87,7 +87,8 @@ const provider = new Provider(issuer, {
 const local = (value) => {
   try {
     const url = new URL(value);
-    return url.protocol === "http:" && ["127.0.0.1", "localhost"].includes(url.hostname);
+    // testserver: Django's test client, whose callback a test opens itself.
+    return url.protocol === "http:" && ["127.0.0.1", "localhost", "testserver"].includes(url.hostname);
   } catch {
     return false;
   }

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urljoin, urlparse
+from urllib.parse import parse_qs, urlencode, urljoin, urlparse
 
 import httpx
 
@@ -69,31 +69,19 @@ class Provider:
         verifier = secrets.token_urlsafe(48)
         challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
         redirect_uri = "http://127.0.0.1:9/callback"
-        users = json.loads(self.users_file.read_text())
-        with httpx.Client(base_url=self.issuer, follow_redirects=False) as client:
-            answer = client.get(
-                "/auth",
-                params={
-                    "client_id": client_id,
-                    "response_type": "code",
-                    "scope": "openid email profile groups",
-                    "redirect_uri": redirect_uri,
-                    "code_challenge": challenge,
-                    "code_challenge_method": "S256",
-                    "state": "s",
-                    "nonce": "n",
-                },
-            )
-            form = client.get(answer.headers["location"])
-            uid = re.search(r"/interaction/([^/\"]+)/login", form.text)
-            assert uid, form.text
-            answer = client.post(
-                f"/interaction/{uid.group(1)}/login",
-                data={"login": username, "password": users[username]["password"]},
-            )
-            while not answer.headers["location"].startswith(redirect_uri):
-                answer = client.get(urljoin(self.issuer, answer.headers["location"]))
-            code = parse_qs(urlparse(answer.headers["location"]).query)["code"][0]
+        query = {
+            "client_id": client_id,
+            "response_type": "code",
+            "scope": "openid email profile groups",
+            "redirect_uri": redirect_uri,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "state": "s",
+            "nonce": "n",
+        }
+        back = provider_sign_in(self, f"{self.issuer}/auth?{urlencode(query)}", username, redirect_uri)
+        code = parse_qs(urlparse(back).query)["code"][0]
+        with httpx.Client(base_url=self.issuer) as client:
             tokens = client.post(
                 "/token",
                 data={
@@ -107,6 +95,24 @@ class Provider:
             )
             assert tokens.status_code == 200, tokens.text
             return str(tokens.json()["id_token"])
+
+
+def provider_sign_in(provider: Provider, authorize_url: str, username: str, back_to: str) -> str:
+    """Sign `username` in at the provider, as their browser would, from the relying party's authorization
+    URL; returns the URL the provider sends the browser back to (starting with `back_to`)."""
+    users = json.loads(provider.users_file.read_text())
+    with httpx.Client(base_url=provider.issuer, follow_redirects=False) as client:
+        answer = client.get(authorize_url)
+        form = client.get(answer.headers["location"])
+        uid = re.search(r"/interaction/([^/\"]+)/login", form.text)
+        assert uid, form.text
+        answer = client.post(
+            f"/interaction/{uid.group(1)}/login",
+            data={"login": username, "password": users[username]["password"]},
+        )
+        while not answer.headers["location"].startswith(back_to):
+            answer = client.get(urljoin(provider.issuer, answer.headers["location"]))
+        return str(answer.headers["location"])
 
 
 @contextmanager

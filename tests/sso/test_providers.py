@@ -8,10 +8,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 
 from common.ssoconfig import providers_parse
-from tests.sso.provider import CLIENT_ID, CLIENT_SECRET, SHORT_CLIENT_ID, Provider
+from tests.sso.provider import CLIENT_ID, CLIENT_SECRET, SHORT_CLIENT_ID, Provider, provider_sign_in
 
 pytestmark = pytest.mark.django_db
 
@@ -56,3 +57,42 @@ def test_each_provider_has_a_button_that_starts_its_code_flow_with_pkce(
     assert query["redirect_uri"] == ["http://testserver/accounts/oidc/lab/login/callback/"]
     assert set(query["scope"][0].split()) == {"openid", "profile", "email", "groups"}
     assert client.post("/accounts/oidc/nobody/login/").status_code == 404
+
+
+def _use_provider(settings: Any, provider: Provider) -> None:
+    apps = providers_parse(
+        json.dumps(
+            [
+                {
+                    "id": "testidp",
+                    "name": "Test IdP",
+                    "issuer": provider.issuer,
+                    "client_id": CLIENT_ID,
+                    "secret": CLIENT_SECRET,
+                }
+            ]
+        )
+    )
+    settings.OIDC_APPS = apps
+    settings.SOCIALACCOUNT_PROVIDERS = {"openid_connect": {"OAUTH_PKCE_ENABLED": True, "APPS": apps}}
+
+
+def test_a_deactivated_user_cannot_sign_in_through_the_provider(settings: Any, provider: Provider) -> None:
+    _use_provider(settings, provider)
+    provider.set_user("eve", groups=[])
+    client = Client()
+    start = client.post("/accounts/oidc/testidp/login/")
+    back = provider_sign_in(provider, start["Location"], "eve", "http://testserver/")
+    assert client.get(back.removeprefix("http://testserver")).status_code == 302
+    assert client.get("/tokens/").status_code == 200  # signed in
+    eve = User.objects.get(username="eve")
+    eve.is_active = False
+    eve.save()
+
+    client = Client()
+    start = client.post("/accounts/oidc/testidp/login/")
+    back = provider_sign_in(provider, start["Location"], "eve", "http://testserver/")
+    answer = client.get(back.removeprefix("http://testserver"), follow=True)
+    assert answer.status_code == 403
+    assert "This account is deactivated" in answer.content.decode()
+    assert client.get("/tokens/").status_code == 302
