@@ -2,7 +2,7 @@
 authorization grant (RFC 8628) for the platform's own API tokens (tenants/device.py, docs/sso.md).
 
 - POST /auth/device/ (no session; form field `client_name`, optional): a device code, a user code, the
-  verification URLs, how long they hold and the poll interval.
+  verification URLs, how long they hold and the poll interval; 429 while too many wait from the address.
 - POST /auth/device/token/ (form fields `grant_type=urn:ietf:params:oauth:grant-type:device_code`,
   `device_code`): 400 with `error` authorization_pending / slow_down / access_denied / expired_token /
   invalid_grant, or 200 with the new API token (`access_token`, `token_type`, `scope`, `expires_at`).
@@ -21,7 +21,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
-from tenants.device import device_decide, device_pending, device_poll, device_start
+from portal.middleware import client_ip
+from tenants.device import DeviceRefused, device_decide, device_pending, device_poll, device_start
 from tenants.pages import page_user, render_page
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
@@ -32,7 +33,12 @@ DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 @never_cache
 def device_code_view(request: HttpRequest) -> JsonResponse:
     """Start a command line's sign-in."""
-    row, device_code = device_start(client_name=request.POST.get("client_name", "").strip())
+    try:
+        row, device_code = device_start(
+            client_name=request.POST.get("client_name", "").strip(), address=client_ip(request)
+        )
+    except DeviceRefused as exc:
+        return JsonResponse({"error": "slow_down", "error_description": str(exc)}, status=429)
     verification = request.build_absolute_uri(reverse("device"))
     return JsonResponse(
         {

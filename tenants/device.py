@@ -6,7 +6,8 @@ user signs in on the portal (through the identity provider, or with a password w
 the code and approves (`device_approve`) or denies; meanwhile the command line polls (`device_poll`) no
 faster than the interval, and the first poll after the approval gets a new API token of the default scope
 and expiry, once. Codes expire after DEVICE_CODE_MINUTES; a poll that comes too early is answered
-`slow_down` and the interval grows by 5 seconds, as the RFC asks."""
+`slow_down` and the interval grows by 5 seconds, as the RFC asks. One address holds at most
+DEVICE_CODES_PER_ADDRESS codes waiting at once; codes a day past their expiry are deleted as new ones come."""
 
 from __future__ import annotations
 
@@ -38,9 +39,21 @@ def user_code_normal(text: str) -> str:
     return f"{letters[:4]}-{letters[4:]}" if len(letters) == 8 else ""
 
 
+class DeviceRefused(Exception):
+    """Too many codes wait for approval from one address."""
+
+
 @durable_service
-def device_start(*, client_name: str = "") -> tuple[DeviceAuthorization, str]:
-    """A new device sign-in; returns the row and the device code (stored only as its digest)."""
+def device_start(*, client_name: str = "", address: str | None = None) -> tuple[DeviceAuthorization, str]:
+    """A new device sign-in; returns the row and the device code (stored only as its digest). Refused
+    (`DeviceRefused`) while `address` has DEVICE_CODES_PER_ADDRESS codes waiting."""
+    now = timezone.now()
+    DeviceAuthorization.objects.filter(expires_at__lt=now - timedelta(days=1)).delete()
+    waiting = DeviceAuthorization.objects.filter(
+        address=address, expires_at__gt=now, approved_at__isnull=True, denied_at__isnull=True
+    )
+    if address is not None and waiting.count() >= settings.DEVICE_CODES_PER_ADDRESS:
+        raise DeviceRefused(f"{settings.DEVICE_CODES_PER_ADDRESS} sign-ins from this address wait already")
     device_code = secrets.token_urlsafe(32)
     while True:
         letters = "".join(secrets.choice(USER_CODE_ALPHABET) for _ in range(8))
@@ -51,7 +64,8 @@ def device_start(*, client_name: str = "") -> tuple[DeviceAuthorization, str]:
         device_digest=_digest(device_code),
         user_code=user_code,
         client_name=client_name[:100],
-        expires_at=timezone.now() + timedelta(minutes=settings.DEVICE_CODE_MINUTES),
+        address=address,
+        expires_at=now + timedelta(minutes=settings.DEVICE_CODE_MINUTES),
         interval=settings.DEVICE_POLL_SECONDS,
     )
     return row, device_code

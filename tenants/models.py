@@ -496,6 +496,9 @@ class DeviceAuthorization(models.Model):
     device_digest = models.CharField(max_length=64, unique=True)
     user_code = models.CharField(max_length=9, unique=True, help_text="XXXX-XXXX, what the user confirms.")
     client_name = models.CharField(max_length=100, blank=True, default="")
+    address = models.GenericIPAddressField(
+        null=True, blank=True, help_text="Where the command line asked from."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     interval = models.PositiveSmallIntegerField(

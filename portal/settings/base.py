@@ -228,9 +228,11 @@ SOCIALACCOUNT_STORE_TOKENS = False
 ACCOUNT_EMAIL_VERIFICATION = "none"
 ACCOUNT_UNIQUE_EMAIL = False
 # The command line's sign-in by device code (`trainyard login --sso`, tenants/device.py): how long a code
-# waits for its approval, and the least interval between the command line's polls.
+# waits for its approval, the least interval between the command line's polls, and how many codes may wait
+# for approval from one client address at once.
 DEVICE_CODE_MINUTES = env.int("DEVICE_CODE_MINUTES", default=10)
 DEVICE_POLL_SECONDS = env.int("DEVICE_POLL_SECONDS", default=5)
+DEVICE_CODES_PER_ADDRESS = env.int("DEVICE_CODES_PER_ADDRESS", default=10)
 
 
 def channel_layer_host(url: str) -> dict[str, object]:

@@ -155,3 +155,24 @@ def test_sso_and_a_token_together_are_refused() -> None:
     )
     assert result.exit_code == 2
     assert "--sso gets a new token: leave --token out" in result.output
+
+
+@pytest.mark.django_db
+def test_one_address_holds_only_so_many_waiting_codes(settings: Any) -> None:
+    settings.DEVICE_CODES_PER_ADDRESS = 2
+    cli = Client()
+    first, _second = _start(cli), _start(cli)
+    refused = cli.post("/auth/device/", {"client_name": "laptop"})
+    assert refused.status_code == 429
+    assert refused.json() == {
+        "error": "slow_down",
+        "error_description": "2 sign-ins from this address wait already",
+    }
+    assert Client(REMOTE_ADDR="10.0.0.9").post("/auth/device/").status_code == 200  # another address
+    DeviceAuthorization.objects.filter(user_code=first["user_code"]).update(expires_at=timezone.now())
+    assert cli.post("/auth/device/").status_code == 200  # one expired: room again
+    DeviceAuthorization.objects.filter(user_code=first["user_code"]).update(
+        expires_at=timezone.now() - timedelta(days=2)
+    )
+    _start(Client(REMOTE_ADDR="10.0.0.10"))
+    assert not DeviceAuthorization.objects.filter(user_code=first["user_code"]).exists()  # long expired: gone
