@@ -37,7 +37,15 @@ $(KUBECTL_1_20):
 		&& dpkg -x kubernetes-client_*.deb ../kubectl-1.20 && rm -f kubernetes-client_*.deb \
 		|| echo "kubectl 1.20 could not be fetched; the tests that need it will skip"
 
-tools: $(KUBECTL_1_20)
+# The SSO tests' OpenID provider (tests/oidc: panva's oidc-provider on Node.js), installed from its lock file;
+# without Node.js the tests that need it skip.
+OIDC_PROVIDER := tests/oidc/node_modules/.installed
+$(OIDC_PROVIDER): tests/oidc/package-lock.json
+	@if command -v npm >/dev/null; then cd tests/oidc && { npm ci --no-audit --no-fund --loglevel=error \
+		&& touch node_modules/.installed || echo "npm ci failed: the SSO tests (tests/sso) will skip"; }; \
+	else echo "npm is missing: the SSO tests (tests/sso) will skip"; fi
+
+tools: $(KUBECTL_1_20) $(OIDC_PROVIDER)
 
 # kubesim runs each container under bubblewrap (its own mount and PID namespaces); without it, it warns
 # and falls back to plain processes that share this machine's filesystem.

@@ -1,14 +1,14 @@
 """Top-level URL routes: the browser pages, the admin console, the REST API, probes and metrics."""
 
+from allauth.socialaccount import views as social_views
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from jobs import compare_pages, spec_views
 from jobs import views as job_views
 from jobs.tensorboard import views as tensorboard_views
-from portal import views
+from portal import device_pages, sso, views
 from tenants import invitation_pages, member_pages, registry_pages, secret_pages, token_pages
 from tenants import pages as tenant_pages
 
@@ -16,12 +16,20 @@ handler400 = "common.api.api_bad_request"
 
 urlpatterns = [
     path("", views.dashboard, name="home"),
+    path("login/", sso.LoginView.as_view(), name="login"),
+    path("login/", sso.LoginView.as_view(), name="account_login"),  # allauth's name for the login page
+    path("accounts/inactive/", sso.account_inactive, name="account_inactive"),
+    path("accounts/oidc/<str:provider_id>/login/", sso.oidc_login, name="openid_connect_login"),
     path(
-        "login/",
-        auth_views.LoginView.as_view(template_name="portal/login.html", redirect_authenticated_user=True),
-        name="login",
+        "accounts/oidc/<str:provider_id>/login/callback/", sso.oidc_callback, name="openid_connect_callback"
     ),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/login/cancelled/", social_views.login_cancelled, name="socialaccount_login_cancelled"),
+    path("accounts/login/error/", social_views.login_error, name="socialaccount_login_error"),
+    path("accounts/signup/", social_views.signup, name="socialaccount_signup"),
+    path("auth/device/", device_pages.device_code_view, name="device-code"),
+    path("auth/device/token/", device_pages.device_token_view, name="device-token"),
+    path("device/", device_pages.device_page, name="device"),
+    path("logout/", sso.LogoutView.as_view(), name="logout"),
     path("tenant/switch/", tenant_pages.tenant_switch, name="tenant-switch"),
     path("jobs/", job_views.jobs_page, name="jobs"),
     path("jobs/new/", job_views.job_new, name="job-new"),

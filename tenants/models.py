@@ -485,3 +485,36 @@ class Invitation(models.Model):
 
     def __str__(self) -> str:
         return f"invitation of {self.email} to {self.tenant} ({self.role})"
+
+
+class DeviceAuthorization(models.Model):
+    """A command line's sign-in in progress: the OAuth device authorization grant (RFC 8628) for the
+    platform's own API tokens. The command line holds the device code (stored here only as a SHA-256
+    digest) and polls; the user signs in on the portal, enters or follows the user code and approves; the
+    next poll turns the approval into an API token, once."""
+
+    device_digest = models.CharField(max_length=64, unique=True)
+    user_code = models.CharField(max_length=9, unique=True, help_text="XXXX-XXXX, what the user confirms.")
+    client_name = models.CharField(max_length=100, blank=True, default="")
+    address = models.GenericIPAddressField(
+        null=True, blank=True, help_text="Where the command line asked from."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    interval = models.PositiveSmallIntegerField(
+        default=5, help_text="Seconds the client waits between polls."
+    )
+    polled_at = models.DateTimeField(null=True, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    approved_at = models.DateTimeField(null=True, blank=True)
+    denied_at = models.DateTimeField(null=True, blank=True)
+    consumed_at = models.DateTimeField(null=True, blank=True)
+    token = models.ForeignKey(ApiToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"device sign-in {self.user_code}"

@@ -41,6 +41,7 @@ from trainyard.output import (
     tokens_table,
 )
 from trainyard.registries_cli import registries_app
+from trainyard.sso import DeviceLoginError, device_login
 
 STATES = (
     "queued",
@@ -184,16 +185,43 @@ def login(
     token: Annotated[
         str | None, typer.Option("--token", help="An API token (ty_...); asked for if left out.")
     ] = None,
+    sso: Annotated[
+        bool,
+        typer.Option(
+            "--sso",
+            help="Sign in through the portal (and its identity provider) in a browser, approving the code "
+            "shown here; the portal gives this machine a new API token.",
+        ),
+    ] = False,
+    no_browser: Annotated[
+        bool,
+        typer.Option("--no-browser", help="With --sso: only print the URL to open (any device will do)."),
+    ] = False,
 ) -> None:
-    """Check a token against URL and store the URL and token in the config file (mode 0600)."""
+    """Check a token against URL and store the URL and token in the config file (mode 0600); with --sso,
+    get the token by signing in through the portal."""
     if server_url and url and config.normalize_url(server_url) != config.normalize_url(url):
         raise typer.BadParameter(f"URL {server_url} contradicts --url {url}", param_hint="--url")
+    if sso and token:
+        raise typer.BadParameter("--sso gets a new token: leave --token out", param_hint="--token")
     options = ctx.find_root().obj or {}
     chosen = server_url or url or options.get("url") or config.resolve().url
     if not chosen:
         raise typer.BadParameter("name the server: trainyard login URL", param_hint="URL")
-    secret = token or options.get("token") or typer.prompt("API token", hide_input=True)
     server = config.normalize_url(chosen)
+    if sso:
+        try:
+            answer = device_login(
+                server, say=lambda line: typer.echo(line, err=True), open_browser=not no_browser
+            )
+        except DeviceLoginError as exc:
+            typer.echo(f"login failed: {exc}", err=True)
+            raise typer.Exit(1) from None
+        secret = str(answer["access_token"])
+        expiry = f", expires {answer['expires_at']}" if answer.get("expires_at") else ""
+        typer.echo(f"signed in: a new API token (scope {answer.get('scope')}{expiry})", err=True)
+    else:
+        secret = token or options.get("token") or typer.prompt("API token", hide_input=True)
     with Client(server, secret) as api:
         try:
             tenants = api.tenants()

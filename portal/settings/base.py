@@ -10,6 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from environ.fileaware_mapping import FileAwareMapping
 
 from common.podoverrides import OverridesError, overrides_clean
+from common.ssoconfig import SsoConfigError, group_map_parse, providers_parse
 from jobs.core.gputypes import DEFAULT_ALIASES as DEFAULT_GPU_TYPE_ALIASES
 from jobs.core.gputypes import merge_aliases, parse_aliases
 
@@ -26,6 +27,7 @@ FILE_SECRETS = (
     "CELERY_RESULT_BACKEND",
     "CREDENTIALS_KEY",
     "EMAIL_URL",
+    "OIDC_PROVIDERS",
 )
 
 
@@ -78,6 +80,10 @@ INSTALLED_APPS = [
     "guardian",
     "channels",
     "axes",
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
     "portal",
     "tenants",
     "jobs",
@@ -92,6 +98,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",
     "portal.middleware.DatabaseOutageMiddleware",
@@ -127,6 +134,7 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses a locked-out login before the password is checked
+    "portal.sso.LocalPasswordSwitch",  # refuses every password when LOCAL_LOGIN_ENABLED is off
     "django.contrib.auth.backends.ModelBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
@@ -191,6 +199,40 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
+
+# Single sign-on with OpenID Connect (docs/sso.md), through django-allauth's openid_connect provider: code
+# flow with PKCE, ID tokens checked against the provider's keys (JWKS). OIDC_PROVIDERS is a JSON list of
+# {"id", "name", "issuer", "client_id", "secret"} (the provider's redirect URI for each is
+# <portal>/accounts/oidc/<id>/login/callback/); users are created at their first sign-in. OIDC_GROUP_MAP
+# ({"group": "tenant:role"}) gives memberships from the ID token's `groups` claim at every sign-in.
+# LOCAL_LOGIN_ENABLED=false turns passwords off: the login page offers only the providers and every password
+# login (the portal's and the admin console's) is refused.
+try:
+    OIDC_APPS = providers_parse(env("OIDC_PROVIDERS", default=""))
+    OIDC_GROUP_MAP = group_map_parse(env("OIDC_GROUP_MAP", default=""))
+except SsoConfigError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+LOCAL_LOGIN_ENABLED = env.bool("LOCAL_LOGIN_ENABLED", default=True)
+if not LOCAL_LOGIN_ENABLED and not OIDC_APPS:
+    raise ImproperlyConfigured(
+        "LOCAL_LOGIN_ENABLED=false needs a provider in OIDC_PROVIDERS: nobody could log in"
+    )
+# Logging out of the portal after a single sign-on also signs out at the provider (its end_session_endpoint,
+# RP-initiated logout), which sends the browser back to the login page; false: the portal's session only.
+OIDC_LOGOUT_AT_PROVIDER = env.bool("OIDC_LOGOUT_AT_PROVIDER", default=True)
+SOCIALACCOUNT_PROVIDERS = {"openid_connect": {"OAUTH_PKCE_ENABLED": True, "APPS": OIDC_APPS}}
+SOCIALACCOUNT_ADAPTER = "portal.sso.SsoAccountAdapter"
+SOCIALACCOUNT_AUTO_SIGNUP = True
+SOCIALACCOUNT_EMAIL_VERIFICATION = "none"
+SOCIALACCOUNT_STORE_TOKENS = False
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_UNIQUE_EMAIL = False
+# The command line's sign-in by device code (`trainyard login --sso`, tenants/device.py): how long a code
+# waits for its approval, the least interval between the command line's polls, and how many codes may wait
+# for approval from one client address at once.
+DEVICE_CODE_MINUTES = env.int("DEVICE_CODE_MINUTES", default=10)
+DEVICE_POLL_SECONDS = env.int("DEVICE_POLL_SECONDS", default=5)
+DEVICE_CODES_PER_ADDRESS = env.int("DEVICE_CODES_PER_ADDRESS", default=10)
 
 
 def channel_layer_host(url: str) -> dict[str, object]:
