@@ -5,6 +5,7 @@ one with them off. The browser is the browser tests' Chromium (tests/e2e/conftes
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,9 +20,13 @@ GROUP_MAP = {"ml-vision-admins": "vision:owner", "ml-vision": "vision:member", "
 
 @pytest.fixture(scope="session")
 def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
-    """The test OpenID provider, for the whole session; skips where Node.js or its packages are missing."""
+    """The test OpenID provider, for the whole session; skips where Node.js or its packages are missing,
+    except in CI (`.ci/run` sets `TRAINYARD_CI`), where a provider that did not install is a failure, not a
+    quiet skip."""
     missing = provider_missing()
     if missing:
+        if os.environ.get("TRAINYARD_CI"):
+            pytest.fail(f"CI: {missing}")
         pytest.skip(missing)
     with oidc_provider(tmp_path_factory.mktemp("oidc-provider")) as running:
         yield running
