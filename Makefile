@@ -87,8 +87,12 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy .
 
+# The suite on PYTEST_WORKERS pytest-xdist workers, each test file whole on one worker (docs/testing.md,
+# "Parallel runs"); most tests wait on kubesim, a server or a browser, so 4 pay off on 2 cores.
+# PYTEST_WORKERS=0 runs it in this one process. `.venv/bin/pytest FILE` alone runs serially.
+PYTEST_WORKERS ?= 4
 pytest: install services browser tools sandbox
-	DJANGO_SETTINGS_MODULE=portal.settings.test $(VENV)/bin/pytest
+	DJANGO_SETTINGS_MODULE=portal.settings.test $(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 test: lint typecheck pytest
 

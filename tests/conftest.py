@@ -18,6 +18,7 @@ import pytest
 
 from kubesim.network import HOST_NAME
 from kubesim.testing import KubeSim
+from tests import scheduling
 from tests.clusters import EXTERNAL_KUBECONFIG, KUBESIM_ONLY_REASON, cluster_for_tests
 from tests.own_postgres import OwnPostgres, as_default
 
@@ -28,13 +29,25 @@ FFDL_MANIFESTS = sorted((SHARED_DATA / "ffdl-manifests").glob("*.yml"))
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """tests/kubesim tests the emulator itself: kubesim-only. With TRAINYARD_TEST_KUBECONFIG set, every
-    kubesim-only test is skipped with the reason."""
+    kubesim-only test is skipped with the reason. On a pytest-xdist worker, the longest files first
+    (tests/scheduling.py)."""
     emulator_tests = ROOT / "tests" / "kubesim"
     for item in items:
         if item.path.is_relative_to(emulator_tests):
             item.add_marker(pytest.mark.kubesim_only)
         if EXTERNAL_KUBECONFIG and item.get_closest_marker("kubesim_only"):
             item.add_marker(pytest.mark.skip(reason=KUBESIM_ONLY_REASON))
+    if hasattr(config, "workerinput"):
+        scheduling.order_for_workers(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` (what `make test` runs) with the suite's own order and groups (tests/scheduling.py);
+    xdist's other modes as they are."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    return scheduling.make_scheduler(config, log)
 
 
 @pytest.fixture(autouse=True)

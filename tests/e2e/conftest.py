@@ -96,10 +96,18 @@ def browser() -> Iterator[Any]:
     """
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is not installed (`make browser` installs Debian's chromium)")
+    from django.db import connections
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API keeps an asyncio loop on this thread; the tests' own ORM calls are plain
     # synchronous code between browser steps, so Django's async-safety guard does not apply to them.
+    #
+    # While that loop runs, Django's connections on this thread are not the thread's own (asgiref's Local
+    # keeps database handles per async context where a loop runs): the thread's own connection, opened
+    # before the browser, sits idle meanwhile, and a test's `_end_other_database_sessions` ends it as another
+    # session. So both sets are closed, the loop's before it stops and the thread's after: the first test
+    # after the browser opens a fresh connection, not the ended one (AdminShutdown under pytest-xdist, where
+    # a worker goes on from the browser tests to other tests).
     before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     try:
@@ -109,6 +117,8 @@ def browser() -> Iterator[Any]:
                 yield chromium
             finally:
                 chromium.close()
+                connections.close_all()
+        connections.close_all()
     finally:
         if before is None:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)

@@ -5,7 +5,8 @@ import pytest
 from jobs.core.states import TERMINAL, TRANSITIONS, IllegalTransition, JobStatus, check_transition
 from jobs.models import Job
 
-LEGAL = [(src, dst) for src, dsts in TRANSITIONS.items() for dst in dsts]
+# Sorted: a frozenset's order changes with the hash seed, and pytest-xdist's workers must collect alike.
+LEGAL = [(src, dst) for src, dsts in TRANSITIONS.items() for dst in sorted(dsts)]
 ILLEGAL = [(src, dst) for src in JobStatus.values for dst in JobStatus.values if dst not in TRANSITIONS[src]]
 
 

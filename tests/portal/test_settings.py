@@ -69,6 +69,7 @@ def test_production_refuses_a_credentials_key_that_is_no_fernet_key() -> None:
         (secrets.token_urlsafe(30)[:49], "shorter than 50"),
         ("abcd" * 20, "fewer than 5 different"),
     ],
+    ids=["local-key", "test-key", "django-insecure", "short", "repetitive"],  # the same on every xdist worker
 )
 def test_production_refuses_a_short_repetitive_or_known_secret_key(key: str, why: str) -> None:
     result = _run("portal.settings.production", **(PRODUCTION | {"SECRET_KEY": key}))
@@ -308,3 +309,47 @@ def test_refused_pod_overrides_stop_the_process_with_the_field_named() -> None:
     assert "patch.spec.hostNetwork: cannot be overridden" in result.stderr
     good = '{"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}'
     assert _run("portal.settings.local", POD_OVERRIDES=good).returncode == 0
+
+
+WORKER_CHECK = (
+    "import django; django.setup(); from django.conf import settings as s; import json, os; "
+    "print(json.dumps([s.REDIS_URL, s.CELERY_BROKER_URL, s.CHANNEL_LAYERS['default']['CONFIG']['hosts'][0]"
+    "['address'], s.ARTIFACT_STORAGE['OPTIONS']['location'], s.TENSORBOARD_ROOT, os.environ['REDIS_URL']]))"
+)
+
+
+def _as_worker(**env: str) -> subprocess.CompletedProcess[str]:
+    """The test settings loaded as pytest-xdist sets up a worker's process (or a process a worker started)."""
+    xdist = ("PYTEST_XDIST_WORKER", "TRAINYARD_TEST_WORKER", "ARTIFACT_ROOT", "TENSORBOARD_ROOT")
+    clean = {k: v for k, v in os.environ.items() if k not in SECRETS and k not in xdist}
+    return subprocess.run(
+        [sys.executable, "-c", WORKER_CHECK],
+        cwd=ROOT,
+        env=clean | {"DJANGO_SETTINGS_MODULE": "portal.settings.test", "TEST_DATABASE_NAME": "test_w"} | env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_each_xdist_worker_gets_its_own_redis_db_and_folders_and_its_children_the_same() -> None:
+    worker = _as_worker(PYTEST_XDIST_WORKER="gw2", REDIS_URL="redis://127.0.0.1:6379/4")
+    assert worker.returncode == 0, worker.stderr
+    redis_url, broker, layer, artifacts, boards, environ = json.loads(worker.stdout)
+    assert redis_url == broker == layer == environ == "redis://127.0.0.1:6379/2"
+    assert artifacts.endswith("trainyard-artifacts-test_w_gw2") and boards.endswith(
+        "trainyard-tensorboard-test_w_gw2"
+    )
+    # A process the worker starts (the web process, an engine) inherits its environment: nothing moves twice.
+    child = _as_worker(PYTEST_XDIST_WORKER="gw2", TRAINYARD_TEST_WORKER="gw2", REDIS_URL=redis_url)
+    assert child.returncode == 0, child.stderr
+    assert json.loads(child.stdout) == [redis_url, broker, layer, artifacts, boards, environ]
+    serial = _as_worker(REDIS_URL="redis://127.0.0.1:6379/4")
+    assert json.loads(serial.stdout)[0] == "redis://127.0.0.1:6379/4"
+    assert json.loads(serial.stdout)[3].endswith("trainyard-artifacts-test_w")
+    too_many = _as_worker(PYTEST_XDIST_WORKER="gw5", REDIS_URL="redis://127.0.0.1:6379/4")
+    assert (
+        too_many.returncode != 0
+        and "too few Redis dbs below it for pytest-xdist worker gw5" in too_many.stderr
+    )
