@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -98,11 +97,21 @@ def test_worker_killed_mid_launch_leaves_one_pod_per_learner_and_the_job_succeed
     client = cluster.cluster()
     namespace = cluster.namespace_for(tenant)
 
-    # The doomed worker has created the Service and is inside its first pod create: kill it there.
-    wait_until(lambda: client.core.list_namespaced_service(namespace).items, timeout=30, what="the Service")
-    time.sleep(0.5)
+    # The doomed worker has created the Service and is inside its first pod create (kubesim holds it: the
+    # one-shot rule is used up): kill it there.
+    wait_until(
+        lambda: hang.id not in {rule.id for rule in engine.cluster.faults.rules()},
+        timeout=30,
+        what="the doomed worker's first pod create to reach kubesim",
+    )
     os.killpg(doomed_worker.pid, signal.SIGKILL)
     doomed_worker.wait(timeout=10)
+    # The held create completes on the server after its client died, as on a real API server. Waiting for it
+    # here keeps it from landing after the job has ended (a pod of a finished attempt, which reconcile
+    # removes as an orphan, but which this test would count as a replaced learner).
+    wait_until(
+        lambda: client.job_pods(namespace=namespace, job_id=job.pk), timeout=30, what="the held pod create"
+    )
     job.refresh_from_db()
     assert job.status == "starting" and job.attempt == 1, describe(job)
     assert not job.events.filter(reason="PodsCreated").exists(), "the killed launch must not have finished"
