@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from jobs import cluster
 from jobs.artifacts.code import zip_directory_bytes
 from jobs.models import JobEvent, LogLine, ResultFile
 from jobs.services import job_submit
@@ -62,6 +63,8 @@ def test_a_result_file_over_the_limit_is_refused_by_its_headers_and_the_job_says
     settings.ARTIFACTS_BASE_URL = pod_url(engine, small_limit_server_url)
     settings.ARTIFACT_FETCH_IMAGE = "trainyard:test"
     engine.add_gpu_node("uploads-0", gpus=1, labels={"nvidia.com/gpu.product": GPU})
+    # Submit checks the GPU type against the watcher's node summary: wait until it has the new node.
+    wait_until(lambda: GPU in cluster.gpu_products(), timeout=30, what="the node summary to list the node")
     tenant = make_tenant(gpus=4)
     job = job_submit(
         tenant=tenant,
